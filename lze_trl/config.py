@@ -1,0 +1,167 @@
+"""Configuration of [`LZEGRPOTrainer`]."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+from trl import GRPOConfig
+
+from .energy import MOMENTUM_MODES
+
+
+SELECTORS = ("lze", "none")
+
+
+@dataclass
+class LZEGRPOConfig(GRPOConfig):
+    r"""
+    Configuration class for the [`LZEGRPOTrainer`].
+
+    [`LZEGRPOConfig`] inherits every parameter of TRL's `GRPOConfig` and adds those of Learning-Zone Energy (LZE)
+    selection: which prompt groups of a generation batch take part in the policy update (backward selection), and
+    which prompts are still rolled out (forward pruning, off by default). Defaults are those of the authors' release.
+
+    Parameters:
+        selector (`str`, *optional*, defaults to `"lze"`):
+            How prompt groups are chosen for the update: `"lze"` (top `selection_ratio` by energy) or `"none"`
+            (every group, exactly as `GRPOTrainer`).
+        selection_ratio (`float`, *optional*, defaults to `0.4`):
+            Fraction of the generation batch's groups kept for the update, in (0, 1].
+        min_selection_ratio (`float`, *optional*, defaults to `0.3`):
+            Lower bound of the kept fraction, in [0, `selection_ratio`].
+        selection_noise (`float`, *optional*, defaults to `0.05`):
+            Scale of the Gumbel exploration noise added to the energies, relative to their range; 0 ranks by energy.
+        energy_ema_decay (`float`, *optional*, defaults to `0.9`):
+            Decay of the per-prompt pass-rate EMA, in [0, 1).
+        energy_momentum_weight (`float`, *optional*, defaults to `0.3`):
+            Weight of the momentum term of the energy, >= 0.
+        energy_momentum_mode (`str`, *optional*, defaults to `"abs"`):
+            `"abs"`: momentum `min(2|p - ema|, 1)` (the release); `"improve"`: `min(2 max(p - ema, 0), 1)` (the
+            paper's wording).
+        energy_d_init_min (`float`, *optional*, defaults to `0.05`):
+            Floor of the difficulty anchor `max(1 - p0, energy_d_init_min)`, in [0, 1].
+        pass_threshold (`float`, *optional*, defaults to `0.5`):
+            A rollout is correct when the correctness reward is `>= pass_threshold`.
+        correctness_reward (`str` or `int`, *optional*):
+            Name or index of the reward function that defines correctness. Defaults to the first one.
+        prune_solved (`bool`, *optional*, defaults to `False`):
+            Stop rolling out prompts that stay fully solved (forward pruning), replaying a few each epoch. Needs a
+            map-style train dataset.
+        prune_after_epochs (`int`, *optional*, defaults to `2`):
+            Consecutive fully-solved observations (one per epoch) after which a prompt is pruned, >= 1.
+        prune_replay_fraction (`float`, *optional*, defaults to `0.1`):
+            Fraction of the prune pool replayed at the start of each epoch (at least one prompt when > 0), in [0, 1].
+    """
+
+    selector: str = field(
+        default="lze",
+        metadata={"help": "How prompt groups are chosen for the update.", "choices": list(SELECTORS)},
+    )
+    selection_ratio: float = field(
+        default=0.4, metadata={"help": "Fraction of the generation batch's groups kept for the update, in (0, 1]."}
+    )
+    min_selection_ratio: float = field(
+        default=0.3, metadata={"help": "Lower bound of the kept fraction, in [0, selection_ratio]."}
+    )
+    selection_noise: float = field(
+        default=0.05, metadata={"help": "Scale of the Gumbel exploration noise relative to the energy range."}
+    )
+    energy_ema_decay: float = field(default=0.9, metadata={"help": "Decay of the pass-rate EMA, in [0, 1)."})
+    energy_momentum_weight: float = field(default=0.3, metadata={"help": "Weight of the momentum term, >= 0."})
+    energy_momentum_mode: str = field(
+        default="abs", metadata={"help": "Momentum mode.", "choices": list(MOMENTUM_MODES)}
+    )
+    energy_d_init_min: float = field(default=0.05, metadata={"help": "Floor of the difficulty anchor, in [0, 1]."})
+    pass_threshold: float = field(
+        default=0.5, metadata={"help": "A rollout is correct when the correctness reward is >= pass_threshold."}
+    )
+    correctness_reward: str | None = field(
+        default=None,
+        metadata={"help": "Name or index of the reward function that defines correctness (default: the first)."},
+    )
+    prune_solved: bool = field(
+        default=False, metadata={"help": "Stop rolling out prompts that stay fully solved, replaying a few."}
+    )
+    prune_after_epochs: int = field(
+        default=2, metadata={"help": "Consecutive fully-solved observations after which a prompt is pruned."}
+    )
+    prune_replay_fraction: float = field(
+        default=0.1, metadata={"help": "Fraction of the prune pool replayed each epoch, in [0, 1]."}
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        validate_lze_args(self)
+
+
+LZE_FIELDS = tuple(f.name for f in fields(LZEGRPOConfig) if f.name not in {g.name for g in fields(GRPOConfig)})
+
+
+def _check(condition: bool, setting: str, value: object, requirement: str) -> None:
+    if not condition:
+        raise ValueError(f"{setting}={value!r} is invalid: {requirement}")
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def validate_lze_args(args: LZEGRPOConfig) -> None:
+    """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting."""
+    _check(args.selector in SELECTORS, "selector", args.selector, f"use one of {list(SELECTORS)}.")
+    _check(
+        _finite(args.selection_ratio) and 0 < args.selection_ratio <= 1,
+        "selection_ratio",
+        args.selection_ratio,
+        "use a fraction in (0, 1], e.g. 0.4 (1.0 keeps every informative group).",
+    )
+    _check(
+        _finite(args.min_selection_ratio) and 0 <= args.min_selection_ratio <= args.selection_ratio,
+        "min_selection_ratio",
+        args.min_selection_ratio,
+        f"use a fraction in [0, selection_ratio={args.selection_ratio}].",
+    )
+    _check(
+        _finite(args.selection_noise) and args.selection_noise >= 0,
+        "selection_noise",
+        args.selection_noise,
+        "use a finite value >= 0 (0 disables exploration noise).",
+    )
+    _check(
+        _finite(args.energy_ema_decay) and 0 <= args.energy_ema_decay < 1,
+        "energy_ema_decay",
+        args.energy_ema_decay,
+        "use a decay in [0, 1), e.g. 0.9.",
+    )
+    _check(
+        _finite(args.energy_momentum_weight) and args.energy_momentum_weight >= 0,
+        "energy_momentum_weight",
+        args.energy_momentum_weight,
+        "use a finite weight >= 0, e.g. 0.3.",
+    )
+    _check(
+        args.energy_momentum_mode in MOMENTUM_MODES,
+        "energy_momentum_mode",
+        args.energy_momentum_mode,
+        f"use one of {list(MOMENTUM_MODES)}.",
+    )
+    _check(
+        _finite(args.energy_d_init_min) and 0 <= args.energy_d_init_min <= 1,
+        "energy_d_init_min",
+        args.energy_d_init_min,
+        "use a value in [0, 1], e.g. 0.05.",
+    )
+    _check(_finite(args.pass_threshold), "pass_threshold", args.pass_threshold, "use a finite reward threshold.")
+    _check(
+        isinstance(args.prune_after_epochs, int) and args.prune_after_epochs >= 1,
+        "prune_after_epochs",
+        args.prune_after_epochs,
+        "use an integer >= 1, e.g. 2.",
+    )
+    _check(
+        _finite(args.prune_replay_fraction) and 0 <= args.prune_replay_fraction <= 1,
+        "prune_replay_fraction",
+        args.prune_replay_fraction,
+        "use a fraction in [0, 1], e.g. 0.1.",
+    )

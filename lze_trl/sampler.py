@@ -1,0 +1,134 @@
+"""Train sampler: TRL's `RepeatSampler` order, made resumable, that skips pruned prompts.
+
+No TRL import: the index layout is re-implemented (and pinned against TRL's sampler by a test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+from .pruning import PromptPruner
+
+
+class LZERepeatSampler(Sampler[int]):
+    """
+    Drop-in for TRL's `RepeatSampler` on map-style datasets.
+
+    Without pruning it yields exactly TRL's indices: every epoch draws one permutation from a generator seeded once
+    with `seed`, cuts it into batches of `batch_size` prompts (dropping an incomplete last batch), and yields each
+    batch `repeat_count` times with every index repeated `mini_repeat_count` times. Unlike TRL's sampler, the
+    permutation of epoch `e` is a function of `(seed, e)` (the generator is re-wound when needed), with `e` taken
+    from the `set_epoch(e)` call the Trainer makes, so a run resumed from a checkpoint sees the same order.
+
+    With a [`PromptPruner`], the pool of epoch `e` is decided when the epoch's iteration starts: pruned prompts are
+    removed from the permutation (their order among the others is kept) except for the epoch's replays.
+
+    Args:
+        num_samples (`int`):
+            Size of the dataset.
+        mini_repeat_count (`int`):
+            Times each index is repeated in a row (the number of generations).
+        batch_size (`int`, *optional*, defaults to `1`):
+            Unique prompts per generation batch.
+        repeat_count (`int`, *optional*, defaults to `1`):
+            Times each batch is repeated (`num_iterations * steps_per_generation`).
+        shuffle (`bool`, *optional*, defaults to `True`):
+            Whether to permute the dataset each epoch.
+        seed (`int`, *optional*, defaults to `0`):
+            Seed of the permutations.
+        pruner ([`PromptPruner`], *optional*):
+            Prune state deciding each epoch's pool; `None` keeps every prompt.
+    """
+
+    def __init__(
+        self,
+        num_samples: int,
+        mini_repeat_count: int,
+        batch_size: int = 1,
+        repeat_count: int = 1,
+        shuffle: bool = True,
+        seed: int = 0,
+        pruner: PromptPruner | None = None,
+    ) -> None:
+        self.num_samples = num_samples
+        self.mini_repeat_count = mini_repeat_count
+        self.batch_size = batch_size
+        self.repeat_count = repeat_count
+        self.shuffle = shuffle
+        self.seed = seed
+        self.pruner = pruner
+        self.epoch = 0
+        self.epoch_offset = 0
+        self.skip_batches = 0  # dataloader batches to skip at the start of the next iteration (resume)
+        self._resume_epoch: int | None = None
+        self._generator = torch.Generator()
+        self._generator.manual_seed(seed)
+        self._epochs_drawn = 0
+        self._last_perm: tuple[int, list[int]] | None = None
+        # What the current epoch rolls out, for metrics: prompts in its pool, prompts replayed, prompts skipped.
+        self.epoch_stats = {"pool_prompts": num_samples, "replayed_prompts": 0, "skipped_prompts": 0}
+
+    def set_epoch(self, epoch: int) -> None:
+        """Called by the Trainer before each epoch; after [`~LZERepeatSampler.resume`], epochs count from there."""
+        if self._resume_epoch is not None:
+            self.epoch_offset = self._resume_epoch - epoch
+            self._resume_epoch = None
+        self.epoch = epoch + self.epoch_offset
+
+    def resume(self, epoch: int, batches_done: int) -> None:
+        """
+        Continues at `epoch`, skipping the first `batches_done` dataloader batches of it.
+
+        A dataloader batch is one of the `repeat_count` repetitions of a generation batch, so `batches_done` counts
+        the Trainer's micro-steps in the epoch.
+        """
+        self._resume_epoch = epoch
+        self.epoch = epoch
+        self.skip_batches = batches_done
+
+    def permutation(self, epoch: int) -> list[int]:
+        """The permutation TRL's `RepeatSampler` draws for `epoch`: its `epoch`-th `randperm` from `seed`."""
+        if not self.shuffle:
+            return list(range(self.num_samples))
+        if self._last_perm is not None and self._last_perm[0] == epoch:
+            return self._last_perm[1]
+        if self._epochs_drawn > epoch:
+            self._generator.manual_seed(self.seed)
+            self._epochs_drawn = 0
+        while self._epochs_drawn <= epoch:
+            perm = torch.randperm(self.num_samples, generator=self._generator).tolist()
+            self._epochs_drawn += 1
+        self._last_perm = (epoch, perm)
+        return perm
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """The generation batches (lists of prompt indices) of `epoch`, pool decided now."""
+        order = self.permutation(epoch)
+        if self.pruner is not None:
+            keep = self.pruner.plan_epoch(epoch)
+            order = [i for i in order if keep[i]]
+            self.epoch_stats = {
+                "pool_prompts": len(order),
+                "replayed_prompts": self.pruner.num_replayed,
+                "skipped_prompts": self.num_samples - len(order),
+            }
+        num_batches = len(order) // self.batch_size
+        return [order[b * self.batch_size : (b + 1) * self.batch_size] for b in range(num_batches)]
+
+    def __iter__(self) -> Iterator[int]:
+        units = [chunk for chunk in self.epoch_batches(self.epoch) for _ in range(self.repeat_count)]
+        skip, self.skip_batches = self.skip_batches, 0
+        for chunk in units[skip:]:
+            for index in chunk:
+                for _ in range(self.mini_repeat_count):
+                    yield index
+
+    def __len__(self) -> int:
+        return (self.num_samples // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {"epoch": np.asarray(self.epoch)}

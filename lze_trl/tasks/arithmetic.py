@@ -1,0 +1,339 @@
+"""Arithmetic reasoning task with verifiable answers and a graded difficulty spectrum.
+
+This is the embedded CPU demo task: short integer expressions (prompts of at most 24 characters, answers of at most 8)
+that a tiny character-level causal LM can learn on a laptop CPU. Everything is generated deterministically from a seed.
+
+A prompt is an expression followed by `=`, e.g. `"12+7="`, and the expected completion is the integer answer, e.g.
+`"19"`. Operands are never negative; answers may be. The answer of a prompt always equals Python's
+`eval(prompt[:-1])`, but it is computed here by a separate evaluator so that the tests can use `eval` as ground truth.
+
+Difficulty levels (all random draws are uniform over the stated range, inclusive, unless stated otherwise):
+
+- **0**: `a+b` with `a, b` in [0, 9].
+- **1**: with probability 1/2, `a-b` with `a, b` in [0, 9] (may be negative); otherwise `a+b` with two-digit
+  `a, b` in [10, 99] and no carry in any column (drawn digit by digit).
+- **2**: two-digit `a, b` in [10, 99] with a carry or borrow in the ones column: with probability 1/2 `a+b` with
+  `a % 10 + b % 10 >= 10`, otherwise `a-b` with `a % 10 < b % 10` (may be negative).
+- **3**: `a*b` with `b` in [2, 9] and, with probability 1/2, `a` in [2, 9], otherwise `a` in [10, 99].
+- **4**: three terms `a o b o c` with `a, b, c` in [1, 99] and each operator `o` drawn from {`+`, `-`}.
+- **5**: `a o b` with `o` drawn from {`+`, `-`}; each operand first draws 3 or 4 digits, then a value with exactly
+  that many digits (so in [100, 9999]).
+- **6** (out of distribution, longer operands): three terms `a o b o c` with four-digit `a, b, c` in [1000, 9999] and
+  each `o` drawn from {`+`, `-`}.
+- **7** (out of distribution, more steps): four terms `a o b o c o d` with `a, b, c, d` in [1, 99] and each `o` drawn
+  from {`+`, `-`, `*`}, redrawn until at least one `*` and at least one `+`/`-` appear (so operator precedence
+  matters); with probability 1/2 the first two terms are wrapped in parentheses, e.g. `(12+3)*4-5`.
+
+Train and test prompts are separated by a seed-independent rule: a prompt belongs to the test split iff the SHA-256
+hash of the prompt falls into a fixed 20% bucket (see [`is_test_prompt`]). Hence the train and test splits never share
+a prompt, whatever seeds they were generated with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from datasets import Dataset
+
+
+CHARSET: str = "0123456789+-*=() \n"
+"""Every character that can appear in prompts, answers and warm-start strings (space is included for tokenizers)."""
+
+TRAIN_LEVELS: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+OOD_LEVELS: tuple[int, ...] = (6, 7)
+WARM_START_LEVELS: tuple[int, ...] = (0, 1, 2, 3)
+NUM_LEVELS: int = 8
+TEST_PERCENT: int = 20
+_SPLIT_STREAMS: dict[str, int] = {"train": 0, "test": 1, "ood": 2, "warm_start": 3}
+_MAX_DRAWS_PER_EXAMPLE: int = 1000
+_COMPLETION_INT = re.compile(r" *(-?[0-9]+)")
+
+
+def _randint(rng: np.random.Generator, low: int, high: int) -> int:
+    """Uniform integer in [low, high], inclusive."""
+    return int(rng.integers(low, high + 1))
+
+
+def _choice(rng: np.random.Generator, options: str) -> str:
+    return options[int(rng.integers(len(options)))]
+
+
+def _apply(a: int, op: str, b: int) -> int:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    return a * b
+
+
+def _evaluate(terms: Sequence[int], ops: Sequence[str], paren: bool) -> int:
+    """Evaluates `terms[0] ops[0] terms[1] ...` with `*` binding tighter than `+`/`-`; `paren` groups the first two."""
+    terms, ops = list(terms), list(ops)
+    if paren:
+        terms[:2] = [_apply(terms[0], ops[0], terms[1])]
+        ops = ops[1:]
+    # Collapse products first, then fold the remaining +/- left to right.
+    sums, sum_ops = [terms[0]], []
+    for op, term in zip(ops, terms[1:]):
+        if op == "*":
+            sums[-1] *= term
+        else:
+            sums.append(term)
+            sum_ops.append(op)
+    result = sums[0]
+    for op, term in zip(sum_ops, sums[1:]):
+        result = _apply(result, op, term)
+    return result
+
+
+def _render(terms: Sequence[int], ops: Sequence[str], paren: bool) -> str:
+    text = str(terms[0])
+    for i, (op, term) in enumerate(zip(ops, terms[1:])):
+        text += f"{op}{term}"
+        if paren and i == 0:
+            text = f"({text})"
+    return text
+
+
+def _expression(rng: np.random.Generator, difficulty: int) -> tuple[list[int], list[str], bool]:
+    """Draws `(terms, ops, paren)` for one problem of the given level (see the module docstring)."""
+    if difficulty == 0:
+        return [_randint(rng, 0, 9), _randint(rng, 0, 9)], ["+"], False
+    if difficulty == 1:
+        if rng.random() < 0.5:
+            return [_randint(rng, 0, 9), _randint(rng, 0, 9)], ["-"], False
+        a_tens, a_ones = _randint(rng, 1, 8), _randint(rng, 0, 9)
+        b_tens, b_ones = _randint(rng, 1, 9 - a_tens), _randint(rng, 0, 9 - a_ones)
+        return [10 * a_tens + a_ones, 10 * b_tens + b_ones], ["+"], False
+    if difficulty == 2:
+        op = "+" if rng.random() < 0.5 else "-"
+        while True:
+            a, b = _randint(rng, 10, 99), _randint(rng, 10, 99)
+            if (op == "+" and a % 10 + b % 10 >= 10) or (op == "-" and a % 10 < b % 10):
+                return [a, b], [op], False
+    if difficulty == 3:
+        a = _randint(rng, 2, 9) if rng.random() < 0.5 else _randint(rng, 10, 99)
+        return [a, _randint(rng, 2, 9)], ["*"], False
+    if difficulty == 4:
+        return [_randint(rng, 1, 99) for _ in range(3)], [_choice(rng, "+-") for _ in range(2)], False
+    if difficulty == 5:
+        op = _choice(rng, "+-")
+        terms = []
+        for _ in range(2):
+            digits = _randint(rng, 3, 4)
+            terms.append(_randint(rng, 10 ** (digits - 1), 10**digits - 1))
+        return terms, [op], False
+    if difficulty == 6:
+        return [_randint(rng, 1000, 9999) for _ in range(3)], [_choice(rng, "+-") for _ in range(2)], False
+    if difficulty == 7:
+        terms = [_randint(rng, 1, 99) for _ in range(4)]
+        while True:
+            ops = [_choice(rng, "+-*") for _ in range(3)]
+            if "*" in ops and ("+" in ops or "-" in ops):
+                return terms, ops, bool(rng.random() < 0.5)
+    raise ValueError(f"`difficulty` must be in [0, {NUM_LEVELS - 1}], got {difficulty}.")
+
+
+def make_problem(rng: np.random.Generator, difficulty: int) -> dict[str, Any]:
+    """
+    Draws one arithmetic problem of the given difficulty level.
+
+    Args:
+        rng (`np.random.Generator`):
+            Random generator to draw from (advanced in place).
+        difficulty (`int`):
+            Difficulty level in [0, 7]; the generator of each level is documented in the module docstring.
+
+    Returns:
+        `dict[str, Any]`: `{"prompt": "12+7=", "answer": "19", "difficulty": 1}`-style problem, where `answer` is the
+        decimal integer equal to `eval(prompt[:-1])`.
+
+    Example:
+
+    ```python
+    >>> import numpy as np
+    >>> problem = make_problem(np.random.default_rng(0), difficulty=0)
+    >>> sorted(problem)
+    ['answer', 'difficulty', 'prompt']
+    ```
+    """
+    terms, ops, paren = _expression(rng, int(difficulty))
+    return {
+        "prompt": _render(terms, ops, paren) + "=",
+        "answer": str(_evaluate(terms, ops, paren)),
+        "difficulty": int(difficulty),
+    }
+
+
+def is_test_prompt(prompt: str) -> bool:
+    """
+    Seed-independent train/test partition rule: whether `prompt` belongs to the held-out test split.
+
+    Args:
+        prompt (`str`):
+            Problem prompt, e.g. `"12+7="`.
+
+    Returns:
+        `bool`: `True` for (deterministically) about `TEST_PERCENT`% of all distinct prompts.
+    """
+    return int(hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:8], 16) % 100 < TEST_PERCENT
+
+
+def _generate(n: int, seed: int, levels: Sequence[int], stream: str, partition: str | None) -> list[dict[str, Any]]:
+    """Draws `n` problems, balanced round-robin over `levels` then shuffled, keeping only prompts of `partition`."""
+    if n < 0:
+        raise ValueError(f"`n` must be non-negative, got {n}.")
+    levels = [int(level) for level in levels]
+    if not levels:
+        raise ValueError("`levels` must not be empty.")
+    rng = np.random.default_rng([seed, _SPLIT_STREAMS[stream]])
+    problems = []
+    for i in range(n):
+        level = levels[i % len(levels)]
+        for _ in range(_MAX_DRAWS_PER_EXAMPLE):
+            problem = make_problem(rng, level)
+            if partition is None or is_test_prompt(problem["prompt"]) == (partition == "test"):
+                problems.append(problem)
+                break
+        else:
+            raise RuntimeError(f"Could not draw a {partition} problem of level {level}.")
+    order = rng.permutation(n)
+    return [problems[i] for i in order]
+
+
+def make_dataset(n: int, seed: int = 0, levels: Sequence[int] | None = None, split: str = "train") -> Dataset:
+    """
+    Builds a dataset of arithmetic problems in TRL's standard (non-conversational) prompt format.
+
+    Args:
+        n (`int`):
+            Number of rows. Rows are spread round-robin over `levels` (so each level gets `n // len(levels)` or one
+            more rows) and then shuffled. Prompts may repeat within a split, especially on the small levels 0-1.
+        seed (`int`, *optional*, defaults to `0`):
+            Random seed; the same `(n, seed, levels, split)` always yields the same dataset.
+        levels (`Sequence[int]`, *optional*):
+            Difficulty levels to draw from. Defaults to `TRAIN_LEVELS` (0-5) for the `"train"` and `"test"` splits
+            and to `OOD_LEVELS` (6-7) for the `"ood"` split.
+        split (`str`, *optional*, defaults to `"train"`):
+            One of `"train"`, `"test"` or `"ood"`. `"train"` and `"test"` only keep prompts on their side of
+            [`is_test_prompt`], so they never share a prompt, even across seeds. Each split uses its own random
+            stream.
+
+    Returns:
+        [`~datasets.Dataset`]: Columns `prompt` (`str`), `answer` (`str`) and `difficulty` (`int`).
+    """
+    if split not in ("train", "test", "ood"):
+        raise ValueError(f"`split` must be one of 'train', 'test', 'ood', got {split!r}.")
+    if levels is None:
+        levels = OOD_LEVELS if split == "ood" else TRAIN_LEVELS
+    partition = None if split == "ood" else split
+    problems = _generate(n, seed, levels, stream=split, partition=partition)
+    columns = {key: [problem[key] for problem in problems] for key in ("prompt", "answer", "difficulty")}
+    return Dataset.from_dict(columns)
+
+
+def make_splits(n_train: int, n_test: int, n_ood: int, seed: int = 0) -> dict[str, Dataset]:
+    """
+    Builds the train (levels 0-5), test (levels 0-5, disjoint prompts) and OOD (levels 6-7) datasets.
+
+    Args:
+        n_train (`int`):
+            Number of train rows.
+        n_test (`int`):
+            Number of test rows.
+        n_ood (`int`):
+            Number of out-of-distribution rows.
+        seed (`int`, *optional*, defaults to `0`):
+            Random seed shared by the three splits (each split uses its own stream).
+
+    Returns:
+        `dict[str, Dataset]`: Datasets under the keys `"train"`, `"test"` and `"ood"`.
+    """
+    return {
+        "train": make_dataset(n_train, seed, split="train"),
+        "test": make_dataset(n_test, seed, split="test"),
+        "ood": make_dataset(n_ood, seed, split="ood"),
+    }
+
+
+def warm_start_examples(n: int, seed: int = 0, levels: Sequence[int] = WARM_START_LEVELS) -> list[str]:
+    """
+    Supervised strings `prompt + answer + "\\n"` for a short warm start of the language model.
+
+    Only train-side prompts are used (see [`is_test_prompt`]), so the test split stays held out.
+
+    Args:
+        n (`int`):
+            Number of strings.
+        seed (`int`, *optional*, defaults to `0`):
+            Random seed (a stream distinct from the dataset splits).
+        levels (`Sequence[int]`, *optional*, defaults to `WARM_START_LEVELS`):
+            Difficulty levels to draw from; defaults to the easier levels 0-3.
+
+    Returns:
+        `list[str]`: Strings such as `"12+7=19\\n"`.
+    """
+    problems = _generate(n, seed, levels, stream="warm_start", partition="train")
+    return [problem["prompt"] + problem["answer"] + "\n" for problem in problems]
+
+
+def parse_completion(text: str) -> int | None:
+    """
+    Extracts the integer answered in a completion (the text generated after `=`).
+
+    Leading spaces are skipped, then an optional `-` and the digits up to the first non-digit are read. Anything
+    after is ignored. Other leading characters (letters, newlines, `+`, ...) mean no answer.
+
+    Args:
+        text (`str`):
+            Completion text.
+
+    Returns:
+        `int` or `None`: The answered integer, or `None` if the completion does not start with one.
+
+    Example:
+
+    ```python
+    >>> parse_completion("-3 junk"), parse_completion(" 7"), parse_completion("abc")
+    (-3, 7, None)
+    ```
+    """
+    match = _COMPLETION_INT.match(text)
+    return int(match.group(1)) if match else None
+
+
+def _completion_text(completion: str | list[dict[str, str]]) -> str:
+    if isinstance(completion, str):
+        return completion
+    # Conversational format: list of messages; the last one holds the generated answer.
+    return completion[-1]["content"] if completion else ""
+
+
+def arithmetic_reward(
+    completions: Sequence[str | list[dict[str, str]]], answer: Sequence[str], **kwargs: Any
+) -> list[float]:
+    """
+    Verifiable reward following TRL's reward function convention: 1.0 for a correct answer, 0.0 otherwise.
+
+    Args:
+        completions (`Sequence[str | list[dict[str, str]]]`):
+            Generated completions, as strings (standard format) or lists of message dicts (conversational format,
+            the content of the last message is graded).
+        answer (`Sequence[str]`):
+            Reference answers, passed by the trainer from the dataset's `answer` column.
+        **kwargs:
+            Other columns and trainer arguments (ignored).
+
+    Returns:
+        `list[float]`: One reward per completion: `1.0` if [`parse_completion`] equals `int(answer)`, else `0.0`.
+    """
+    if len(completions) != len(answer):
+        raise ValueError(f"Got {len(completions)} completions but {len(answer)} answers.")
+    return [
+        1.0 if parse_completion(_completion_text(completion)) == int(ref) else 0.0
+        for completion, ref in zip(completions, answer)
+    ]

@@ -1,0 +1,360 @@
+"""[`LZEGRPOTrainer`]: TRL's `GRPOTrainer` that updates only on learning-zone prompt groups."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate.utils import gather
+from datasets import IterableDataset
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from trl import GRPOConfig, GRPOTrainer
+
+from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
+from .energy import EnergyScorer
+from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
+from .pruning import PromptPruner
+from .sampler import LZERepeatSampler
+from .selection import group_pass_rates, select_top_k
+
+
+STATE_ARRAYS = "lze_state.npz"
+STATE_JSON = "lze_state.json"
+# Loss types that normalise by a token count spanning the generation batch (`num_items_in_batch`): zero-weight
+# padding rows change nothing in them. The others average over the rows of each micro-batch, padding included.
+TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "vespo")
+
+
+def as_lze_config(args: GRPOConfig | None, model: Any) -> LZEGRPOConfig:
+    """Returns `args` as an [`LZEGRPOConfig`]; a plain `GRPOConfig` keeps its values and gets the LZE defaults."""
+    if isinstance(args, LZEGRPOConfig):
+        return args
+    if args is None:
+        name = model if isinstance(model, str) else getattr(model.config, "_name_or_path", "model")
+        return LZEGRPOConfig(f"{name.split('/')[-1]}-LZE")
+    # Copy the already post-initialised values: running GRPOConfig.__post_init__ twice is not idempotent.
+    lze_args = LZEGRPOConfig.__new__(LZEGRPOConfig)
+    lze_args.__dict__.update(args.__dict__)
+    for f in fields(LZEGRPOConfig):
+        if f.name in LZE_FIELDS:
+            setattr(lze_args, f.name, f.default)
+    validate_lze_args(lze_args)
+    return lze_args
+
+
+class _StopAtLastEpoch(TrainerCallback):
+    """Ends an epoch-based run when the sampler (not the Trainer's own counter) has run its last epoch."""
+
+    def __init__(self, trainer: LZEGRPOTrainer) -> None:
+        self.trainer = trainer
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        sampler = self.trainer.train_sampler
+        if args.max_steps <= 0 and sampler is not None and sampler.epoch + 1 >= math.ceil(args.num_train_epochs):
+            control.should_training_stop = True
+        return control
+
+
+class LZEGRPOTrainer(GRPOTrainer):
+    """
+    Trainer for GRPO with Learning-Zone Energy (LZE) prompt selection.
+
+    Rollouts are generated and rewarded for every prompt as in [`~trl.GRPOTrainer`]; then each prompt group is scored
+    by its energy (difficulty anchor x outcome uncertainty x pass-rate momentum) and only the top `selection_ratio` of
+    the groups take part in the policy update: the other rows are removed before the loss's forward/backward. With
+    `prune_solved=True`, prompts that stay fully solved are no longer rolled out, and a few are replayed each epoch.
+
+    Takes the arguments of [`~trl.GRPOTrainer`]; `args` may be an [`LZEGRPOConfig`] or a plain `GRPOConfig` (which
+    then gets the LZE defaults). With `selector="none"` it trains exactly as `GRPOTrainer`.
+
+    Attributes:
+        scorer ([`EnergyScorer`]):
+            Per-prompt pass-rate state and energies.
+        pruner ([`PromptPruner`] or `None`):
+            Prune/replay state, `None` when `prune_solved=False`.
+    """
+
+    _tag_names = ["trl", "grpo", "lze"]
+
+    def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset=None, **kw):
+        args = as_lze_config(args, model)
+        if args.num_generations < 2:
+            raise ValueError(
+                f"num_generations={args.num_generations} is invalid with selector={args.selector!r}: pass rates need "
+                "a group of rollouts per prompt; set num_generations >= 2 (the paper uses 8)."
+            )
+        if train_dataset is not None:
+            if not has_prompt_column(train_dataset):
+                raise ValueError(
+                    "The train dataset has no `prompt` column: GRPO needs one (a string or a list of chat messages). "
+                    "Rename your question column to `prompt`, e.g. `dataset.rename_column('question', 'prompt')`."
+                )
+            if args.prune_solved and isinstance(train_dataset, IterableDataset):
+                raise ValueError(
+                    "prune_solved=True needs a map-style train dataset (the sampler skips pruned indices); got an "
+                    "IterableDataset. Set prune_solved=False or pass a `datasets.Dataset`."
+                )
+            train_dataset = with_prompt_ids(train_dataset)
+        super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kw)
+        self._correctness_index = self._resolve_correctness_reward(args.correctness_reward)
+        self.scorer = EnergyScorer(
+            ema_decay=args.energy_ema_decay,
+            momentum_weight=args.energy_momentum_weight,
+            momentum_mode=args.energy_momentum_mode,
+            d_init_min=args.energy_d_init_min,
+        )
+        self.pruner = None
+        if args.prune_solved and self.train_dataset is not None:
+            self.pruner = PromptPruner(
+                len(self.train_dataset),
+                solved_after=args.prune_after_epochs,
+                replay_fraction=args.prune_replay_fraction,
+                seed=args.seed,
+            )
+        if args.selector != "none" and self.loss_type not in TOKEN_NORMALISED_LOSSES:
+            self.logger_warning(
+                f"loss_type={self.loss_type!r} averages over the rows of each micro-batch: the zero-weight rows that "
+                "even out processes and micro-batches after selection dilute it slightly. loss_type='dapo' (TRL's "
+                "default) is exact."
+            )
+        self.train_sampler: LZERepeatSampler | None = None
+        self._lze_generation = 0  # generation batches selected so far: seeds each selection's noise
+        self._lze_skip_update = False  # True while the buffered generation batch has no selected row anywhere
+        self._lze_epoch = None  # sampler epoch of the batches counted below
+        self._lze_batches_in_epoch = 0  # Trainer micro-steps taken in that epoch (what a resume skips)
+        self._lze_rollouts_skipped = 0
+        self._lze_resume: dict[str, Any] | None = None  # pending resume: sampler position and RNG reload
+        self.add_callback(_StopAtLastEpoch(self))
+
+    @staticmethod
+    def logger_warning(message: str) -> None:
+        from transformers.utils import logging
+
+        logging.get_logger(__name__).warning(message)
+
+    def _resolve_correctness_reward(self, spec: str | int | None) -> int:
+        names = list(self.reward_func_names)
+        if spec is None:
+            return 0
+        if isinstance(spec, int) or (isinstance(spec, str) and spec.isdigit()):
+            index = int(spec)
+            if 0 <= index < len(names):
+                return index
+        elif spec in names:
+            return names.index(spec)
+        raise ValueError(
+            f"correctness_reward={spec!r} is not among the reward functions {names}: set it to one of these names "
+            f"or to an index in [0, {len(names) - 1}]."
+        )
+
+    # ----------------------------------------------------------------------------------------------- data
+    def _set_signature_columns_if_needed(self):
+        super()._set_signature_columns_if_needed()
+        if PROMPT_ID_COLUMN not in self._signature_columns:
+            self._signature_columns = [*self._signature_columns, PROMPT_ID_COLUMN]
+
+    def _get_train_sampler(self, dataset=None):
+        dataset = self.train_dataset if dataset is None else dataset
+        self.train_sampler = LZERepeatSampler(
+            num_samples=len(dataset),
+            mini_repeat_count=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            shuffle=self.shuffle_dataset,
+            seed=self.args.seed,
+            pruner=self.pruner,
+        )
+        if self._lze_resume is not None:
+            self.train_sampler.resume(self._lze_resume["epoch"], self._lze_resume["batches_in_epoch"])
+        return self.train_sampler
+
+    def set_initial_training_values(self, args, dataloader):
+        values = list(super().set_initial_training_values(args, dataloader))
+        if self.pruner is not None and args.max_steps > 0:
+            values[0] = sys.maxsize  # pruned epochs are shorter: run epochs until max_steps, not a precomputed count
+        return tuple(values)
+
+    # ----------------------------------------------------------------------------------------------- selection
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        # Keep the rewards gathered over all processes: every process takes the same, global, selection from them.
+        self._lze_rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        return self._lze_rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if not self.model.training or (self.args.selector == "none" and self.pruner is None):
+            return output  # evaluation, or plain GRPO: nothing to select, no training state to touch
+
+        local_ids = torch.tensor(
+            [x[PROMPT_ID_COLUMN] for x in inputs], dtype=torch.long, device=self.accelerator.device
+        )
+        row_ids = gather(local_ids).cpu().numpy()
+        group_ids = row_ids[:: self.num_generations]
+        rewards = self._lze_rewards_per_func[:, self._correctness_index]
+        pass_rates = group_pass_rates(rewards, self.num_generations, self.args.pass_threshold)
+        metrics = {"lze/pass_rate_mean": float(np.nanmean(pass_rates)) if np.isfinite(pass_rates).any() else 0.0}
+        if self.pruner is not None:
+            self.pruner.observe(group_ids, pass_rates)
+            metrics["lze/pruned_prompts"] = self.pruner.num_pruned
+            metrics["lze/replayed_prompts"] = self.train_sampler.epoch_stats["replayed_prompts"]
+            metrics["lze/rollouts_skipped"] = self._lze_rollouts_skipped
+
+        if self.args.selector != "none":
+            if "pixel_values" in output or "num_images" in output:
+                raise NotImplementedError(
+                    f"selector={self.args.selector!r} does not support image inputs yet; set selector='none'."
+                )
+            energies = self.scorer.score(group_ids, pass_rates)
+            rng = np.random.default_rng([self.args.seed, self._lze_generation])
+            self._lze_generation += 1
+            selected = select_top_k(
+                energies, self.args.selection_ratio, self.args.min_selection_ratio, self.args.selection_noise, rng
+            )
+            tokens_before = output["num_items_in_batch"].item()
+            output = self._keep_rows(output, np.repeat(selected, self.num_generations))
+            tokens_after = output["num_items_in_batch"].item()
+            metrics.update(
+                {
+                    "lze/selected_frac": float(selected.mean()),
+                    "lze/dead_frac": float((energies <= 0).mean()),
+                    "lze/energy_mean": float(energies.mean()),
+                    "lze/update_rows": int(selected.sum()) * self.num_generations,
+                    "lze/update_tokens": tokens_after,
+                    "lze/update_tokens_saved_frac": 1.0 - tokens_after / max(tokens_before, 1.0),
+                }
+            )
+        for name, value in metrics.items():
+            self._metrics["train"][name].append(value)
+        return output
+
+    def _keep_rows(self, output: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:
+        """
+        Restricts this process's rows of a scored generation batch to the selected ones.
+
+        Every process keeps the same number of rows, a multiple of `steps_per_generation` and at least one per
+        micro-batch, topping up with zero-weight copies (no loss tokens, zero advantage) of its first row: TRL's
+        loss gathers per-sequence tensors across processes (which needs equal shapes) and DDP needs the same number
+        of forward/backward calls everywhere. `num_items_in_batch` is recounted over the rows that remain.
+        """
+        num_local = len(output["prompt_ids"])
+        keep = keep.reshape(self.accelerator.num_processes, num_local)
+        spg = self.args.steps_per_generation
+        target = max(spg, math.ceil(keep.sum(axis=1).max() / spg) * spg)
+        local = np.flatnonzero(keep[self.accelerator.process_index])
+        index = torch.as_tensor(np.concatenate([local, np.zeros(target - len(local), dtype=np.int64)]))
+        index = index.to(self.accelerator.device)
+        self._lze_skip_update = not keep.any()
+
+        for key, value in output.items():
+            if isinstance(value, torch.Tensor) and value.ndim > 0 and value.shape[0] == num_local:
+                output[key] = value[index]
+            elif isinstance(value, list) and len(value) == num_local:
+                output[key] = [value[i] for i in index.tolist()]
+        pad = slice(len(local), target)
+        output["completion_mask"] = output["completion_mask"].clone()
+        output["completion_mask"][pad] = 0
+        output["advantages"] = output["advantages"].clone()
+        output["advantages"][pad] = 0.0
+        loss_mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            loss_mask = loss_mask * output["tool_mask"]
+        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        return output
+
+    # ----------------------------------------------------------------------------------------------- steps
+    def _prepare_inputs(self, generation_batch):
+        if isinstance(generation_batch, dict) and "completion_ids" in generation_batch:
+            return generation_batch  # already prepared by `training_step` below
+        return super()._prepare_inputs(generation_batch)
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        self._count_batch()
+        if self._lze_resume is not None:
+            # Nothing between the checkpoint and this step drew random numbers in the uninterrupted run, but the
+            # resumed run created its dataloader iterator (one draw) after the Trainer restored the RNG states.
+            self._load_rng_state(self._lze_resume["checkpoint"])
+            self._lze_resume = None
+        if self.args.selector == "none":
+            return super().training_step(model, inputs, num_items_in_batch)
+        model.train()  # `_prepare_inputs` picks train or eval mode from the model
+        inputs = self._prepare_inputs(inputs)
+        if self._lze_skip_update:
+            # No selected row on any process: skip forward and backward everywhere, so gradients stay None and the
+            # optimizer leaves the weights alone (a zero gradient would still move AdamW's weights).
+            self._step += 1  # GRPOTrainer.training_step's counter, which paces generation
+            return torch.zeros((), device=self.args.device)
+        return super().training_step(model, inputs, num_items_in_batch)
+
+    def _count_batch(self) -> None:
+        epoch = self.train_sampler.epoch if self.train_sampler is not None else None
+        if epoch != self._lze_epoch:
+            if self.train_sampler is not None and self._lze_epoch is not None:
+                self._lze_rollouts_skipped += self.train_sampler.epoch_stats["skipped_prompts"] * self.num_generations
+            self._lze_epoch, self._lze_batches_in_epoch = epoch, 0
+        self._lze_batches_in_epoch += 1
+
+    # ----------------------------------------------------------------------------------------------- checkpoints
+    def lze_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The LZE training state: arrays (scorer, pruner) and counters, as saved in checkpoints."""
+        arrays = {f"scorer.{k}": v for k, v in self.scorer.state_dict().items()}
+        if self.pruner is not None:
+            arrays.update({f"pruner.{k}": v for k, v in self.pruner.state_dict().items()})
+        counters = {
+            "generation": self._lze_generation,
+            "step": self._step,
+            "epoch": self._lze_epoch if self._lze_epoch is not None else 0,
+            "batches_in_epoch": self._lze_batches_in_epoch,
+            "rollouts_skipped": self._lze_rollouts_skipped,
+        }
+        return arrays, counters
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            arrays, counters = self.lze_state()
+            np.savez(os.path.join(folder, STATE_ARRAYS), **arrays)
+            with open(os.path.join(folder, STATE_JSON), "w") as f:
+                json.dump(counters, f, indent=2)
+
+    def load_lze_state(self, checkpoint: str) -> None:
+        """Restores the LZE state saved in `checkpoint` (a checkpoint folder)."""
+        with np.load(os.path.join(checkpoint, STATE_ARRAYS)) as data:
+            arrays = {k: data[k] for k in data.files}
+        with open(os.path.join(checkpoint, STATE_JSON)) as f:
+            counters = json.load(f)
+        self.scorer.load_state_dict({k[len("scorer.") :]: v for k, v in arrays.items() if k.startswith("scorer.")})
+        if self.pruner is not None:
+            self.pruner.load_state_dict({k[len("pruner.") :]: v for k, v in arrays.items() if k.startswith("pruner.")})
+        self._lze_generation = counters["generation"]
+        self._step = counters["step"]
+        self._lze_epoch = counters["epoch"]
+        self._lze_batches_in_epoch = counters["batches_in_epoch"]
+        self._lze_rollouts_skipped = counters["rollouts_skipped"]
+        self._lze_resume = {**counters, "checkpoint": checkpoint}
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
+        has_state = bool(resume_from_checkpoint) and os.path.isfile(os.path.join(resume_from_checkpoint, STATE_JSON))
+        if not has_state:
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        self.load_lze_state(resume_from_checkpoint)
+        # The sampler resumes at its own (epoch, batch): pruned epochs are shorter than the Trainer's
+        # `global_step // steps_per_epoch` arithmetic assumes, so the Trainer must not skip batches itself.
+        ignore_data_skip, self.args.ignore_data_skip = self.args.ignore_data_skip, True
+        try:
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        finally:
+            self.args.ignore_data_skip = ignore_data_skip
