@@ -65,6 +65,11 @@ class LZERepeatSampler(Sampler[int]):
         self.epoch_offset = 0
         self.skip_batches = 0  # dataloader batches to skip at the start of the next iteration (resume)
         self._resume_epoch: int | None = None
+        # Pool of the current epoch, decided at its start (None: every prompt). Saved in checkpoints, since the
+        # prune state moves on during the epoch and cannot re-derive it.
+        self.epoch_keep: np.ndarray | None = None
+        self._restored_keep: np.ndarray | None = None
+        self.resumed_at_epoch_end = False
         self._generator = torch.Generator()
         self._generator.manual_seed(seed)
         self._epochs_drawn = 0
@@ -79,16 +84,17 @@ class LZERepeatSampler(Sampler[int]):
             self._resume_epoch = None
         self.epoch = epoch + self.epoch_offset
 
-    def resume(self, epoch: int, batches_done: int) -> None:
+    def resume(self, epoch: int, batches_done: int, epoch_keep: np.ndarray | None = None) -> None:
         """
         Continues at `epoch`, skipping the first `batches_done` dataloader batches of it.
 
         A dataloader batch is one of the `repeat_count` repetitions of a generation batch, so `batches_done` counts
-        the Trainer's micro-steps in the epoch.
+        the Trainer's micro-steps in the epoch. `epoch_keep` is the pool the epoch started with (pruning only).
         """
         self._resume_epoch = epoch
         self.epoch = epoch
         self.skip_batches = batches_done
+        self._restored_keep = epoch_keep
 
     def permutation(self, epoch: int) -> list[int]:
         """The permutation TRL's `RepeatSampler` draws for `epoch`: its `epoch`-th `randperm` from `seed`."""
@@ -109,8 +115,11 @@ class LZERepeatSampler(Sampler[int]):
         """The generation batches (lists of prompt indices) of `epoch`, pool decided now."""
         order = self.permutation(epoch)
         if self.pruner is not None:
-            keep = self.pruner.plan_epoch(epoch)
-            order = [i for i in order if keep[i]]
+            if self._restored_keep is not None:
+                self.epoch_keep, self._restored_keep = self._restored_keep, None
+            else:
+                self.epoch_keep = self.pruner.plan_epoch(epoch)
+            order = [i for i in order if self.epoch_keep[i]]
             self.epoch_stats = {
                 "pool_prompts": len(order),
                 "replayed_prompts": self.pruner.num_replayed,
@@ -122,6 +131,13 @@ class LZERepeatSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         units = [chunk for chunk in self.epoch_batches(self.epoch) for _ in range(self.repeat_count)]
         skip, self.skip_batches = self.skip_batches, 0
+        if skip > 0 and skip >= len(units):
+            # Resumed at the very end of an epoch: carry on with the next one.
+            self.resumed_at_epoch_end = True
+            self.epoch_offset += 1
+            self.epoch += 1
+            units = [chunk for chunk in self.epoch_batches(self.epoch) for _ in range(self.repeat_count)]
+            skip = 0
         for chunk in units[skip:]:
             for index in chunk:
                 for _ in range(self.mini_repeat_count):
@@ -129,6 +145,3 @@ class LZERepeatSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return (self.num_samples // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return {"epoch": np.asarray(self.epoch)}

@@ -172,7 +172,9 @@ class LZEGRPOTrainer(GRPOTrainer):
             pruner=self.pruner,
         )
         if self._lze_resume is not None:
-            self.train_sampler.resume(self._lze_resume["epoch"], self._lze_resume["batches_in_epoch"])
+            self.train_sampler.resume(
+                self._lze_resume["epoch"], self._lze_resume["batches_in_epoch"], self._lze_resume.get("epoch_keep")
+            )
         return self.train_sampler
 
     def set_initial_training_values(self, args, dataloader):
@@ -277,9 +279,11 @@ class LZEGRPOTrainer(GRPOTrainer):
     def training_step(self, model, inputs, num_items_in_batch):
         self._count_batch()
         if self._lze_resume is not None:
-            # Nothing between the checkpoint and this step drew random numbers in the uninterrupted run, but the
-            # resumed run created its dataloader iterator (one draw) after the Trainer restored the RNG states.
-            self._load_rng_state(self._lze_resume["checkpoint"])
+            # Mid-epoch, nothing between the checkpoint and this step drew random numbers in the uninterrupted run,
+            # but the resumed run created its dataloader iterator (one draw) after the Trainer restored the RNG
+            # states. At an epoch's end both runs created a new iterator after the checkpoint: nothing to redo.
+            if not self.train_sampler.resumed_at_epoch_end:
+                self._load_rng_state(self._lze_resume["checkpoint"])
             self._lze_resume = None
         if self.args.selector == "none":
             return super().training_step(model, inputs, num_items_in_batch)
@@ -295,6 +299,7 @@ class LZEGRPOTrainer(GRPOTrainer):
     def _count_batch(self) -> None:
         epoch = self.train_sampler.epoch if self.train_sampler is not None else None
         if epoch != self._lze_epoch:
+            # A new epoch starts: the rollouts of the prompts its pool left out are saved for all of it.
             if self.train_sampler is not None and self._lze_epoch is not None:
                 self._lze_rollouts_skipped += self.train_sampler.epoch_stats["skipped_prompts"] * self.num_generations
             self._lze_epoch, self._lze_batches_in_epoch = epoch, 0
@@ -306,6 +311,8 @@ class LZEGRPOTrainer(GRPOTrainer):
         arrays = {f"scorer.{k}": v for k, v in self.scorer.state_dict().items()}
         if self.pruner is not None:
             arrays.update({f"pruner.{k}": v for k, v in self.pruner.state_dict().items()})
+            if self.train_sampler is not None and self.train_sampler.epoch_keep is not None:
+                arrays["sampler.epoch_keep"] = self.train_sampler.epoch_keep.copy()
         counters = {
             "generation": self._lze_generation,
             "step": self._step,
@@ -340,7 +347,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         self._lze_epoch = counters["epoch"]
         self._lze_batches_in_epoch = counters["batches_in_epoch"]
         self._lze_rollouts_skipped = counters["rollouts_skipped"]
-        self._lze_resume = {**counters, "checkpoint": checkpoint}
+        self._lze_resume = {**counters, "checkpoint": checkpoint, "epoch_keep": arrays.get("sampler.epoch_keep")}
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
         if resume_from_checkpoint is True:

@@ -14,9 +14,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def mixed_reward(completions, lze_prompt_id, **kwargs):
-    """Deterministic reward whose pass rate depends on the prompt: prompt id % 9 of 8 completion buckets pass."""
-    return [float(zlib.crc32(c.encode()) % 8 < pid % 9) for c, pid in zip(completions, lze_prompt_id)]
+def prompt_number(prompt: str) -> int:
+    """The `i` of a `prompt_dataset` prompt `f"{i}+{i % 7}="`: its row index."""
+    return int(prompt.split("+")[0])
+
+
+def mixed_reward(prompts, completions, **kwargs):
+    """Deterministic reward whose pass rate depends on the prompt: (i % 9) of 8 completion buckets pass."""
+    return [float(zlib.crc32(c.encode()) % 8 < prompt_number(p) % 9) for p, c in zip(prompts, completions)]
 
 
 def prompt_dataset(n: int = 32) -> Dataset:

@@ -1,0 +1,109 @@
+"""Checkpoints hold the LZE state; a resumed run continues exactly like the uninterrupted one."""
+
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from conftest import lze_args, mixed_reward, prompt_dataset, prompt_number
+
+from lze_trl import LZEGRPOTrainer
+from lze_trl.tiny import char_tokenizer, tiny_qwen2
+
+
+pytestmark = pytest.mark.slow
+
+
+def even_solved_reward(prompts, completions, **kwargs):
+    """Even prompts are always solved (they get pruned); odd ones pass on half the completion buckets."""
+    return [
+        1.0 if prompt_number(p) % 2 == 0 else float(zlib.crc32(c.encode()) % 2 == 0)
+        for p, c in zip(prompts, completions)
+    ]
+
+
+def make_trainer(out_dir, prune):
+    tokenizer = char_tokenizer()
+    args = lze_args(
+        out_dir,
+        max_steps=10,
+        save_strategy="steps",
+        save_steps=1,
+        learning_rate=1e-2,
+        prune_solved=prune,
+        prune_after_epochs=1,
+        prune_replay_fraction=0.5,
+    )
+    return LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=even_solved_reward if prune else mixed_reward,
+        args=args,
+        train_dataset=prompt_dataset(8),  # 2 groups per step: 4 steps per unpruned epoch
+        processing_class=tokenizer,
+    )
+
+
+def history(trainer, after_step):
+    keys = ("loss", "reward", "lze/selected_frac", "lze/energy_mean", "lze/update_tokens", "lze/pruned_prompts")
+    return [
+        {k: e[k] for k in keys if k in e} for e in trainer.state.log_history if "loss" in e and e["step"] > after_step
+    ]
+
+
+@pytest.mark.parametrize("prune, checkpoints", [(False, (3, 4, 6)), (True, (4, 6, 7))])
+def test_resume_is_exact(tmp_path, prune, checkpoints):
+    full = make_trainer(tmp_path / "full", prune)
+    full.train()
+    if prune:
+        # even prompts were pruned after epoch 0, so later epochs are shorter than the Trainer's arithmetic assumes
+        assert full.pruner.num_pruned > 0 and full._lze_rollouts_skipped > 0
+    full_arrays, full_counters = full.lze_state()
+    for step in checkpoints:
+        resumed = make_trainer(tmp_path / "full", prune)  # same output_dir: checkpoints are read from it
+        resumed.args.output_dir = str(tmp_path / f"resumed-{step}")
+        resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / f"checkpoint-{step}"))
+        assert history(resumed, step) == history(full, step), f"resumed from checkpoint-{step}"
+        arrays, counters = resumed.lze_state()
+        assert counters == full_counters
+        for key in full_arrays:
+            np.testing.assert_array_equal(arrays[key], full_arrays[key])
+        for a, b in zip(full.model.parameters(), resumed.model.parameters()):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_checkpoint_holds_lze_state(tmp_path):
+    trainer = make_trainer(tmp_path, prune=True)
+    trainer.train()
+    folder = tmp_path / "out" / "checkpoint-5"
+    assert (folder / "lze_state.npz").exists() and (folder / "lze_state.json").exists()
+    with np.load(folder / "lze_state.npz") as data:
+        assert {"scorer.initial_pass_rate", "scorer.ema_pass_rate", "pruner.pruned"} <= set(data.files)
+
+
+def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
+    seen_per_call = []
+
+    def recording_reward(prompts, completions, **kwargs):
+        seen_per_call.append({prompt_number(p) for p in prompts})
+        return even_solved_reward(prompts, completions)
+
+    tokenizer = char_tokenizer()
+    args = lze_args(tmp_path, max_steps=-1, num_train_epochs=3, prune_solved=True, prune_after_epochs=1)
+    args.prune_replay_fraction = 0.0
+    trainer = LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=recording_reward,
+        args=args,
+        train_dataset=prompt_dataset(8),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    # epoch 0 rolls out all 8 prompts (4 steps); then only the 4 odd ones (2 steps per epoch)
+    assert len(seen_per_call) == 4 + 2 + 2
+    assert set().union(*seen_per_call[:4]) == set(range(8))
+    assert set().union(*seen_per_call[4:]) == {1, 3, 5, 7}
+    assert trainer.pruner.num_pruned == 4
+    assert trainer.state.global_step == 8
+    assert [e["lze/rollouts_skipped"] for e in trainer.state.log_history if "lze/rollouts_skipped" in e][
+        -1
+    ] == 2 * 4 * 4

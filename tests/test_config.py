@@ -1,0 +1,61 @@
+import pytest
+from trl import GRPOConfig
+
+from lze_trl import LZEGRPOConfig
+from lze_trl.trainer import as_lze_config
+
+
+BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
+
+
+@pytest.mark.parametrize(
+    "setting, value",
+    [
+        ("selection_ratio", 0.0),
+        ("selection_ratio", 1.5),
+        ("selection_ratio", float("nan")),
+        ("min_selection_ratio", 0.5),  # above selection_ratio=0.4
+        ("selection_noise", -0.1),
+        ("selection_noise", float("nan")),
+        ("energy_ema_decay", 1.0),
+        ("energy_ema_decay", float("nan")),
+        ("energy_momentum_weight", -1.0),
+        ("energy_momentum_mode", "up"),
+        ("energy_d_init_min", 2.0),
+        ("prune_after_epochs", 0),
+        ("prune_replay_fraction", 1.5),
+        ("prune_replay_fraction", float("nan")),
+        ("selector", "best"),
+        ("pass_threshold", float("inf")),
+    ],
+)
+def test_bad_setting_names_setting_and_fix(setting, value):
+    with pytest.raises(ValueError, match=setting) as info:
+        LZEGRPOConfig(**BASE, **{setting: value})
+    assert "use " in str(info.value)  # the message says what to set instead
+
+
+def test_num_generations_below_two_rejected():
+    with pytest.raises(ValueError, match="num_generations|generations per prompt"):
+        LZEGRPOConfig(**BASE, num_generations=1, per_device_train_batch_size=2)
+
+
+def test_defaults_match_the_release():
+    args = LZEGRPOConfig(**BASE)
+    assert (args.selector, args.selection_ratio, args.min_selection_ratio, args.selection_noise) == (
+        "lze",
+        0.4,
+        0.3,
+        0.05,
+    )
+    assert (args.energy_ema_decay, args.energy_momentum_weight, args.energy_momentum_mode) == (0.9, 0.3, "abs")
+    assert (args.energy_d_init_min, args.pass_threshold, args.prune_solved) == (0.05, 0.5, False)
+
+
+def test_plain_grpo_config_gets_lze_defaults_and_keeps_its_values():
+    plain = GRPOConfig(**BASE, learning_rate=3e-6, num_generations=4, per_device_train_batch_size=4)
+    args = as_lze_config(plain, model="x")
+    assert isinstance(args, LZEGRPOConfig)
+    assert args.learning_rate == 3e-6 and args.num_generations == 4
+    assert args.steps_per_generation == plain.steps_per_generation
+    assert args.selector == "lze" and args.selection_ratio == 0.4

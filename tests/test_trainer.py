@@ -1,0 +1,269 @@
+"""Integration tests of LZEGRPOTrainer on a tiny offline Qwen2 (CPU, seconds each)."""
+
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from conftest import lze_args, mixed_reward, prompt_dataset
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
+
+from lze_trl import LZEGRPOTrainer
+from lze_trl.tiny import char_tokenizer, tiny_qwen2
+
+
+pytestmark = pytest.mark.slow
+
+
+def text_reward(completions, **kwargs):
+    return [float(zlib.crc32(c.encode()) % 3 == 0) for c in completions]
+
+
+def count_grad_rows(model):
+    """Counts the rows that go through a forward pass with gradients enabled (the update's forward/backward)."""
+    counter = {"rows": 0}
+
+    def hook(module, args, kwargs):
+        if torch.is_grad_enabled():
+            counter["rows"] += kwargs["input_ids"].shape[0]
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
+    return counter
+
+
+def train(tmp_path, selector, **overrides):
+    tokenizer = char_tokenizer()
+    model = tiny_qwen2(tokenizer)
+    counter = count_grad_rows(model)
+    args = lze_args(tmp_path, selector=selector, **overrides)
+    trainer = LZEGRPOTrainer(
+        model=model, reward_funcs=mixed_reward, args=args, train_dataset=prompt_dataset(), processing_class=tokenizer
+    )
+    trainer.train()
+    return trainer, counter["rows"]
+
+
+def logged(trainer, key):
+    return [entry[key] for entry in trainer.state.log_history if key in entry]
+
+
+def test_update_rows_drop_to_selection_ratio(tmp_path):
+    common = dict(gradient_accumulation_steps=4, max_steps=3)  # generation batch: 8 groups of 4 rollouts
+    lze, lze_rows = train(tmp_path / "lze", "lze", **common)
+    _, full_rows = train(tmp_path / "none", "none", **common)
+    assert full_rows == 3 * 4 * 8
+    assert lze_rows <= 0.4 * full_rows  # int(8 * 0.4) = 3 of 8 groups at most, padding included
+    assert lze_rows >= 0.25 * full_rows
+    assert sum(logged(lze, "lze/update_rows")) <= lze_rows
+    saved = logged(lze, "lze/update_tokens_saved_frac")
+    assert all(0.5 < s < 1.0 for s in saved)
+
+
+def test_selector_none_reproduces_grpo_trainer(tmp_path):
+    def run(trainer_cls, args_cls, **extra):
+        tokenizer = char_tokenizer()
+        model = tiny_qwen2(tokenizer)
+        args = args_cls(
+            output_dir=str(tmp_path / trainer_cls.__name__),
+            per_device_train_batch_size=8,
+            num_generations=4,
+            max_completion_length=6,
+            max_steps=3,
+            logging_steps=1,
+            report_to="none",
+            learning_rate=1e-2,
+            save_strategy="no",
+            use_cpu=True,
+            seed=0,
+            disable_tqdm=True,
+            **extra,
+        )
+        trainer = trainer_cls(
+            model=model,
+            reward_funcs=text_reward,
+            args=args,
+            train_dataset=prompt_dataset(8),
+            processing_class=tokenizer,
+        )
+        trainer.train()
+        return trainer
+
+    from lze_trl import LZEGRPOConfig
+
+    grpo = run(GRPOTrainer, GRPOConfig)
+    ours = run(LZEGRPOTrainer, LZEGRPOConfig, selector="none")
+    assert logged(ours, "loss") == logged(grpo, "loss")
+    assert logged(ours, "reward") == logged(grpo, "reward")
+    for a, b in zip(grpo.model.parameters(), ours.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_step_with_nothing_selected_leaves_weights_unchanged(tmp_path):
+    def always_right(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    def run(selector):
+        tokenizer = char_tokenizer()
+        model = tiny_qwen2(tokenizer)
+        before = [p.detach().clone() for p in model.parameters()]
+        args = lze_args(tmp_path / selector, selector=selector, max_steps=2, weight_decay=0.1, learning_rate=1e-2)
+        trainer = LZEGRPOTrainer(
+            model=model,
+            reward_funcs=always_right,
+            args=args,
+            train_dataset=prompt_dataset(),
+            processing_class=tokenizer,
+        )
+        trainer.train()
+        return trainer, before
+
+    lze, before = run("lze")
+    assert logged(lze, "lze/selected_frac") == [0.0, 0.0]
+    assert logged(lze, "lze/dead_frac") == [1.0, 1.0]
+    for a, b in zip(before, lze.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # Plain GRPO on the same dead batches does move the weights (AdamW weight decay on zero gradients).
+    grpo, before = run("none")
+    assert any(not torch.equal(a, b) for a, b in zip(before, grpo.model.parameters()))
+
+
+def test_evaluation_neither_selects_nor_touches_state(tmp_path):
+    tokenizer = char_tokenizer()
+    args = lze_args(tmp_path, max_steps=1, per_device_eval_batch_size=8, eval_strategy="no")
+    trainer = LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=mixed_reward,
+        args=args,
+        train_dataset=prompt_dataset(),
+        eval_dataset=prompt_dataset(8),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    arrays, counters = trainer.lze_state()
+    metrics = trainer.evaluate()
+    assert "eval_loss" in metrics and not any("lze" in k for k in metrics)
+    arrays_after, counters_after = trainer.lze_state()
+    assert counters == counters_after
+    for key in arrays:
+        np.testing.assert_array_equal(arrays[key], arrays_after[key])
+
+
+def test_none_and_nan_rewards_neither_crash_nor_poison_state(tmp_path):
+    def patchy(completions, lze_prompt_id, **kwargs):
+        out = []
+        for c, pid in zip(completions, lze_prompt_id):
+            if pid % 4 == 0:
+                out.append(None)  # a prompt with no scorable rollout
+            elif zlib.crc32(c.encode()) % 5 == 0:
+                out.append(float("nan"))
+            else:
+                out.append(float(zlib.crc32(c.encode()) % 2))
+        return out
+
+    tokenizer = char_tokenizer()
+    trainer = LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=patchy,
+        args=lze_args(tmp_path, max_steps=4),
+        train_dataset=prompt_dataset(),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    state = trainer.scorer.state_dict()
+    assert len(trainer.scorer) > 0
+    assert np.isfinite(state["ema_pass_rate"]).all() and np.isfinite(state["initial_pass_rate"]).all()
+    observed = trainer.scorer.index.sorted_ids
+    assert not (observed % 4 == 0).any()  # unscorable prompts were never scored
+    assert all(np.isfinite(v) for v in logged(trainer, "loss"))
+
+
+def test_bad_inputs_fail_early_with_the_fix(tmp_path):
+    tokenizer = char_tokenizer()
+    model = tiny_qwen2(tokenizer)
+    with pytest.raises(ValueError, match="correctness_reward='accuracy'.*mixed_reward"):
+        LZEGRPOTrainer(
+            model=model,
+            reward_funcs=mixed_reward,
+            args=lze_args(tmp_path, correctness_reward="accuracy"),
+            train_dataset=prompt_dataset(),
+            processing_class=tokenizer,
+        )
+    with pytest.raises(ValueError, match="no `prompt` column.*rename_column"):
+        LZEGRPOTrainer(
+            model=model,
+            reward_funcs=mixed_reward,
+            args=lze_args(tmp_path),
+            train_dataset=Dataset.from_dict({"question": ["1+1="]}),
+            processing_class=tokenizer,
+        )
+    with pytest.raises(ValueError, match="prune_solved=True needs a map-style"):
+        LZEGRPOTrainer(
+            model=model,
+            reward_funcs=mixed_reward,
+            args=lze_args(tmp_path, prune_solved=True),
+            train_dataset=prompt_dataset().to_iterable_dataset(),
+            processing_class=tokenizer,
+        )
+
+
+def test_correctness_reward_picks_the_reward_function(tmp_path):
+    def never(completions, **kwargs):
+        return [0.0] * len(completions)
+
+    tokenizer = char_tokenizer()
+    trainer = LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=[never, mixed_reward],
+        args=lze_args(tmp_path, max_steps=2, correctness_reward="mixed_reward"),
+        train_dataset=prompt_dataset(),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    assert max(logged(trainer, "lze/pass_rate_mean")) > 0  # pass rates come from mixed_reward, not `never`
+
+
+def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
+    from lze_trl.prompt_ids import content_hash
+
+    tokenizer = char_tokenizer()
+    dataset = prompt_dataset()
+    trainer = LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=text_reward,
+        args=lze_args(tmp_path, max_steps=2),
+        train_dataset=dataset.to_iterable_dataset(),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    hashes = {content_hash(p) for p in dataset["prompt"]}
+    assert len(trainer.scorer) > 0 and set(trainer.scorer.index.sorted_ids.tolist()) <= hashes
+
+
+def test_lora_run_updates_only_adapters(tmp_path):
+    from peft import LoraConfig
+
+    tokenizer = char_tokenizer()
+    model = tiny_qwen2(tokenizer)
+    base_before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = LZEGRPOTrainer(
+        model=model,
+        reward_funcs=mixed_reward,
+        args=lze_args(tmp_path, max_steps=3, learning_rate=1e-2, gradient_accumulation_steps=2),
+        train_dataset=prompt_dataset(),
+        processing_class=tokenizer,
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]),
+    )
+    trainer.train()
+    params = dict(trainer.model.named_parameters())
+    lora = {n: p for n, p in params.items() if "lora_B" in n}
+    assert lora and any(p.abs().sum() > 0 for p in lora.values())  # lora_B starts at zero
+    base_after = {
+        n.removeprefix("base_model.model.").replace(".base_layer", ""): p
+        for n, p in params.items()
+        if "lora_" not in n
+    }
+    assert base_after.keys() == base_before.keys()
+    for name, before in base_before.items():
+        torch.testing.assert_close(base_after[name], before, rtol=0, atol=0)
+    assert logged(trainer, "lze/selected_frac")
