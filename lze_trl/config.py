@@ -8,9 +8,7 @@ from dataclasses import dataclass, field, fields
 from trl import GRPOConfig
 
 from .energy import MOMENTUM_MODES
-
-
-SELECTORS = ("lze", "none")
+from .selectors import SELECTORS
 
 
 @dataclass
@@ -24,8 +22,9 @@ class LZEGRPOConfig(GRPOConfig):
 
     Parameters:
         selector (`str`, *optional*, defaults to `"lze"`):
-            How prompt groups are chosen for the update: `"lze"` (top `selection_ratio` by energy) or `"none"`
-            (every group, exactly as `GRPOTrainer`).
+            How prompt groups are chosen for the update, by the name of a registered selector (see
+            `lze_trl.selectors`): `"lze"` (top `selection_ratio` by energy) or `"none"` (every group, exactly as
+            `GRPOTrainer`), or one of the peers and ablations registered there.
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the generation batch's groups kept for the update, in (0, 1].
         min_selection_ratio (`float`, *optional*, defaults to `0.3`):
@@ -56,7 +55,7 @@ class LZEGRPOConfig(GRPOConfig):
 
     selector: str = field(
         default="lze",
-        metadata={"help": "How prompt groups are chosen for the update.", "choices": list(SELECTORS)},
+        metadata={"help": "How prompt groups are chosen for the update (a registered selector's name)."},
     )
     selection_ratio: float = field(
         default=0.4, metadata={"help": "Fraction of the generation batch's groups kept for the update, in (0, 1]."}
@@ -109,7 +108,7 @@ def _finite(x: object) -> bool:
 
 def validate_lze_args(args: LZEGRPOConfig) -> None:
     """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting."""
-    _check(args.selector in SELECTORS, "selector", args.selector, f"use one of {list(SELECTORS)}.")
+    _check(args.selector in SELECTORS, "selector", args.selector, f"use one of {sorted(SELECTORS)}.")
     _check(
         _finite(args.selection_ratio) and 0 < args.selection_ratio <= 1,
         "selection_ratio",

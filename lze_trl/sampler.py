@@ -5,7 +5,7 @@ No TRL import: the index layout is re-implemented (and pinned against TRL's samp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -42,6 +42,9 @@ class LZERepeatSampler(Sampler[int]):
             Seed of the permutations.
         pruner ([`PromptPruner`], *optional*):
             Prune state deciding each epoch's pool; `None` keeps every prompt.
+        rollout_filter (`Callable[[int, int], np.ndarray | None]`, *optional*):
+            Further restriction of the pool: called with `(num_samples, epoch)`, returns a boolean mask or `None`
+            (a selector's [`~Selector.rollout_mask`]).
     """
 
     def __init__(
@@ -53,6 +56,7 @@ class LZERepeatSampler(Sampler[int]):
         shuffle: bool = True,
         seed: int = 0,
         pruner: PromptPruner | None = None,
+        rollout_filter: Callable[[int, int], np.ndarray | None] | None = None,
     ) -> None:
         self.num_samples = num_samples
         self.mini_repeat_count = mini_repeat_count
@@ -61,6 +65,7 @@ class LZERepeatSampler(Sampler[int]):
         self.shuffle = shuffle
         self.seed = seed
         self.pruner = pruner
+        self.rollout_filter = rollout_filter
         self.epoch = 0
         self.epoch_offset = 0
         self.skip_batches = 0  # dataloader batches to skip at the start of the next iteration (resume)
@@ -114,19 +119,26 @@ class LZERepeatSampler(Sampler[int]):
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """The generation batches (lists of prompt indices) of `epoch`, pool decided now."""
         order = self.permutation(epoch)
-        if self.pruner is not None:
-            if self._restored_keep is not None:
-                self.epoch_keep, self._restored_keep = self._restored_keep, None
-            else:
-                self.epoch_keep = self.pruner.plan_epoch(epoch)
+        if self._restored_keep is not None:
+            self.epoch_keep, self._restored_keep = self._restored_keep, None
+        else:
+            self.epoch_keep = self._plan_pool(epoch)
+        if self.epoch_keep is not None:
             order = [i for i in order if self.epoch_keep[i]]
-            self.epoch_stats = {
-                "pool_prompts": len(order),
-                "replayed_prompts": self.pruner.num_replayed,
-                "skipped_prompts": self.num_samples - len(order),
-            }
+        self.epoch_stats = {
+            "pool_prompts": len(order),
+            "replayed_prompts": self.pruner.num_replayed if self.pruner is not None else 0,
+            "skipped_prompts": self.num_samples - len(order),
+        }
         num_batches = len(order) // self.batch_size
         return [order[b * self.batch_size : (b + 1) * self.batch_size] for b in range(num_batches)]
+
+    def _plan_pool(self, epoch: int) -> np.ndarray | None:
+        keep = self.pruner.plan_epoch(epoch) if self.pruner is not None else None
+        extra = self.rollout_filter(self.num_samples, epoch) if self.rollout_filter is not None else None
+        if extra is not None:
+            keep = extra if keep is None else keep & extra
+        return keep
 
     def __iter__(self) -> Iterator[int]:
         units = [chunk for chunk in self.epoch_batches(self.epoch) for _ in range(self.repeat_count)]

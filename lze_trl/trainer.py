@@ -22,7 +22,8 @@ from .energy import EnergyScorer
 from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
 from .pruning import PromptPruner
 from .sampler import LZERepeatSampler
-from .selection import group_pass_rates, select_top_k
+from .selection import group_pass_rates
+from .selectors import GroupBatch, get_selector
 
 
 STATE_ARRAYS = "lze_state.npz"
@@ -85,7 +86,8 @@ class LZEGRPOTrainer(GRPOTrainer):
 
     def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset=None, **kw):
         args = as_lze_config(args, model)
-        if args.num_generations < 2:
+        selector_cls = get_selector(args.selector)
+        if args.num_generations < 2 and (selector_cls.needs_pass_rates or args.prune_solved):
             raise ValueError(
                 f"num_generations={args.num_generations} is invalid with selector={args.selector!r}: pass rates need "
                 "a group of rollouts per prompt; set num_generations >= 2 (the paper uses 8)."
@@ -110,6 +112,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             momentum_mode=args.energy_momentum_mode,
             d_init_min=args.energy_d_init_min,
         )
+        self.selector = selector_cls(args)
         self.pruner = None
         if args.prune_solved and self.train_dataset is not None:
             self.pruner = PromptPruner(
@@ -170,6 +173,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
             pruner=self.pruner,
+            rollout_filter=self.selector.rollout_mask,
         )
         if self._lze_resume is not None:
             self.train_sampler.resume(
@@ -191,47 +195,51 @@ class LZEGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
-        if not self.model.training or (self.args.selector == "none" and self.pruner is None):
-            return output  # evaluation, or plain GRPO: nothing to select, no training state to touch
+        if not self.model.training:
+            return output  # evaluation: nothing to select, no training state to touch
 
+        G = self.num_generations
         local_ids = torch.tensor(
             [x[PROMPT_ID_COLUMN] for x in inputs], dtype=torch.long, device=self.accelerator.device
         )
-        row_ids = gather(local_ids).cpu().numpy()
-        group_ids = row_ids[:: self.num_generations]
-        rewards = self._lze_rewards_per_func[:, self._correctness_index]
-        pass_rates = group_pass_rates(rewards, self.num_generations, self.args.pass_threshold)
-        metrics = {"lze/pass_rate_mean": float(np.nanmean(pass_rates)) if np.isfinite(pass_rates).any() else 0.0}
+        group_ids = gather(local_ids).cpu().numpy()[::G]
+        rewards = self._lze_rewards_per_func[:, self._correctness_index].float().cpu().numpy().reshape(-1, G)
+        pass_rates = group_pass_rates(rewards, G, self.args.pass_threshold)
+        energies = self.scorer.score(group_ids, pass_rates)
         if self.pruner is not None:
             self.pruner.observe(group_ids, pass_rates)
+        rng = np.random.default_rng([self.args.seed, self._lze_generation])
+        self._lze_generation += 1
+        weights = self.selector.select(GroupBatch(group_ids, pass_rates, rewards, energies, rng))
+
+        metrics = {
+            "lze/pass_rate_mean": float(np.nanmean(pass_rates)) if np.isfinite(pass_rates).any() else 0.0,
+            "lze/energy_mean": float(energies.mean()),
+            "lze/dead_frac": float((energies <= 0).mean()),
+            "lze/selected_frac": float((weights > 0).mean()),
+            "lze/update_rows": int((weights > 0).sum()) * G,
+        }
+        if self.pruner is not None:
             metrics["lze/pruned_prompts"] = self.pruner.num_pruned
             metrics["lze/replayed_prompts"] = self.train_sampler.epoch_stats["replayed_prompts"]
+        if self.train_sampler is not None:
             metrics["lze/rollouts_skipped"] = self._lze_rollouts_skipped
 
-        if self.args.selector != "none":
+        tokens_before = output["num_items_in_batch"].item()
+        if not np.all(weights == 1.0):  # plain GRPO keeps its rows untouched
             if "pixel_values" in output or "num_images" in output:
                 raise NotImplementedError(
                     f"selector={self.args.selector!r} does not support image inputs yet; set selector='none'."
                 )
-            energies = self.scorer.score(group_ids, pass_rates)
-            rng = np.random.default_rng([self.args.seed, self._lze_generation])
-            self._lze_generation += 1
-            selected = select_top_k(
-                energies, self.args.selection_ratio, self.args.min_selection_ratio, self.args.selection_noise, rng
-            )
-            tokens_before = output["num_items_in_batch"].item()
-            output = self._keep_rows(output, np.repeat(selected, self.num_generations))
-            tokens_after = output["num_items_in_batch"].item()
-            metrics.update(
-                {
-                    "lze/selected_frac": float(selected.mean()),
-                    "lze/dead_frac": float((energies <= 0).mean()),
-                    "lze/energy_mean": float(energies.mean()),
-                    "lze/update_rows": int(selected.sum()) * self.num_generations,
-                    "lze/update_tokens": tokens_after,
-                    "lze/update_tokens_saved_frac": 1.0 - tokens_after / max(tokens_before, 1.0),
-                }
-            )
+            row_weights = np.repeat(weights, G).reshape(self.accelerator.num_processes, -1)
+            local_weights = torch.as_tensor(row_weights[self.accelerator.process_index], dtype=torch.float32)
+            output["advantages"] = output["advantages"] * local_weights.to(output["advantages"].device)
+            output = self._keep_rows(output, row_weights > 0)
+        else:
+            self._lze_skip_update = False
+        tokens_after = output["num_items_in_batch"].item()
+        metrics["lze/update_tokens"] = tokens_after
+        metrics["lze/update_tokens_saved_frac"] = 1.0 - tokens_after / max(tokens_before, 1.0)
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
         return output
@@ -246,7 +254,6 @@ class LZEGRPOTrainer(GRPOTrainer):
         of forward/backward calls everywhere. `num_items_in_batch` is recounted over the rows that remain.
         """
         num_local = len(output["prompt_ids"])
-        keep = keep.reshape(self.accelerator.num_processes, num_local)
         spg = self.args.steps_per_generation
         target = max(spg, math.ceil(keep.sum(axis=1).max() / spg) * spg)
         local = np.flatnonzero(keep[self.accelerator.process_index])
@@ -285,8 +292,6 @@ class LZEGRPOTrainer(GRPOTrainer):
             if not self.train_sampler.resumed_at_epoch_end:
                 self._load_rng_state(self._lze_resume["checkpoint"])
             self._lze_resume = None
-        if self.args.selector == "none":
-            return super().training_step(model, inputs, num_items_in_batch)
         model.train()  # `_prepare_inputs` picks train or eval mode from the model
         inputs = self._prepare_inputs(inputs)
         if self._lze_skip_update:
@@ -309,10 +314,11 @@ class LZEGRPOTrainer(GRPOTrainer):
     def lze_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The LZE training state: arrays (scorer, pruner) and counters, as saved in checkpoints."""
         arrays = {f"scorer.{k}": v for k, v in self.scorer.state_dict().items()}
+        arrays.update({f"selector.{k}": v for k, v in self.selector.state_dict().items()})
         if self.pruner is not None:
             arrays.update({f"pruner.{k}": v for k, v in self.pruner.state_dict().items()})
-            if self.train_sampler is not None and self.train_sampler.epoch_keep is not None:
-                arrays["sampler.epoch_keep"] = self.train_sampler.epoch_keep.copy()
+        if self.train_sampler is not None and self.train_sampler.epoch_keep is not None:
+            arrays["sampler.epoch_keep"] = self.train_sampler.epoch_keep.copy()
         counters = {
             "generation": self._lze_generation,
             "step": self._step,
@@ -340,6 +346,9 @@ class LZEGRPOTrainer(GRPOTrainer):
         with open(os.path.join(checkpoint, STATE_JSON)) as f:
             counters = json.load(f)
         self.scorer.load_state_dict({k[len("scorer.") :]: v for k, v in arrays.items() if k.startswith("scorer.")})
+        self.selector.load_state_dict(
+            {k[len("selector.") :]: v for k, v in arrays.items() if k.startswith("selector.")}
+        )
         if self.pruner is not None:
             self.pruner.load_state_dict({k[len("pruner.") :]: v for k, v in arrays.items() if k.startswith("pruner.")})
         self._lze_generation = counters["generation"]
