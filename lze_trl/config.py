@@ -51,6 +51,9 @@ class LZEGRPOConfig(GRPOConfig):
             Consecutive fully-solved observations (one per epoch) after which a prompt is pruned, >= 1.
         prune_replay_fraction (`float`, *optional*, defaults to `0.1`):
             Fraction of the prune pool replayed at the start of each epoch (at least one prompt when > 0), in [0, 1].
+        selection_log_max_rows (`int`, *optional*, defaults to `100000`):
+            Rows (one per prompt group and generation batch) kept in the selection log, oldest dropped first; 0
+            disables it. Saved as `lze_selection_log.parquet` with each checkpoint and at the end of training.
     """
 
     selector: str = field(
@@ -87,6 +90,10 @@ class LZEGRPOConfig(GRPOConfig):
     )
     prune_replay_fraction: float = field(
         default=0.1, metadata={"help": "Fraction of the prune pool replayed each epoch, in [0, 1]."}
+    )
+
+    selection_log_max_rows: int = field(
+        default=100_000, metadata={"help": "Rows kept in the selection log (oldest dropped first); 0 disables it."}
     )
 
     def __post_init__(self):
@@ -157,6 +164,12 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "prune_after_epochs",
         args.prune_after_epochs,
         "use an integer >= 1, e.g. 2.",
+    )
+    _check(
+        isinstance(args.selection_log_max_rows, int) and args.selection_log_max_rows >= 0,
+        "selection_log_max_rows",
+        args.selection_log_max_rows,
+        "use an integer >= 0 (0 disables the log).",
     )
     _check(
         _finite(args.prune_replay_fraction) and 0 <= args.prune_replay_fraction <= 1,

@@ -22,6 +22,14 @@ import numpy as np
 
 
 ENERGY_TERMS = ("anchor", "uncertainty", "momentum")
+STATE_ARRAYS = (
+    "initial_pass_rate",
+    "ema_pass_rate",
+    "last_pass_rate",
+    "last_energy",
+    "num_observations",
+    "num_selected",
+)
 MOMENTUM_MODES = ("abs", "improve")
 
 
@@ -125,9 +133,10 @@ class EnergyScorer:
     """
     Per-prompt pass-rate state (initial pass rate, EMA, observation count) and the Learning-Zone Energy.
 
-    State lives in flat arrays indexed by a dense slot per prompt id ([`PromptIndex`]): about 28 bytes per prompt,
-    so a pool of one million prompts costs under 30 MB. [`~EnergyScorer.score`] is vectorised and costs O(batch)
-    numpy work plus one sorted merge when new prompts arrive.
+    State lives in flat arrays indexed by a dense slot per prompt id ([`PromptIndex`]): about 40 bytes per prompt,
+    so a pool of one million prompts costs about 40 MB (arrays grow by doubling, so up to twice that).
+    [`~EnergyScorer.score`] is vectorised and costs O(batch) numpy work plus one sorted merge when new prompts
+    arrive.
 
     Args:
         ema_decay (`float`, *optional*, defaults to `0.9`):
@@ -171,7 +180,9 @@ class EnergyScorer:
         self.initial_pass_rate = np.zeros(0, dtype=np.float32)
         self.ema_pass_rate = np.zeros(0, dtype=np.float32)
         self.last_pass_rate = np.zeros(0, dtype=np.float32)
+        self.last_energy = np.zeros(0, dtype=np.float32)
         self.num_observations = np.zeros(0, dtype=np.int32)
+        self.num_selected = np.zeros(0, dtype=np.int32)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -181,7 +192,7 @@ class EnergyScorer:
         if size <= capacity:
             return
         new_capacity = max(size, 2 * capacity, 1024)
-        for name in ("initial_pass_rate", "ema_pass_rate", "last_pass_rate", "num_observations"):
+        for name in STATE_ARRAYS:
             old = getattr(self, name)
             new = np.zeros(new_capacity, dtype=old.dtype)
             new[:capacity] = old
@@ -234,6 +245,7 @@ class EnergyScorer:
             terms=self.terms,
         )
 
+        self.last_energy[slots] = energies[valid]
         uniq, inverse = np.unique(slots, return_inverse=True)
         mean_p = np.bincount(inverse, weights=pv) / np.bincount(inverse)
         self.ema_pass_rate[uniq] = self.ema_decay * self.ema_pass_rate[uniq] + (1.0 - self.ema_decay) * mean_p
@@ -241,40 +253,52 @@ class EnergyScorer:
         self.num_observations[uniq] += np.bincount(inverse).astype(np.int32)
         return energies
 
+    def record_selection(self, prompt_ids: Sequence[int] | np.ndarray, selected: Sequence[bool] | np.ndarray) -> None:
+        """Counts, per prompt, the generation batches in which its group took part in the update."""
+        ids = np.asarray(prompt_ids, dtype=np.int64).reshape(-1)[np.asarray(selected, dtype=bool).reshape(-1)]
+        slots = self.index.lookup(ids)
+        np.add.at(self.num_selected, slots[slots >= 0], 1)
+
     def get(self, prompt_ids: Sequence[int] | np.ndarray) -> dict[str, np.ndarray]:
         """State of the given prompts (NaN / 0 for prompts never observed)."""
         slots = self.index.lookup(np.asarray(prompt_ids, dtype=np.int64).reshape(-1))
         seen = slots >= 0
         out = {}
-        for name in ("initial_pass_rate", "ema_pass_rate", "last_pass_rate"):
+        for name in ("initial_pass_rate", "ema_pass_rate", "last_pass_rate", "last_energy"):
             values = np.full(len(slots), np.nan, dtype=np.float64)
             values[seen] = getattr(self, name)[slots[seen]]
             out[name] = values
-        counts = np.zeros(len(slots), dtype=np.int64)
-        counts[seen] = self.num_observations[slots[seen]]
-        out["num_observations"] = counts
+        for name in ("num_observations", "num_selected"):
+            counts = np.zeros(len(slots), dtype=np.int64)
+            counts[seen] = getattr(self, name)[slots[seen]]
+            out[name] = counts
         return out
+
+    def table(self) -> dict[str, np.ndarray]:
+        """Every observed prompt's state as columns (`prompt_id` first), in order of first observation."""
+        n = len(self.index)
+        prompt_id = np.empty(n, dtype=np.int64)
+        prompt_id[self.index.sorted_slots] = self.index.sorted_ids
+        return {"prompt_id": prompt_id, **{name: getattr(self, name)[:n].copy() for name in STATE_ARRAYS}}
 
     def nbytes(self) -> int:
         """Bytes held by the state arrays (index included)."""
-        arrays = (self.initial_pass_rate, self.ema_pass_rate, self.last_pass_rate, self.num_observations)
-        return sum(a.nbytes for a in arrays) + self.index.sorted_ids.nbytes + self.index.sorted_slots.nbytes
+        return (
+            sum(getattr(self, name).nbytes for name in STATE_ARRAYS)
+            + self.index.sorted_ids.nbytes
+            + self.index.sorted_slots.nbytes
+        )
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The state as plain arrays (trimmed to the prompts seen), for checkpoints."""
         n = len(self.index)
         return {
             **{f"index.{k}": v for k, v in self.index.state_dict().items()},
-            "initial_pass_rate": self.initial_pass_rate[:n].copy(),
-            "ema_pass_rate": self.ema_pass_rate[:n].copy(),
-            "last_pass_rate": self.last_pass_rate[:n].copy(),
-            "num_observations": self.num_observations[:n].copy(),
+            **{name: getattr(self, name)[:n].copy() for name in STATE_ARRAYS},
         }
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         """Restores a state produced by [`~EnergyScorer.state_dict`]."""
         self.index.load_state_dict({k[len("index.") :]: v for k, v in state.items() if k.startswith("index.")})
-        self.initial_pass_rate = np.asarray(state["initial_pass_rate"], dtype=np.float32).copy()
-        self.ema_pass_rate = np.asarray(state["ema_pass_rate"], dtype=np.float32).copy()
-        self.last_pass_rate = np.asarray(state["last_pass_rate"], dtype=np.float32).copy()
-        self.num_observations = np.asarray(state["num_observations"], dtype=np.int32).copy()
+        for name in STATE_ARRAYS:
+            setattr(self, name, np.asarray(state[name], dtype=getattr(self, name).dtype).copy())

@@ -23,11 +23,14 @@ from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
 from .pruning import PromptPruner
 from .sampler import LZERepeatSampler
 from .selection import group_pass_rates
+from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
 
 
 STATE_ARRAYS = "lze_state.npz"
 STATE_JSON = "lze_state.json"
+PROMPTS_PARQUET = "lze_prompts.parquet"
+SELECTION_LOG_PARQUET = "lze_selection_log.parquet"
 # Loss types that normalise by a token count spanning the generation batch (`num_items_in_batch`): zero-weight
 # padding rows change nothing in them. The others average over the rows of each micro-batch, padding included.
 TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "vespo")
@@ -113,6 +116,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             d_init_min=args.energy_d_init_min,
         )
         self.selector = selector_cls(args)
+        self.selection_log = SelectionLog(args.selection_log_max_rows)
         self.pruner = None
         if args.prune_solved and self.train_dataset is not None:
             self.pruner = PromptPruner(
@@ -209,8 +213,12 @@ class LZEGRPOTrainer(GRPOTrainer):
         if self.pruner is not None:
             self.pruner.observe(group_ids, pass_rates)
         rng = np.random.default_rng([self.args.seed, self._lze_generation])
-        self._lze_generation += 1
         weights = self.selector.select(GroupBatch(group_ids, pass_rates, rewards, energies, rng))
+        self.scorer.record_selection(group_ids, weights > 0)
+        self.selection_log.append(
+            self.state.global_step, self._lze_generation, group_ids, pass_rates, energies, weights
+        )
+        self._lze_generation += 1
 
         metrics = {
             "lze/pass_rate_mean": float(np.nanmean(pass_rates)) if np.isfinite(pass_rates).any() else 0.0,
@@ -338,6 +346,44 @@ class LZEGRPOTrainer(GRPOTrainer):
             np.savez(os.path.join(folder, STATE_ARRAYS), **arrays)
             with open(os.path.join(folder, STATE_JSON), "w") as f:
                 json.dump(counters, f, indent=2)
+            self.save_lze_tables(folder)
+
+    def prompt_table(self, include_prompts: bool = True):
+        """
+        The per-prompt LZE state as a `pandas.DataFrame`, one row per prompt observed so far.
+
+        Columns: `prompt_id`, `initial_pass_rate`, `ema_pass_rate`, `last_pass_rate`, `last_energy`,
+        `num_observations`, `num_selected`; with pruning, `pruned` and `solved_streak`; for a map-style train
+        dataset and `include_prompts=True`, the dataset's scalar columns (`prompt` text, `difficulty`, ...).
+
+        Args:
+            include_prompts (`bool`, *optional*, defaults to `True`):
+                Join the train dataset's columns (map-style datasets only; `prompt_id` is the row index).
+        """
+        import pandas as pd
+
+        table = pd.DataFrame(self.scorer.table())
+        ids = table["prompt_id"].to_numpy()
+        if self.pruner is not None:
+            table["pruned"] = self.pruner.pruned[ids]
+            table["solved_streak"] = self.pruner.solved_streak[ids]
+        if include_prompts and self.train_dataset is not None and not isinstance(self.train_dataset, IterableDataset):
+            rows = self.train_dataset.select(ids.tolist())
+            for name in rows.column_names:
+                if name == PROMPT_ID_COLUMN:
+                    continue
+                values = rows[name]
+                if name == "prompt" and values and not isinstance(values[0], str):
+                    values = [m[-1]["content"] if m else "" for m in values]  # last message of a conversation
+                if not values or isinstance(values[0], (str, int, float, bool)):
+                    table[name] = values
+        return table
+
+    def save_lze_tables(self, folder: str) -> None:
+        """Writes the prompt table and the selection log as parquet files into `folder`."""
+        os.makedirs(folder, exist_ok=True)
+        self.prompt_table().to_parquet(os.path.join(folder, PROMPTS_PARQUET), index=False)
+        self.selection_log.to_pandas().to_parquet(os.path.join(folder, SELECTION_LOG_PARQUET), index=False)
 
     def load_lze_state(self, checkpoint: str) -> None:
         """Restores the LZE state saved in `checkpoint` (a checkpoint folder)."""
@@ -365,12 +411,16 @@ class LZEGRPOTrainer(GRPOTrainer):
                 raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
         has_state = bool(resume_from_checkpoint) and os.path.isfile(os.path.join(resume_from_checkpoint, STATE_JSON))
         if not has_state:
-            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-        self.load_lze_state(resume_from_checkpoint)
-        # The sampler resumes at its own (epoch, batch): pruned epochs are shorter than the Trainer's
-        # `global_step // steps_per_epoch` arithmetic assumes, so the Trainer must not skip batches itself.
-        ignore_data_skip, self.args.ignore_data_skip = self.args.ignore_data_skip, True
-        try:
-            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-        finally:
-            self.args.ignore_data_skip = ignore_data_skip
+            output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        else:
+            self.load_lze_state(resume_from_checkpoint)
+            # The sampler resumes at its own (epoch, batch): pruned epochs are shorter than the Trainer's
+            # `global_step // steps_per_epoch` arithmetic assumes, so the Trainer must not skip batches itself.
+            ignore_data_skip, self.args.ignore_data_skip = self.args.ignore_data_skip, True
+            try:
+                output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+            finally:
+                self.args.ignore_data_skip = ignore_data_skip
+        if self.args.should_save:
+            self.save_lze_tables(self.args.output_dir)
+        return output

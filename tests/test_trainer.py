@@ -267,3 +267,28 @@ def test_lora_run_updates_only_adapters(tmp_path):
     for name, before in base_before.items():
         torch.testing.assert_close(base_after[name], before, rtol=0, atol=0)
     assert logged(trainer, "lze/selected_frac")
+
+
+def test_prompt_table_and_bounded_selection_log(tmp_path):
+    import pandas as pd
+
+    tokenizer = char_tokenizer()
+    args = lze_args(tmp_path, max_steps=4, save_strategy="steps", save_steps=2, selection_log_max_rows=5)
+    trainer = LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=mixed_reward,
+        args=args,
+        train_dataset=prompt_dataset(),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    table = trainer.prompt_table()
+    assert len(table) == len(trainer.scorer) == 8  # 4 steps x 2 groups, all different prompts in epoch 0
+    assert {"prompt_id", "prompt", "ema_pass_rate", "last_energy", "num_selected"} <= set(table.columns)
+    assert table["prompt"].tolist() == [prompt_dataset()["prompt"][i] for i in table["prompt_id"]]
+    assert table["num_selected"].sum() == round(sum(logged(trainer, "lze/selected_frac")) * 2)
+    log = trainer.selection_log.to_pandas()
+    assert len(log) <= 5 and log["generation"].min() > 0  # oldest batches dropped
+    for folder in (tmp_path / "out" / "checkpoint-2", tmp_path / "out"):
+        saved = pd.read_parquet(folder / "lze_prompts.parquet")
+        assert len(saved) > 0 and (folder / "lze_selection_log.parquet").exists()

@@ -1,0 +1,44 @@
+"""`lze-trl` console script: `lze-trl <command> [options]`, one module per command in `lze_trl.commands`."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+
+COMMANDS = {
+    "demo": "Train plain GRPO and LZE on the embedded CPU arithmetic task and compare them.",
+    "bench": "Benchmarks: the demo's runs with more steps and seeds, and the selection micro-benchmark.",
+    "grpo": "Train with LZEGRPOTrainer from a YAML recipe or flags, like `trl grpo`.",
+    "eval": "Pass@1 / avg@k of a model, checkpoint or LoRA adapter on math benchmarks.",
+}
+
+
+def usage() -> str:
+    lines = ["usage: lze-trl <command> [options]", "", "commands:"]
+    lines += [f"  {name:<7} {text}" for name, text in COMMANDS.items()]
+    lines += ["", "`lze-trl <command> --help` lists a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"lze-trl: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    try:
+        module = importlib.import_module(f"lze_trl.commands.{command}")
+    except ModuleNotFoundError as error:
+        if error.name == f"lze_trl.commands.{command}":
+            print(f"lze-trl: the {command!r} command is not available in this version.", file=sys.stderr)
+            return 2
+        raise
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

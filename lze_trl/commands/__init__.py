@@ -1,0 +1,1 @@
+"""Subcommands of the `lze-trl` console script; each module exposes `main(argv) -> int`."""
