@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 
 from trl import GRPOConfig
 
-from .energy import MOMENTUM_MODES
+from .energy import ENERGY_TERMS, MOMENTUM_MODES
 from .selectors import SELECTORS
 
 
@@ -40,6 +40,8 @@ class LZEGRPOConfig(GRPOConfig):
             paper's wording).
         energy_d_init_min (`float`, *optional*, defaults to `0.05`):
             Floor of the difficulty anchor `max(1 - p0, energy_d_init_min)`, in [0, 1].
+        energy_terms (`list[str]`, *optional*, defaults to `["anchor", "uncertainty", "momentum"]`):
+            Terms of the energy to use; a term left out takes its neutral value (ablations of the paper's Fig. 3).
         pass_threshold (`float`, *optional*, defaults to `0.5`):
             A rollout is correct when the correctness reward is `>= pass_threshold`.
         correctness_reward (`str` or `int`, *optional*):
@@ -75,6 +77,10 @@ class LZEGRPOConfig(GRPOConfig):
         default="abs", metadata={"help": "Momentum mode.", "choices": list(MOMENTUM_MODES)}
     )
     energy_d_init_min: float = field(default=0.05, metadata={"help": "Floor of the difficulty anchor, in [0, 1]."})
+    energy_terms: list[str] = field(
+        default_factory=lambda: list(ENERGY_TERMS),
+        metadata={"help": "Energy terms to use, a subset of anchor, uncertainty, momentum (ablations)."},
+    )
     pass_threshold: float = field(
         default=0.5, metadata={"help": "A rollout is correct when the correctness reward is >= pass_threshold."}
     )
@@ -158,6 +164,14 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         args.energy_d_init_min,
         "use a value in [0, 1], e.g. 0.05.",
     )
+    terms = [args.energy_terms] if isinstance(args.energy_terms, str) else list(args.energy_terms)
+    _check(
+        len(terms) > 0 and set(terms) <= set(ENERGY_TERMS),
+        "energy_terms",
+        args.energy_terms,
+        f"use a non-empty subset of {list(ENERGY_TERMS)}.",
+    )
+    args.energy_terms = terms
     _check(_finite(args.pass_threshold), "pass_threshold", args.pass_threshold, "use a finite reward threshold.")
     _check(
         isinstance(args.prune_after_epochs, int) and args.prune_after_epochs >= 1,

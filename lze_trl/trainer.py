@@ -114,6 +114,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             momentum_weight=args.energy_momentum_weight,
             momentum_mode=args.energy_momentum_mode,
             d_init_min=args.energy_d_init_min,
+            terms=args.energy_terms,
         )
         self.selector = selector_cls(args)
         self.selection_log = SelectionLog(args.selection_log_max_rows)

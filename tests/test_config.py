@@ -27,6 +27,8 @@ BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
         ("prune_replay_fraction", float("nan")),
         ("selector", "best"),
         ("pass_threshold", float("inf")),
+        ("energy_terms", ["anchor", "entropy"]),
+        ("energy_terms", []),
     ],
 )
 def test_bad_setting_names_setting_and_fix(setting, value):
