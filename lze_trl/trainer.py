@@ -6,7 +6,7 @@ import json
 import math
 import os
 import sys
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ def as_lze_config(args: GRPOConfig | None, model: Any) -> LZEGRPOConfig:
     lze_args.__dict__.update(args.__dict__)
     for f in fields(LZEGRPOConfig):
         if f.name in LZE_FIELDS:
-            setattr(lze_args, f.name, f.default)
+            setattr(lze_args, f.name, f.default_factory() if f.default is MISSING else f.default)
     validate_lze_args(lze_args)
     return lze_args
 
