@@ -15,6 +15,7 @@ from accelerate.utils import gather
 from datasets import IterableDataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
 
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
@@ -26,6 +27,8 @@ from .selection import group_pass_rates
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
 
+
+logger = logging.get_logger(__name__)
 
 STATE_ARRAYS = "lze_state.npz"
 STATE_JSON = "lze_state.json"
@@ -127,7 +130,7 @@ class LZEGRPOTrainer(GRPOTrainer):
                 seed=args.seed,
             )
         if args.selector != "none" and self.loss_type not in TOKEN_NORMALISED_LOSSES:
-            self.logger_warning(
+            logger.warning(
                 f"loss_type={self.loss_type!r} averages over the rows of each micro-batch: the zero-weight rows that "
                 "even out processes and micro-batches after selection dilute it slightly. loss_type='dapo' (TRL's "
                 "default) is exact."
@@ -140,12 +143,6 @@ class LZEGRPOTrainer(GRPOTrainer):
         self._lze_rollouts_skipped = 0
         self._lze_resume: dict[str, Any] | None = None  # pending resume: sampler position and RNG reload
         self.add_callback(_StopAtLastEpoch(self))
-
-    @staticmethod
-    def logger_warning(message: str) -> None:
-        from transformers.utils import logging
-
-        logging.get_logger(__name__).warning(message)
 
     def _resolve_correctness_reward(self, spec: str | int | None) -> int:
         names = list(self.reward_func_names)

@@ -292,3 +292,25 @@ def test_prompt_table_and_bounded_selection_log(tmp_path):
     for folder in (tmp_path / "out" / "checkpoint-2", tmp_path / "out"):
         saved = pd.read_parquet(folder / "lze_prompts.parquet")
         assert len(saved) > 0 and (folder / "lze_selection_log.parquet").exists()
+
+
+def test_skipped_update_keeps_the_generation_pace(tmp_path):
+    calls = []
+
+    def always_right(completions, **kwargs):
+        calls.append(len(completions))
+        return [1.0] * len(completions)
+
+    tokenizer = char_tokenizer()
+    args = lze_args(tmp_path, max_steps=2, gradient_accumulation_steps=2)  # 2 micro-steps per generation batch
+    trainer = LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=always_right,
+        args=args,
+        train_dataset=prompt_dataset(),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    # one generation (and reward call) per optimizer step, although every micro-step was skipped
+    assert calls == [16, 16]
+    assert trainer._step == 4
