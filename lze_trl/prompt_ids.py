@@ -27,7 +27,8 @@ def with_prompt_ids(dataset: Dataset | IterableDataset) -> Dataset | IterableDat
     Adds the `lze_prompt_id` column that keys each prompt's LZE state.
 
     Map-style datasets get their row index, so a prompt keeps its state across epochs and shuffles; iterable
-    datasets get a content hash of `prompt`. A dataset that already has the column is returned unchanged.
+    datasets get a content hash of `prompt`. An existing `lze_prompt_id` column is replaced: the sampler and the
+    prune state rely on it being the row index.
 
     Args:
         dataset (`datasets.Dataset` or `datasets.IterableDataset`):
@@ -37,11 +38,9 @@ def with_prompt_ids(dataset: Dataset | IterableDataset) -> Dataset | IterableDat
         The dataset with the `lze_prompt_id` column.
     """
     if isinstance(dataset, IterableDataset):
-        if dataset.column_names is not None and PROMPT_ID_COLUMN in dataset.column_names:
-            return dataset
         return dataset.map(_add_hash)
     if PROMPT_ID_COLUMN in dataset.column_names:
-        return dataset
+        dataset = dataset.remove_columns(PROMPT_ID_COLUMN)
     return dataset.add_column(PROMPT_ID_COLUMN, list(range(len(dataset))))
 
 
