@@ -1,0 +1,39 @@
+"""`lze-trl eval`: Pass@1 / avg@k of models, checkpoints or LoRA adapters on math benchmarks.
+
+Examples:
+
+```bash
+lze-trl eval --model Qwen/Qwen2.5-Math-1.5B outputs/qwen2.5-math-1.5b-math-lze \
+    --model_names base lze --benchmarks gsm8k math dapo_math amc23 aime25
+lze-trl eval --model outputs/lora-run --benchmarks amc23 --dataset-source amc23=data/amc23.jsonl \
+    --num_samples 8 --temperature 0.6
+lze-trl eval --config recipes/eval/table1.yaml --model outputs/my-run
+```
+
+Writes `results.json` (per benchmark: n, k, pass@1, avg@k, pass@k, optionally every sample) and `results.md` (a
+table shaped like the paper's Table 1) into `--output_dir`. The logic lives in [`lze_trl.evaluation`].
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def make_parser(prog: str | None = "lze-trl eval"):
+    """The `lze-trl eval` parser: TRL's `TrlParser` over [`~lze_trl.evaluation.EvalArguments`] (`--config` YAML)."""
+    from trl import TrlParser
+
+    from lze_trl.evaluation import EvalArguments
+
+    return TrlParser((EvalArguments,), prog=prog, description=__doc__.split("\n\n")[0])
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from lze_trl.evaluation import evaluate, markdown_table
+
+    (args,) = make_parser().parse_args_and_config(argv)
+    results = evaluate(args)
+    print(markdown_table(results))
+    print(f"Results written to {os.path.join(args.output_dir, 'results.json')} and results.md.")
+    return 0

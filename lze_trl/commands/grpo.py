@@ -1,0 +1,393 @@
+"""`lze-trl grpo`: train with [`LZEGRPOTrainer`] from a YAML recipe or flags, exactly like `trl grpo`.
+
+The parser is TRL's own (`TrlParser`) over the same dataclasses as `trl grpo` (script arguments, the training config,
+`ModelConfig`, `DatasetMixtureConfig`), with [`LZEGRPOConfig`] in place of `GRPOConfig`: every `GRPOConfig` and
+`ModelConfig` field (`--use_peft --lora_r 16 ...`, `--use_vllm --vllm_mode colocate ...`) and the LZE fields
+(`--selector lze --selection_ratio 0.4 ...`) work as flags or as keys of the `--config` YAML (flags win).
+
+```bash
+lze-trl grpo --config recipes/qwen2.5-math-1.5b/math-lze.yaml
+accelerate launch --config_file recipes/accelerate/zero3.yaml -m lze_trl.cli grpo \
+    --config recipes/qwen3-8b/dapo_math-lze.yaml
+lze-trl grpo --model_name_or_path Qwen/Qwen2.5-Math-1.5B --dataset_name gsm8k --reward_funcs math_accuracy \
+    --output_dir outputs/gsm8k-lze --use_peft --lora_r 16
+```
+
+Datasets: `dataset_name` may be one of our math kinds (`gsm8k`, `math`, `math500`, `dapo_math`, `amc23`, `aime24`,
+`aime25`), the canonical Hub id of one (`openai/gsm8k`, `EleutherAI/hendrycks_math`, ...), or, with `dataset_kind`, any
+source [`~lze_trl.data.load_math_dataset`] reads (a local `.jsonl`/`.parquet` file in the dataset's own schema, an
+`hf://` or `https://huggingface.co/datasets/...` URL, a mirror's Hub id). Those are converted to conversational
+prompts with a `solution` column. Anything else is loaded as TRL does (`datasets.load_dataset`, or the `datasets:`
+mixture), and a local `.json`/`.jsonl`/`.parquet` file in TRL's prompt format with the matching `datasets` builder.
+
+Rewards (`reward_funcs`, in order; the first one defines correctness for LZE unless `correctness_reward` says
+otherwise): `math_accuracy` and `format_reward` ([`lze_trl.rewards`]), TRL's `accuracy_reward`,
+`reasoning_accuracy_reward`, `think_format_reward`, `get_soft_overlong_punishment`, or a dotted import path
+(`my_lib.rewards.my_reward`). Defaults to `math_accuracy`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from trl import ScriptArguments
+
+
+logger = logging.getLogger(__name__)
+
+# Mirrors of the benchmark kinds whose schema the loader knows (the canonical ids come from `lze_trl.data.KINDS`).
+_MIRRORS = {
+    "math-ai/aime24": "aime24",
+    "opencompass/AIME2025": "aime25",
+}
+_LOCAL_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+
+
+@dataclass
+class LZEGRPOScriptArguments(ScriptArguments):
+    """
+    Script arguments of `lze-trl grpo`: those of `trl grpo` (`GRPOScriptArguments`) plus how to read math datasets.
+
+    Args:
+        reward_model_name_or_path (`str`, *optional*):
+            Reward model id or local path, as in `trl grpo`; used before the `reward_funcs`.
+        reward_funcs (`list[str]`, *optional*):
+            Reward functions by name: `math_accuracy`, `format_reward`, `accuracy_reward`,
+            `reasoning_accuracy_reward`, `think_format_reward`, `get_soft_overlong_punishment` (with
+            `max_completion_len` = the run's `max_completion_length` and a soft cache of a fifth of it), or any
+            dotted import path (e.g. `my_lib.rewards.custom_reward`). Defaults to `["math_accuracy"]` when no
+            reward model is given either.
+        dataset_kind (`str`, *optional*):
+            Read `dataset_name` with [`~lze_trl.data.load_math_dataset`] as this kind (`gsm8k`, `math`, `math500`,
+            `dapo_math`, `amc23`, `aime24`, `aime25`); `dataset_name` is then the source (a local file, `hf://`,
+            `https://huggingface.co/datasets/...`, a Hub id) or unset for the kind's canonical dataset. Not needed
+            when `dataset_name` is a kind name or a kind's canonical Hub id.
+        dataset_system_prompt (`str`, *optional*):
+            System message put before each problem of a math kind.
+        dataset_chat_template_only (`bool`, *optional*, defaults to `False`):
+            For a math kind, use the bare problem as the user message, without the step-by-step / `\\boxed{}`
+            instruction.
+    """
+
+    reward_model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "Reward model id or local path (used before the reward functions)."},
+    )
+    reward_funcs: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Reward functions: math_accuracy, format_reward, accuracy_reward, reasoning_accuracy_reward, "
+            "think_format_reward, get_soft_overlong_punishment, or a dotted import path. Default: math_accuracy."
+        },
+    )
+    dataset_kind: str | None = field(
+        default=None,
+        metadata={
+            "help": "Read dataset_name as this math kind (gsm8k, math, math500, dapo_math, amc23, aime24, aime25) "
+            "with lze_trl.data.load_math_dataset; dataset_name is then its source (local file, hf://, URL, Hub id)."
+        },
+    )
+    dataset_system_prompt: str | None = field(
+        default=None, metadata={"help": "System message before each problem (math kinds)."}
+    )
+    dataset_chat_template_only: bool = field(
+        default=False, metadata={"help": "Bare problem as the user message, without the \\boxed{} instruction."}
+    )
+
+    def __post_init__(self):
+        from lze_trl.data import KINDS
+
+        if self.dataset_kind is not None and self.dataset_kind not in KINDS:
+            raise ValueError(f"dataset_kind={self.dataset_kind!r} is invalid: use one of {sorted(KINDS)}.")
+
+
+def make_parser(prog: str | None = "lze-trl grpo"):
+    """
+    The `lze-trl grpo` parser: `TrlParser((LZEGRPOScriptArguments, LZEGRPOConfig, ModelConfig, DatasetMixtureConfig))`,
+    the dataclasses of `trl grpo` with [`LZEGRPOConfig`] for `GRPOConfig`.
+    """
+    from trl import DatasetMixtureConfig, ModelConfig, TrlParser
+
+    from lze_trl import LZEGRPOConfig
+
+    return TrlParser((LZEGRPOScriptArguments, LZEGRPOConfig, ModelConfig, DatasetMixtureConfig), prog=prog)
+
+
+# --------------------------------------------------------------------------------------------------- rewards
+
+
+def reward_registry(training_args: Any = None) -> dict[str, Callable]:
+    """
+    Reward functions available by name: ours (`math_accuracy`, `format_reward`) and those `trl grpo` registers.
+
+    Args:
+        training_args ([`LZEGRPOConfig`], *optional*):
+            The run's config; `get_soft_overlong_punishment` punishes completions within a fifth of its
+            `max_completion_length` of the limit (`trl grpo` hard-codes 1280 / 256, the same ratio).
+    """
+    from trl.rewards import (
+        accuracy_reward,
+        get_soft_overlong_punishment,
+        reasoning_accuracy_reward,
+        think_format_reward,
+    )
+
+    from lze_trl.rewards import format_reward, math_accuracy
+
+    max_len = getattr(training_args, "max_completion_length", None) or 1280
+    return {
+        "math_accuracy": math_accuracy,
+        "format_reward": format_reward,
+        "accuracy_reward": accuracy_reward,
+        "reasoning_accuracy_reward": reasoning_accuracy_reward,
+        "think_format_reward": think_format_reward,
+        "get_soft_overlong_punishment": get_soft_overlong_punishment(
+            max_completion_len=max_len, soft_punish_cache=max(1, max_len // 5)
+        ),
+    }
+
+
+def resolve_reward_funcs(script_args: LZEGRPOScriptArguments, training_args: Any = None) -> list:
+    """The reward model and reward functions of a run, in order, resolved as `trl grpo` does (plus our names)."""
+    registry = reward_registry(training_args)
+    reward_funcs: list = []
+    if script_args.reward_model_name_or_path:
+        reward_funcs.append(script_args.reward_model_name_or_path)
+    names = script_args.reward_funcs
+    if names is None and not reward_funcs:
+        names = ["math_accuracy"]
+    for name in names or []:
+        if name in registry:
+            reward_funcs.append(registry[name])
+        elif "." in name:
+            module_path, func_name = name.rsplit(".", 1)
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            reward_funcs.append(getattr(importlib.import_module(module_path), func_name))
+        else:
+            raise ValueError(
+                f"Could not load reward function {name!r}. Expected one of {list(registry)} or a valid import path."
+            )
+    return reward_funcs
+
+
+# --------------------------------------------------------------------------------------------------- datasets
+
+
+def resolve_math_kind(dataset_name: str | None, dataset_kind: str | None = None) -> tuple[str, str | None] | None:
+    """
+    Whether a run's dataset is read by [`~lze_trl.data.load_math_dataset`], and how.
+
+    Args:
+        dataset_name (`str`, *optional*):
+            The `dataset_name` script argument.
+        dataset_kind (`str`, *optional*):
+            The `dataset_kind` script argument.
+
+    Returns:
+        `tuple[str, str | None]` or `None`: `(kind, source)` (`source=None`: the kind's canonical dataset), or `None`
+        when the dataset is to be loaded as TRL does.
+    """
+    from lze_trl.data import KINDS, parse_source
+
+    if dataset_kind is not None:
+        return dataset_kind, None if dataset_name in (None, dataset_kind) else dataset_name
+    if dataset_name is None:
+        return None
+    if dataset_name in KINDS:
+        return dataset_name, None
+    hub_kinds = {spec.hub_id: kind for kind, spec in KINDS.items()} | _MIRRORS
+    try:
+        ref = parse_source(dataset_name)
+    except ValueError:
+        return None  # a directory, a dataset script, ...: TRL's loader
+    if ref.repo_id in hub_kinds:
+        return hub_kinds[ref.repo_id], dataset_name
+    if not ref.is_local and "://" in dataset_name:
+        raise ValueError(
+            f"dataset_name={dataset_name!r} is a Hub URL of a dataset whose schema is unknown: set dataset_kind to "
+            f"one of {sorted(KINDS)} if it is in one of those schemas, or give it as 'owner/name' (with "
+            "dataset_config) to load it as TRL does."
+        )
+    return None
+
+
+def _with_config(source: str | None, kind: str, config: str | None) -> str | None:
+    """Adds `dataset_config` to a Hub source of a math kind."""
+    from lze_trl.data import KINDS, parse_source
+
+    if config is None:
+        return source
+    ref = parse_source(KINDS[kind].hub_id if source is None else source)
+    if ref.is_local:
+        raise ValueError(f"dataset_config={config!r} does not apply to local files ({source!r}).")
+    if ref.config is not None and ref.config != config:
+        raise ValueError(f"dataset_config={config!r} conflicts with the config {ref.config!r} of {source!r}.")
+    query = {"config": config, "split": ref.split, "revision": ref.revision}
+    return f"hf://{ref.repo_id}?" + urlencode({k: v for k, v in query.items() if v is not None})
+
+
+def load_datasets(script_args: LZEGRPOScriptArguments, training_args: Any, dataset_args: Any = None):
+    """
+    The train and (when `eval_strategy != "no"`) eval datasets of a run.
+
+    Math kinds (see [`resolve_math_kind`]) are read with [`~lze_trl.data.load_math_dataset`]: splits
+    `dataset_train_split` / `dataset_test_split` of a Hub source (a source that names its split, or a local file, is
+    the train set as a whole and has no test split). Otherwise: the `datasets:` mixture (`DatasetMixtureConfig`) or
+    `datasets.load_dataset(dataset_name, name=dataset_config)`, exactly as `trl grpo`; a local `.json`/`.jsonl`/
+    `.parquet` file is read with the matching builder.
+
+    Returns:
+        `tuple[Dataset, Dataset | None]`: `(train_dataset, eval_dataset)`.
+    """
+    from datasets import load_dataset
+    from trl import get_dataset
+
+    from lze_trl.data import load_math_dataset, parse_source
+
+    wants_eval = getattr(training_args, "eval_strategy", "no") != "no"
+    if dataset_args is not None and dataset_args.datasets:
+        if script_args.dataset_name:
+            logger.warning(
+                "Both `datasets` and `dataset_name` are provided. The `datasets` argument will be used to load the "
+                "dataset and `dataset_name` will be ignored."
+            )
+        dataset = get_dataset(dataset_args)
+        return _splits(dataset, script_args, wants_eval)
+    if not script_args.dataset_name and script_args.dataset_kind is None:
+        raise ValueError("Either `datasets` or `dataset_name` (or `dataset_kind`) must be provided.")
+
+    math = resolve_math_kind(script_args.dataset_name, script_args.dataset_kind)
+    if math is not None:
+        if script_args.dataset_streaming:
+            raise ValueError("dataset_streaming is not supported for the math kinds; unset it.")
+        kind, source = math
+        source = _with_config(source, kind, script_args.dataset_config)
+        options = dict(
+            system_prompt=script_args.dataset_system_prompt,
+            chat_template_only=script_args.dataset_chat_template_only,
+        )
+        ref = None if source is None else parse_source(source)
+        fixed_split = ref is not None and (ref.is_local or ref.split is not None)
+        train_split = None if fixed_split else script_args.dataset_train_split
+        train = load_math_dataset(kind, source, split=train_split, **options)
+        eval_dataset = None
+        if wants_eval:
+            if fixed_split:
+                raise ValueError(
+                    f"eval_strategy={training_args.eval_strategy!r} needs a test split, but {source!r} is a single "
+                    "split (a local file, or a source that names its split). Set eval_strategy='no' and evaluate with "
+                    "`lze-trl eval`, or use a Hub source with dataset_test_split."
+                )
+            eval_dataset = load_math_dataset(kind, source, split=script_args.dataset_test_split, **options)
+        return train, eval_dataset
+
+    name = script_args.dataset_name
+    builder = _LOCAL_BUILDERS.get(os.path.splitext(name)[1].lower())
+    if builder is not None and os.path.isfile(name):
+        dataset = load_dataset(
+            builder, data_files={script_args.dataset_train_split: name}, streaming=script_args.dataset_streaming
+        )
+    else:
+        dataset = load_dataset(name, name=script_args.dataset_config, streaming=script_args.dataset_streaming)
+    return _splits(dataset, script_args, wants_eval)
+
+
+def _splits(dataset, script_args: LZEGRPOScriptArguments, wants_eval: bool):
+    if script_args.dataset_train_split not in dataset:
+        raise ValueError(
+            f"dataset_train_split={script_args.dataset_train_split!r} is not a split of the dataset "
+            f"(splits: {list(dataset)})."
+        )
+    eval_dataset = None
+    if wants_eval:
+        if script_args.dataset_test_split not in dataset:
+            raise ValueError(
+                f"dataset_test_split={script_args.dataset_test_split!r} is not a split of the dataset "
+                f"(splits: {list(dataset)}); set eval_strategy='no' or name an existing split."
+            )
+        eval_dataset = dataset[script_args.dataset_test_split]
+    return dataset[script_args.dataset_train_split], eval_dataset
+
+
+# --------------------------------------------------------------------------------------------------- training
+
+
+def train(script_args: LZEGRPOScriptArguments, training_args: Any, model_args: Any, dataset_args: Any = None):
+    """
+    Runs a training as `trl grpo` does, with [`LZEGRPOTrainer`]: loads the model (`model_init_kwargs` from
+    `ModelConfig`, quantization and PEFT configs from its fields), the datasets and the rewards, trains, and saves the
+    model (the adapter with `use_peft`), the tokenizer and the LZE tables (`lze_prompts.parquet`,
+    `lze_selection_log.parquet`) into `output_dir`. Unlike `main`, it does not end the trainer (`trainer.end()`
+    destroys the process group), so that the caller can still evaluate or push.
+
+    Args:
+        script_args ([`LZEGRPOScriptArguments`]):
+            Dataset and reward arguments.
+        training_args ([`LZEGRPOConfig`]):
+            Training configuration.
+        model_args (`trl.ModelConfig`):
+            Model, quantization and LoRA arguments.
+        dataset_args (`trl.DatasetMixtureConfig`, *optional*):
+            A dataset mixture, used instead of `dataset_name` when it lists datasets.
+
+    Returns:
+        [`LZEGRPOTrainer`]: The trainer, after training.
+    """
+    from trl import get_peft_config, get_quantization_config
+
+    from lze_trl import LZEGRPOTrainer
+
+    if not model_args.model_name_or_path:
+        raise ValueError("model_name_or_path is required (a Hub id or a local model directory).")
+    reward_funcs = resolve_reward_funcs(script_args, training_args)
+
+    model_init_kwargs = dict(
+        revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+        attn_implementation=model_args.attn_implementation,
+        dtype=model_args.dtype,
+    )
+    if training_args.model_init_kwargs is not None:
+        model_init_kwargs.update(training_args.model_init_kwargs)
+    training_args.model_init_kwargs = model_init_kwargs
+
+    train_dataset, eval_dataset = load_datasets(script_args, training_args, dataset_args)
+    trainer = LZEGRPOTrainer(
+        model=model_args.model_name_or_path,
+        reward_funcs=reward_funcs,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        quantization_config=get_quantization_config(model_args),
+        peft_config=get_peft_config(model_args),
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.accelerator.print("Training completed.")
+
+    trainer.save_model(training_args.output_dir)
+    trainer.accelerator.print(f"Model and LZE tables saved to {training_args.output_dir}.")
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=script_args.dataset_name)
+        trainer.accelerator.print(f"Model pushed to the Hub in https://huggingface.co/{trainer.hub_model_id}.")
+    return trainer
+
+
+def main(argv: list[str]) -> int:
+    import transformers
+    from packaging.version import Version
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parser = make_parser()
+    script_args, training_args, model_args, dataset_args = parser.parse_args_and_config(argv)
+    trainer = train(script_args, training_args, model_args, dataset_args)
+    if Version(transformers.__version__) >= Version("5.18.0"):
+        trainer.end()  # finishes the trackers and destroys the process group, as `trl grpo` does
+    return 0

@@ -1,0 +1,287 @@
+"""Tests of `lze-trl grpo`: TRL-compatible parsing, dataset and reward resolution, and end-to-end runs on a tiny
+offline Qwen2 saved to disk (full model and LoRA), with local fixture datasets."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from lze_trl.cli import main as cli_main
+from lze_trl.commands.grpo import (
+    LZEGRPOScriptArguments,
+    load_datasets,
+    make_parser,
+    resolve_math_kind,
+    resolve_reward_funcs,
+)
+from lze_trl.rewards import format_reward, math_accuracy
+from lze_trl.tiny import char_tokenizer, tiny_qwen2
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "cli"
+GSM8K_TRAIN = str(FIXTURES / "gsm8k_train.jsonl")  # gsm8k's own schema (question / answer with ####)
+PROMPTS = str(FIXTURES / "prompts.jsonl")  # TRL's standard format: prompt string + solution
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}answer: {% endif %}"
+)
+COMMON = [
+    "--use_cpu",
+    "true",
+    "--per_device_train_batch_size",
+    "8",
+    "--num_generations",
+    "4",
+    "--max_completion_length",
+    "8",
+    "--max_steps",
+    "2",
+    "--logging_steps",
+    "1",
+    "--save_strategy",
+    "no",
+    "--report_to",
+    "none",
+    "--disable_tqdm",
+    "true",
+    "--seed",
+    "0",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny random Qwen2 and a character tokenizer with a minimal chat template, saved like a Hub model."""
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tiny_qwen2(tokenizer, max_position_embeddings=512).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+# --------------------------------------------------------------------------------------------------- parsing
+
+
+def test_parser_accepts_every_option_of_trl_grpo():
+    """Same dataclasses as `trl grpo` (GRPOConfig -> LZEGRPOConfig): every `trl grpo` flag works here too."""
+    from trl.scripts.grpo import GRPOScriptArguments
+    from trl.scripts.grpo import make_parser as trl_make_parser
+
+    ours = {s for action in make_parser()._actions for s in action.option_strings}
+    theirs = {s for action in trl_make_parser()._actions for s in action.option_strings}
+    assert theirs <= ours
+    assert {"--selector", "--selection_ratio", "--dataset_kind", "--use_peft", "--lora_r", "--use_vllm"} <= ours
+    defaults = LZEGRPOScriptArguments()
+    for name, f in GRPOScriptArguments.__dataclass_fields__.items():
+        assert getattr(defaults, name) == (f.default_factory() if callable(f.default_factory) else f.default)
+
+
+def test_flags_override_the_yaml(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "model_name_or_path": "some/model",
+                "dataset_name": "gsm8k",
+                "output_dir": str(tmp_path / "out"),
+                "selector": "none",
+                "selection_ratio": 0.3,
+                "use_peft": True,
+                "lora_r": 8,
+                "lora_target_modules": ["q_proj", "v_proj"],
+                "chat_template_kwargs": {"enable_thinking": True},
+                "use_cpu": True,
+            }
+        )
+    )
+    script, args, model, _ = make_parser().parse_args_and_config(
+        ["--config", str(config), "--selector", "lze", "--lora_r", "4"]
+    )
+    assert script.dataset_name == "gsm8k"
+    assert args.selector == "lze" and args.selection_ratio == 0.3
+    assert model.use_peft and model.lora_r == 4 and model.lora_target_modules == ["q_proj", "v_proj"]
+    assert args.chat_template_kwargs == {"enable_thinking": True}
+    with pytest.raises(ValueError, match="dataset_kind"):
+        make_parser().parse_args_and_config(["--config", str(config), "--dataset_kind", "mmlu"])
+
+
+@pytest.mark.parametrize(
+    "name, kind, expected",
+    [
+        ("gsm8k", None, ("gsm8k", None)),
+        ("dapo_math", None, ("dapo_math", None)),
+        ("openai/gsm8k", None, ("gsm8k", "openai/gsm8k")),
+        ("EleutherAI/hendrycks_math", None, ("math", "EleutherAI/hendrycks_math")),
+        (
+            "hf://BytedTsinghua-SIA/DAPO-Math-17k?split=train",
+            None,
+            ("dapo_math", "hf://BytedTsinghua-SIA/DAPO-Math-17k?split=train"),
+        ),
+        (
+            "https://huggingface.co/datasets/math-ai/aime25",
+            None,
+            ("aime25", "https://huggingface.co/datasets/math-ai/aime25"),
+        ),
+        ("data/train.jsonl", "gsm8k", ("gsm8k", "data/train.jsonl")),
+        (None, "math", ("math", None)),
+        ("math", "math", ("math", None)),
+        ("trl-lib/DeepMath-103K", None, None),  # TRL's loader
+        ("data/train.jsonl", None, None),  # a local file in TRL's format
+        ("my_dataset_dir", None, None),
+    ],
+)
+def test_resolve_math_kind(name, kind, expected):
+    assert resolve_math_kind(name, kind) == expected
+
+
+def test_resolve_math_kind_rejects_unknown_urls():
+    with pytest.raises(ValueError, match="dataset_kind"):
+        resolve_math_kind("hf://someone/some-math-set", None)
+
+
+def test_reward_resolution():
+    def resolve(**kw):
+        return resolve_reward_funcs(LZEGRPOScriptArguments(**kw))
+
+    assert resolve() == [math_accuracy]
+    assert resolve(reward_funcs=["format_reward", "math_accuracy"]) == [format_reward, math_accuracy]
+    trl_names = ["accuracy_reward", "think_format_reward", "reasoning_accuracy_reward", "get_soft_overlong_punishment"]
+    assert all(callable(f) for f in resolve(reward_funcs=trl_names))
+    (func,) = resolve(reward_funcs=["conftest.mixed_reward"])
+    assert func.__name__ == "mixed_reward"
+    assert resolve(reward_model_name_or_path="some/rm") == ["some/rm"]
+    with pytest.raises(ValueError, match="Could not load reward function"):
+        resolve(reward_funcs=["no_such_reward"])
+
+
+def test_datasets_of_a_math_kind_and_of_trl_format(tmp_path):
+    from lze_trl import LZEGRPOConfig
+
+    args = LZEGRPOConfig(output_dir=str(tmp_path), use_cpu=True, per_device_train_batch_size=8)
+    train, test = load_datasets(LZEGRPOScriptArguments(dataset_name=GSM8K_TRAIN, dataset_kind="gsm8k"), args)
+    assert test is None and len(train) == 8
+    assert train[0]["prompt"][-1]["role"] == "user" and train[0]["solution"] == "7"
+    train, _ = load_datasets(LZEGRPOScriptArguments(dataset_name=PROMPTS), args)
+    assert train[3] == {"prompt": "3+3=", "solution": "6"}
+    args.eval_strategy = "steps"
+    with pytest.raises(ValueError, match="test split"):
+        load_datasets(LZEGRPOScriptArguments(dataset_name=GSM8K_TRAIN, dataset_kind="gsm8k"), args)
+    with pytest.raises(ValueError, match="dataset_config"):
+        load_datasets(LZEGRPOScriptArguments(dataset_name=GSM8K_TRAIN, dataset_kind="gsm8k", dataset_config="x"), args)
+
+
+# --------------------------------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.slow
+def test_grpo_cli_full_model_on_a_math_kind(tiny_model_dir, tmp_path):
+    """gsm8k rows in their own schema -> conversational prompts -> chat template -> LZE training -> saved model."""
+    out = tmp_path / "run"
+    code = cli_main(
+        [
+            "grpo",
+            "--model_name_or_path",
+            tiny_model_dir,
+            "--dataset_name",
+            GSM8K_TRAIN,
+            "--dataset_kind",
+            "gsm8k",
+            "--reward_funcs",
+            "math_accuracy",
+            "format_reward",
+            "--output_dir",
+            str(out),
+            *COMMON,
+        ]
+    )
+    assert code == 0
+    assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
+    assert (out / "tokenizer.json").is_file() and not (out / "adapter_config.json").exists()
+    table = pd.read_parquet(out / "lze_prompts.parquet")
+    assert len(table) == 4  # 2 steps x 8 rows / 4 generations
+    questions = [json.loads(line)["question"] for line in open(GSM8K_TRAIN)]
+    assert all(any(p.startswith(q) for q in questions) and "\\boxed{}" in p for p in table["prompt"])
+    args = torch.load(out / "training_args.bin", weights_only=False)
+    assert args.selector == "lze" and args.model_init_kwargs["dtype"] == "float32"
+
+
+@pytest.mark.slow
+def test_grpo_cli_lora_from_a_yaml_recipe(tiny_model_dir, tmp_path):
+    """A YAML recipe plus flags, LoRA on, TRL-format prompts, a dotted-path reward: the adapter is trained, saved."""
+    out = tmp_path / "lora"
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "model_name_or_path": tiny_model_dir,
+                "dataset_name": PROMPTS,
+                "reward_funcs": ["conftest.mixed_reward", "math_accuracy"],
+                "output_dir": str(out),
+                "learning_rate": 0.01,
+                "selector": "lze",
+                "selection_ratio": 0.5,
+                "max_steps": 5,
+            }
+        )
+    )
+    flags = ["--use_peft", "--lora_r", "4", "--lora_target_modules", "q_proj", "v_proj"]
+    assert cli_main(["grpo", "--config", str(recipe), *flags, *COMMON]) == 0  # COMMON's --max_steps 2 wins
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["r"] == 4 and set(config["target_modules"]) == {"q_proj", "v_proj"}
+    assert config["base_model_name_or_path"] == tiny_model_dir
+    assert not (out / "model.safetensors").exists()
+    weights = load_file(out / "adapter_model.safetensors")
+    lora_b = [w for name, w in weights.items() if "lora_B" in name]
+    assert lora_b and any(w.abs().sum() > 0 for w in lora_b)  # B starts at zero: the adapter was trained
+    args = torch.load(out / "training_args.bin", weights_only=False)
+    assert args.max_steps == 2 and args.selection_ratio == 0.5
+    log = pd.read_parquet(out / "lze_selection_log.parquet")
+    assert len(log) == 2 * 2 and 0 < log["selected"].sum() < len(log)
+    assert len(pd.read_parquet(out / "lze_prompts.parquet")) == 4
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None),
+    reason="needs vLLM and a CUDA GPU",
+)
+def test_grpo_cli_vllm_colocate(tmp_path):
+    path = tmp_path / "model"
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = CHAT_TEMPLATE
+    model = tiny_qwen2(tokenizer, hidden_size=128, max_position_embeddings=512)  # head_dim 64 for vLLM's kernels
+    model.to(torch.bfloat16).save_pretrained(path)  # vLLM loads the checkpoint's dtype; training upcasts to fp32
+    tokenizer.save_pretrained(path)
+    out = tmp_path / "run"
+    flags = [f for f in COMMON if f not in ("--use_cpu", "true")]
+    code = cli_main(
+        [
+            "grpo",
+            "--model_name_or_path",
+            str(path),
+            "--dataset_name",
+            GSM8K_TRAIN,
+            "--dataset_kind",
+            "gsm8k",
+            "--output_dir",
+            str(out),
+            "--use_vllm",
+            "true",
+            "--vllm_mode",
+            "colocate",
+            "--vllm_gpu_memory_utilization",
+            "0.2",
+            "--vllm_max_model_length",
+            "512",
+            *flags,
+        ]
+    )
+    assert code == 0
+    assert (out / "model.safetensors").is_file() and (out / "lze_prompts.parquet").is_file()
