@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from trl import GRPOConfig
 
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
-from .selectors import SELECTORS
+from .selectors import PREFILTER_MODES, SELECTORS
 
 
 @dataclass
@@ -23,8 +23,12 @@ class LZEGRPOConfig(GRPOConfig):
     Parameters:
         selector (`str`, *optional*, defaults to `"lze"`):
             How prompt groups are chosen for the update, by the name of a registered selector (see
-            `lze_trl.selectors`): `"lze"` (top `selection_ratio` by energy) or `"none"` (every group, exactly as
-            `GRPOTrainer`), or one of the peers and ablations registered there.
+            `lze_trl.selectors`): `"lze"` (top `selection_ratio` by energy; restrict `energy_terms` for the paper's
+            ablations), `"none"` (every group, exactly as `GRPOTrainer`), or one of the paper's peers and controls:
+            `"uniform"` (a random `selection_ratio` of the groups), `"dapo"` (DAPO's dynamic filtering of groups whose
+            rewards do not vary), `"reinforce_rej"` (online rejection of all-correct / all-wrong prompts),
+            `"prefilter"` (offline removal judged once before training, see `prefilter_mode`), `"softmax"` (every group
+            weighted by `softmax(-|ema - 0.5| / softmax_temperature)`, the skill card's soft variant).
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the generation batch's groups kept for the update, in (0, 1].
         min_selection_ratio (`float`, *optional*, defaults to `0.3`):
@@ -53,6 +57,27 @@ class LZEGRPOConfig(GRPOConfig):
             Consecutive fully-solved observations (one per epoch) after which a prompt is pruned, >= 1.
         prune_replay_fraction (`float`, *optional*, defaults to `0.1`):
             Fraction of the prune pool replayed at the start of each epoch (at least one prompt when > 0), in [0, 1].
+        dapo_std_epsilon (`float`, *optional*, defaults to `1e-6`):
+            `selector="dapo"`: a group whose correctness rewards have a standard deviation `<= dapo_std_epsilon` is
+            dropped (a tolerance for non-binary rewards), >= 0.
+        dapo_max_resample (`int`, *optional*, defaults to `0`):
+            `selector="dapo"`: extra generation rounds (of one generation batch each, for fresh prompts of the
+            epoch's pool) run to refill the batch with informative groups, as DAPO's dynamic sampling does; 0 only
+            filters. >= 0. Needs a map-style train dataset.
+        prefilter_mode (`str`, *optional*, defaults to `"remove_both"`):
+            `selector="prefilter"`: which prompts, judged once before training by `num_generations` rollouts of the
+            initial policy, are removed: `"remove_all_wrong"` (pass rate 0), `"remove_all_right"` (pass rate 1) or
+            `"remove_both"`.
+        prefilter_cache_dir (`str` or `None`, *optional*):
+            `selector="prefilter"`: folder caching the judged pass rates, keyed by model, dataset, `num_generations`,
+            seed and generation settings. Defaults to `<output_dir>/lze_prefilter`; share one folder across runs to
+            judge once.
+        softmax_temperature (`float`, *optional*, defaults to `0.2`):
+            `selector="softmax"`: temperature `tau` of the group weights `softmax(-|ema - 0.5| / tau)`, > 0; 0.1-0.3
+            is typical, lower concentrates the weight on groups near 50% accuracy.
+        softmax_ema_alpha (`float`, *optional*, defaults to `0.1`):
+            `selector="softmax"`: step of the selector's pass-rate EMA, `ema <- (1 - alpha) * ema + alpha * p`, in
+            (0, 1].
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
             Rows (one per prompt group and generation batch) kept in the selection log, oldest dropped first; 0
             disables it. Saved as `lze_selection_log.parquet` with each checkpoint and at the end of training.
@@ -96,6 +121,28 @@ class LZEGRPOConfig(GRPOConfig):
     )
     prune_replay_fraction: float = field(
         default=0.1, metadata={"help": "Fraction of the prune pool replayed each epoch, in [0, 1]."}
+    )
+    dapo_std_epsilon: float = field(
+        default=1e-6, metadata={"help": "selector='dapo': drop groups whose reward std is <= this value."}
+    )
+    dapo_max_resample: int = field(
+        default=0, metadata={"help": "selector='dapo': extra generation rounds to refill the batch (0: filter only)."}
+    )
+    prefilter_mode: str = field(
+        default="remove_both",
+        metadata={"help": "selector='prefilter': prompts to remove.", "choices": list(PREFILTER_MODES)},
+    )
+    prefilter_cache_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "selector='prefilter': cache folder of judged pass rates (default: <output_dir>/lze_prefilter)."
+        },
+    )
+    softmax_temperature: float = field(
+        default=0.2, metadata={"help": "selector='softmax': temperature of the group weights, > 0."}
+    )
+    softmax_ema_alpha: float = field(
+        default=0.1, metadata={"help": "selector='softmax': step of the pass-rate EMA, in (0, 1]."}
     )
 
     selection_log_max_rows: int = field(
@@ -164,7 +211,8 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         args.energy_d_init_min,
         "use a value in [0, 1], e.g. 0.05.",
     )
-    terms = [args.energy_terms] if isinstance(args.energy_terms, str) else list(args.energy_terms)
+    terms = args.energy_terms.split(",") if isinstance(args.energy_terms, str) else list(args.energy_terms)
+    terms = [t.strip() for t in terms] if all(isinstance(t, str) for t in terms) else terms
     _check(
         len(terms) > 0 and set(terms) <= set(ENERGY_TERMS),
         "energy_terms",
@@ -190,4 +238,36 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "prune_replay_fraction",
         args.prune_replay_fraction,
         "use a fraction in [0, 1], e.g. 0.1.",
+    )
+    _check(
+        _finite(args.dapo_std_epsilon) and args.dapo_std_epsilon >= 0,
+        "dapo_std_epsilon",
+        args.dapo_std_epsilon,
+        "use a finite value >= 0, e.g. 1e-6 (0 drops only groups whose rewards are exactly equal).",
+    )
+    _check(
+        isinstance(args.dapo_max_resample, int)
+        and not isinstance(args.dapo_max_resample, bool)
+        and args.dapo_max_resample >= 0,
+        "dapo_max_resample",
+        args.dapo_max_resample,
+        "use an integer >= 0 (0 filters without refilling; DAPO/verl allow up to 10 extra rounds).",
+    )
+    _check(
+        args.prefilter_mode in PREFILTER_MODES,
+        "prefilter_mode",
+        args.prefilter_mode,
+        f"use one of {list(PREFILTER_MODES)}.",
+    )
+    _check(
+        _finite(args.softmax_temperature) and args.softmax_temperature > 0,
+        "softmax_temperature",
+        args.softmax_temperature,
+        "use a finite temperature > 0, e.g. 0.2 (0.1-0.3 is typical).",
+    )
+    _check(
+        _finite(args.softmax_ema_alpha) and 0 < args.softmax_ema_alpha <= 1,
+        "softmax_ema_alpha",
+        args.softmax_ema_alpha,
+        "use a step in (0, 1], e.g. 0.1.",
     )

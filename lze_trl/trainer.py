@@ -25,7 +25,7 @@ from .pruning import PromptPruner
 from .sampler import LZERepeatSampler
 from .selection import group_pass_rates
 from .selection_log import SelectionLog
-from .selectors import GroupBatch, get_selector
+from .selectors import GroupBatch, fit_groups, get_selector
 
 
 logger = logging.get_logger(__name__)
@@ -93,6 +93,7 @@ class LZEGRPOTrainer(GRPOTrainer):
     def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset=None, **kw):
         args = as_lze_config(args, model)
         selector_cls = get_selector(args.selector)
+        selector = selector_cls(args)
         if args.num_generations < 2 and (selector_cls.needs_pass_rates or args.prune_solved):
             raise ValueError(
                 f"num_generations={args.num_generations} is invalid with selector={args.selector!r}: pass rates need "
@@ -109,6 +110,12 @@ class LZEGRPOTrainer(GRPOTrainer):
                     "prune_solved=True needs a map-style train dataset (the sampler skips pruned indices); got an "
                     "IterableDataset. Set prune_solved=False or pass a `datasets.Dataset`."
                 )
+            if (selector.masks_rollouts or selector.refill_rounds > 0) and isinstance(train_dataset, IterableDataset):
+                raise ValueError(
+                    f"selector={args.selector!r} needs a map-style train dataset (it removes prompts from rollouts or "
+                    "draws extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`"
+                    + (" or set dapo_max_resample=0." if selector.refill_rounds > 0 else ".")
+                )
             train_dataset = with_prompt_ids(train_dataset)
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kw)
         self._correctness_index = self._resolve_correctness_reward(args.correctness_reward)
@@ -119,7 +126,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             d_init_min=args.energy_d_init_min,
             terms=args.energy_terms,
         )
-        self.selector = selector_cls(args)
+        self.selector = selector
         self.selection_log = SelectionLog(args.selection_log_max_rows)
         self.pruner = None
         if args.prune_solved and self.train_dataset is not None:
@@ -185,7 +192,7 @@ class LZEGRPOTrainer(GRPOTrainer):
 
     def set_initial_training_values(self, args, dataloader):
         values = list(super().set_initial_training_values(args, dataloader))
-        if self.pruner is not None and args.max_steps > 0:
+        if (self.pruner is not None or self.selector.masks_rollouts) and args.max_steps > 0:
             values[0] = sys.maxsize  # pruned epochs are shorter: run epochs until max_steps, not a precomputed count
         return tuple(values)
 
@@ -200,18 +207,14 @@ class LZEGRPOTrainer(GRPOTrainer):
         if not self.model.training:
             return output  # evaluation: nothing to select, no training state to touch
 
-        G = self.num_generations
-        local_ids = torch.tensor(
-            [x[PROMPT_ID_COLUMN] for x in inputs], dtype=torch.long, device=self.accelerator.device
-        )
-        group_ids = gather(local_ids).cpu().numpy()[::G]
-        rewards = self._lze_rewards_per_func[:, self._correctness_index].float().cpu().numpy().reshape(-1, G)
-        pass_rates = group_pass_rates(rewards, G, self.args.pass_threshold)
-        energies = self.scorer.score(group_ids, pass_rates)
-        if self.pruner is not None:
-            self.pruner.observe(group_ids, pass_rates)
-        rng = np.random.default_rng([self.args.seed, self._lze_generation])
-        weights = self.selector.select(GroupBatch(group_ids, pass_rates, rewards, energies, rng))
+        G, num_processes = self.num_generations, self.accelerator.num_processes
+        group_ids, rewards, pass_rates, energies = self._lze_observe(inputs)
+        weights = self._lze_select(group_ids, pass_rates, rewards, energies, refill_round=0)
+        refills = 0
+        if self.selector.refill_rounds > 0:
+            output, group_ids, pass_rates, energies, weights, refills = self._lze_refill(
+                inputs, output, group_ids, pass_rates, energies, weights
+            )
         self.scorer.record_selection(group_ids, weights > 0)
         self.selection_log.append(
             self.state.global_step, self._lze_generation, group_ids, pass_rates, energies, weights
@@ -225,6 +228,9 @@ class LZEGRPOTrainer(GRPOTrainer):
             "lze/selected_frac": float((weights > 0).mean()),
             "lze/update_rows": int((weights > 0).sum()) * G,
         }
+        if self.selector.refill_rounds > 0:
+            metrics["lze/refill_rounds"] = refills
+        metrics.update({f"lze/{k}": v for k, v in self.selector.metrics().items()})
         if self.pruner is not None:
             metrics["lze/pruned_prompts"] = self.pruner.num_pruned
             metrics["lze/replayed_prompts"] = self.train_sampler.epoch_stats["replayed_prompts"]
@@ -232,12 +238,14 @@ class LZEGRPOTrainer(GRPOTrainer):
             metrics["lze/rollouts_skipped"] = self._lze_rollouts_skipped
 
         tokens_before = output["num_items_in_batch"].item()
-        if not np.all(weights == 1.0):  # plain GRPO keeps its rows untouched
+        if refills > 0 or not np.all(weights == 1.0):  # plain GRPO keeps its rows untouched
             if "pixel_values" in output or "num_images" in output:
                 raise NotImplementedError(
                     f"selector={self.args.selector!r} does not support image inputs yet; set selector='none'."
                 )
-            row_weights = np.repeat(weights, G).reshape(self.accelerator.num_processes, -1)
+            # Rows in generation order (round, process, local row) -> this process's rows of every round, in order.
+            row_weights = np.repeat(weights, G).reshape(refills + 1, num_processes, -1).transpose(1, 0, 2)
+            row_weights = row_weights.reshape(num_processes, -1)
             local_weights = torch.as_tensor(row_weights[self.accelerator.process_index], dtype=torch.float32)
             output["advantages"] = output["advantages"] * local_weights.to(output["advantages"].device)
             output = self._keep_rows(output, row_weights > 0)
@@ -249,6 +257,108 @@ class LZEGRPOTrainer(GRPOTrainer):
         for name, value in metrics.items():
             self._metrics["train"][name].append(value)
         return output
+
+    def _lze_observe(self, inputs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Scores the groups just generated for `inputs` (all processes together) and updates the per-prompt state."""
+        G = self.num_generations
+        local_ids = torch.tensor(
+            [x[PROMPT_ID_COLUMN] for x in inputs], dtype=torch.long, device=self.accelerator.device
+        )
+        group_ids = gather(local_ids).cpu().numpy()[::G]
+        rewards = self._lze_rewards_per_func[:, self._correctness_index].float().cpu().numpy().reshape(-1, G)
+        pass_rates = group_pass_rates(rewards, G, self.args.pass_threshold)
+        energies = self.scorer.score(group_ids, pass_rates)
+        if self.pruner is not None:
+            self.pruner.observe(group_ids, pass_rates)
+        return group_ids, rewards, pass_rates, energies
+
+    def _lze_select(self, group_ids, pass_rates, rewards, energies, refill_round: int) -> np.ndarray:
+        seed = [self.args.seed, self._lze_generation] + ([refill_round] if refill_round > 0 else [])
+        batch = GroupBatch(group_ids, pass_rates, rewards, energies, np.random.default_rng(seed))
+        return np.asarray(self.selector.select(batch), dtype=np.float64)
+
+    # ----------------------------------------------------------------------------------------------- refill (DAPO)
+    def _lze_refill(self, inputs, output, group_ids, pass_rates, energies, weights):
+        """
+        Refills a generation batch whose selector dropped groups, for selectors with `refill_rounds > 0`.
+
+        While some process's share of the batch (`L` rows) is not full of kept groups, and for at most
+        `selector.refill_rounds` extra rounds, draws one generation batch of fresh prompts from the epoch's pool
+        ([`~LZEGRPOTrainer._lze_refill_inputs`]), generates and scores it with `GRPOTrainer`'s own
+        `_generate_and_score_completions` and lets the selector weigh its groups; kept groups fill the room left on
+        the processes that hold them ([`fit_groups`]), so no process ends with more rows than a plain batch. Every
+        decision is global, so all processes run the same rounds and collectives. Returns the rounds' outputs
+        concatenated on this process (round after round) and the groups of all rounds, with the final weights.
+        """
+        if "pixel_values" in output or "num_images" in output:
+            raise NotImplementedError(
+                f"dapo_max_resample={self.selector.refill_rounds} (refill) does not support image inputs yet; set "
+                "dapo_max_resample=0."
+            )
+        G, num_processes, rows_per_process = self.num_generations, self.accelerator.num_processes, len(inputs)
+        weights, used = fit_groups(weights, np.zeros(num_processes, dtype=np.int64), G, rows_per_process)
+        rounds = [(output, group_ids, pass_rates, energies, weights)]
+        seen = set(group_ids.tolist())
+        while len(rounds) <= self.selector.refill_rounds and used.sum() < num_processes * rows_per_process:
+            extra = self._lze_refill_inputs(inputs, len(group_ids), len(rounds), seen)
+            out = super()._generate_and_score_completions(extra)
+            ids, rewards, rates, energy = self._lze_observe(extra)
+            w, used = fit_groups(self._lze_select(ids, rates, rewards, energy, len(rounds)), used, G, rows_per_process)
+            rounds.append((out, ids, rates, energy, w))
+            seen.update(ids.tolist())
+        if len(rounds) == 1:
+            return output, group_ids, pass_rates, energies, weights, 0
+        merged = self._lze_concat([r[0] for r in rounds])
+        stacked = [np.concatenate([r[i] for r in rounds]) for i in range(1, 5)]
+        return merged, *stacked, len(rounds) - 1
+
+    def _lze_refill_inputs(self, inputs, num_groups: int, refill_round: int, seen: set[int]) -> list[dict]:
+        """
+        This process's inputs for one refill round: `num_groups` prompts drawn without replacement from the epoch's
+        pool (the sampler's, after pruning and the selector's rollout mask) minus the prompts already in this
+        generation batch (from the whole pool, with replacement, when too few are left), seeded by
+        `(seed, generation index, round)`; each repeated `num_generations` times and dealt to the processes in order.
+        """
+        keep = self.train_sampler.epoch_keep if self.train_sampler is not None else None
+        pool = np.flatnonzero(keep) if keep is not None else np.arange(len(self.train_dataset))
+        fresh = pool[~np.isin(pool, np.fromiter(seen, dtype=np.int64, count=len(seen)))]
+        source = fresh if len(fresh) >= num_groups else pool
+        rng = np.random.default_rng([self.args.seed, self._lze_generation, refill_round, 1])
+        chosen = rng.choice(source, size=num_groups, replace=len(source) < num_groups)
+        columns = self.train_dataset[chosen.tolist()]
+        keys = [k for k in inputs[0] if k in columns]
+        rows = [{k: columns[k][i] for k in keys} for i in range(num_groups)]
+        start = self.accelerator.process_index * len(inputs)
+        return [dict(rows[r // self.num_generations]) for r in range(start, start + len(inputs))]
+
+    def _lze_concat(self, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """
+        Concatenates scored generation batches row-wise, padding token tensors to a common width (prompts on the
+        left, completions on the right, as `GRPOTrainer` pads them).
+        """
+        merged = {}
+        for key, first in outputs[0].items():
+            values = [o[key] for o in outputs]
+            if key == "num_items_in_batch":
+                merged[key] = sum(values)  # recounted over the kept rows by `_keep_rows`
+            elif isinstance(first, torch.Tensor) and first.ndim >= 1:
+                if first.ndim == 2 and len({v.shape[1] for v in values}) > 1:
+                    width = max(v.shape[1] for v in values)
+                    fill = self._tokenizer.pad_token_id if key in ("prompt_ids", "completion_ids") else 0
+                    fill = 1 if key == "tool_mask" else fill
+                    left = key.startswith("prompt")
+                    values = [
+                        torch.nn.functional.pad(
+                            v, (width - v.shape[1], 0) if left else (0, width - v.shape[1]), value=fill
+                        )
+                        for v in values
+                    ]
+                merged[key] = torch.cat(values)
+            elif isinstance(first, list):
+                merged[key] = [x for v in values for x in v]
+            else:
+                merged[key] = first
+        return merged
 
     def _keep_rows(self, output: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:
         """
@@ -408,10 +518,12 @@ class LZEGRPOTrainer(GRPOTrainer):
             if resume_from_checkpoint is None:
                 raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
         has_state = bool(resume_from_checkpoint) and os.path.isfile(os.path.join(resume_from_checkpoint, STATE_JSON))
+        if has_state:
+            self.load_lze_state(resume_from_checkpoint)
+        self.selector.on_train_begin(self)  # e.g. the prefilter judges the prompts with the initial policy
         if not has_state:
             output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         else:
-            self.load_lze_state(resume_from_checkpoint)
             # The sampler resumes at its own (epoch, batch): pruned epochs are shorter than the Trainer's
             # `global_step // steps_per_epoch` arithmetic assumes, so the Trainer must not skip batches itself.
             ignore_data_skip, self.args.ignore_data_skip = self.args.ignore_data_skip, True

@@ -55,3 +55,36 @@ def lze_args(tmp_path, **overrides):
     )
     values.update(overrides)
     return LZEGRPOConfig(**values)
+
+
+def run_torchrun(script, *script_args, timeout: int = 300):
+    """
+    Runs `script` in two CPU processes with torchrun (gloo) on a free local port; the whole process group is killed
+    if it outlives `timeout`, so a hang fails the test instead of leaving workers behind.
+    """
+    import signal
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port]
+    proc = subprocess.Popen(
+        [*cmd, str(script), *map(str, script_args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"torchrun {script} timed out after {timeout} s:\n{stderr[-4000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)

@@ -1,14 +1,11 @@
 """Two CPU processes (torchrun, gloo): same global selection, same state on both ranks, no hang."""
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_torchrun
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -16,15 +13,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 @pytest.mark.parametrize("mode", ["select", "prune"])
 def test_two_processes_end_with_identical_state(tmp_path, mode):
-    script = Path(__file__).with_name("dist_train.py")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port]
-    result = subprocess.run(
-        [*cmd, str(script), str(tmp_path), mode], env=env, capture_output=True, text=True, timeout=240
-    )
+    result = run_torchrun(Path(__file__).with_name("dist_train.py"), tmp_path, mode, timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
     infos = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert [i["world"] for i in infos] == [2, 2]

@@ -46,17 +46,37 @@ class Selector:
     Base class of selectors.
 
     Subclasses set `name`, implement [`~Selector.select`] and, when they keep state, `state_dict` /
-    `load_state_dict` (saved in checkpoints). A selector that stops rolling some prompts out implements
-    [`~Selector.rollout_mask`], which the train sampler applies at the start of each epoch.
+    `load_state_dict` (saved in checkpoints). The other hooks are optional:
+
+    - [`~Selector.rollout_mask`]: stop rolling some prompts out (set `masks_rollouts = True`); the train sampler
+      applies it at the start of each epoch.
+    - [`~Selector.on_train_begin`]: work before the first step with the trainer at hand (e.g. judging prompts with
+      the initial policy).
+    - `refill_rounds`: ask the trainer to replace the groups weighted 0 by groups from up to that many extra
+      generation rounds per generation batch (DAPO's dynamic sampling).
+    - [`~Selector.metrics`]: values logged as `lze/<name>` with each generation batch.
+
+    Every decision must be a deterministic function of what the selector is given (and of its state), so that all
+    processes take the same one.
 
     Args:
         args ([`LZEGRPOConfig`]):
             The run's configuration; a selector reads its own settings from it.
+
+    Attributes:
+        refill_rounds (`int`):
+            Extra generation rounds the trainer may run for one generation batch to replace the groups this selector
+            weighted 0 by fresh groups it weights positively, bounded so that no process holds more rows than a
+            plain generation batch. 0 (the default): no extra rollouts.
     """
 
     name: ClassVar[str] = ""
     #: Whether [`~Selector.select`] reads pass rates (then `num_generations >= 2` is required).
     needs_pass_rates: ClassVar[bool] = True
+    #: Whether [`~Selector.rollout_mask`] may remove prompts: the trainer then requires a map-style train dataset and,
+    #: with `max_steps`, runs as many (shorter) epochs as it takes.
+    masks_rollouts: ClassVar[bool] = False
+    refill_rounds: int = 0
 
     def __init__(self, args: Any) -> None:
         self.args = args
@@ -79,11 +99,63 @@ class Selector:
         """Prompts (dataset indices) to roll out in `epoch`, or `None` for all of them."""
         return None
 
+    def on_train_begin(self, trainer: Any) -> None:
+        """
+        Called by [`LZEGRPOTrainer.train`] before training starts, after a resumed run restored the selector's state
+        and before the train dataloader (hence the sampler's first pool) is built. Must make the same collective calls
+        on every process.
+
+        Args:
+            trainer ([`LZEGRPOTrainer`]):
+                The trainer, with its model, reward functions, train dataset and accelerator.
+        """
+
+    def metrics(self) -> dict[str, float]:
+        """Values to log (as `lze/<key>`) with each generation batch; identical on every process."""
+        return {}
+
     def state_dict(self) -> dict[str, np.ndarray]:
         return {}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         pass
+
+
+def fit_groups(
+    weights: np.ndarray, rows_used: np.ndarray, num_generations: int, rows_per_process: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Which positively weighted groups of one generation round fit in what the processes have left of a batch.
+
+    A round's rows are laid out as the trainer generates them: group `g` is the global rows `[g * G, (g + 1) * G)`,
+    and process `p` holds the rows `[p * L, (p + 1) * L)`. Groups are taken in order; one is kept when every process
+    holding some of its rows has room for them (`rows_used + its rows <= L`), else its weight becomes 0. Used by the
+    trainer to merge the rounds of a refilled generation batch (DAPO) without growing any process's batch.
+
+    Args:
+        weights (`np.ndarray`):
+            The selector's weights of the round's groups.
+        rows_used (`np.ndarray`):
+            Rows already kept on each process, shape `(num_processes,)`.
+        num_generations (`int`):
+            Group size `G`.
+        rows_per_process (`int`):
+            Rows per process of a generation batch, `L`.
+
+    Returns:
+        `tuple[np.ndarray, np.ndarray]`: the weights with the groups that do not fit set to 0, and the updated rows
+        used per process.
+    """
+    weights = np.asarray(weights, dtype=np.float64).copy()
+    rows_used = np.asarray(rows_used, dtype=np.int64).copy()
+    for g in np.flatnonzero(weights > 0):
+        owners = np.arange(g * num_generations, (g + 1) * num_generations) // rows_per_process
+        rows = np.bincount(owners, minlength=len(rows_used))[: len(rows_used)]
+        if np.all(rows_used + rows <= rows_per_process):
+            rows_used += rows
+        else:
+            weights[g] = 0.0
+    return weights, rows_used
 
 
 SELECTORS: dict[str, type[Selector]] = {}

@@ -1,0 +1,441 @@
+"""The paper's peers and controls as selectors: their decisions on hand-built batches, then short trainer runs."""
+
+import json
+import zlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from conftest import lze_args, mixed_reward, prompt_dataset, prompt_number, run_torchrun
+from datasets import IterableDataset
+
+from lze_trl import LZEGRPOTrainer
+from lze_trl.selectors import SELECTORS, GroupBatch, fit_groups, get_selector
+from lze_trl.selectors.peers import (
+    DAPOSelector,
+    PrefilterSelector,
+    ReinforceRejSelector,
+    SoftmaxSelector,
+    UniformSelector,
+    group_reward_std,
+)
+from lze_trl.tiny import char_tokenizer, tiny_qwen2
+
+
+def settings(**overrides):
+    values = dict(
+        selection_ratio=0.4,
+        min_selection_ratio=0.3,
+        dapo_std_epsilon=1e-6,
+        dapo_max_resample=0,
+        prefilter_mode="remove_both",
+        softmax_temperature=0.2,
+        softmax_ema_alpha=0.1,
+    )
+    values.update(overrides)
+    return SimpleNamespace(**values)
+
+
+def batch(pass_rates, ids=None, rewards=None, seed=0, G=4):
+    p = np.asarray(pass_rates, dtype=np.float64)
+    ids = np.arange(len(p)) if ids is None else np.asarray(ids)
+    if rewards is None:  # binary rewards with the given pass rates
+        rewards = np.array([[float(j < round(x * G)) if np.isfinite(x) else np.nan for j in range(G)] for x in p])
+    return GroupBatch(ids, p, np.asarray(rewards, dtype=np.float64), np.zeros(len(p)), np.random.default_rng(seed))
+
+
+# ----------------------------------------------------------------------------------------------- units
+def test_registry_has_the_peers():
+    assert {"none", "lze", "uniform", "dapo", "reinforce_rej", "prefilter", "softmax"} <= set(SELECTORS)
+    assert get_selector("dapo") is DAPOSelector
+    with pytest.raises(ValueError, match="selector='raft' is invalid"):
+        get_selector("raft")
+
+
+def test_uniform_keeps_the_quota_drawn_over_all_groups():
+    p = [0.0, 1.0, 0.5, 0.25, 0.0, 0.75, 1.0, 0.5, 0.0, 0.25]  # 6 dead groups of 10
+    selector = UniformSelector(settings())
+    counts = np.zeros(10)
+    for seed in range(2000):
+        weights = selector.select(batch(p, seed=seed))
+        assert set(np.unique(weights)) <= {0.0, 1.0} and weights.sum() == 4  # int(10 * 0.4)
+        counts += weights
+    # uniform over all groups, dead ones included: each kept 40% of the time
+    np.testing.assert_allclose(counts / 2000, 0.4, atol=0.05)
+    # the same generator (the same generation index on every process) takes the same decision
+    np.testing.assert_array_equal(selector.select(batch(p, seed=7)), selector.select(batch(p, seed=7)))
+    assert not UniformSelector.needs_pass_rates
+    assert UniformSelector(settings(selection_ratio=0.05, min_selection_ratio=0.0)).select(batch(p)).sum() == 1
+
+
+def test_group_reward_std_matches_nanstd_and_needs_two_rollouts():
+    rewards = np.array([[1, 0, 1, 0], [0.2, np.nan, 0.4, 0.9], [np.nan, 1, np.nan, np.nan], [np.nan] * 4])
+    std = group_reward_std(rewards)
+    np.testing.assert_allclose(std[:2], np.nanstd(rewards[:2], axis=1))
+    assert np.isnan(std[2]) and np.isnan(std[3])
+
+
+def test_dapo_drops_groups_whose_rewards_do_not_vary():
+    rewards = [
+        [1, 1, 1, 1],  # all correct
+        [0, 0, 0, 0],  # all wrong
+        [1, 0, 1, 0],  # informative
+        [0.1 + 0.2, 0.3, 0.3, 0.3],  # constant non-binary reward with float noise
+        [0.3, 0.3, 0.3, 0.31],  # a small but real spread
+        [np.nan, 1, np.nan, np.nan],  # a single scorable rollout
+        [np.nan, 1, 0, np.nan],
+    ]
+    weights = DAPOSelector(settings()).select(batch([0.5] * 7, rewards=rewards))
+    np.testing.assert_array_equal(weights, [0, 0, 1, 0, 1, 0, 1])
+    weights = DAPOSelector(settings(dapo_std_epsilon=0.01)).select(batch([0.5] * 7, rewards=rewards))
+    np.testing.assert_array_equal(weights, [0, 0, 1, 0, 0, 0, 1])
+    assert DAPOSelector(settings()).refill_rounds == 0
+    assert DAPOSelector(settings(dapo_max_resample=3)).refill_rounds == 3
+
+
+def test_fit_groups_fills_each_process_without_overflow():
+    # L = 8 rows per process, groups of 4: process 0 holds groups 0-1, process 1 groups 2-3
+    weights, used = fit_groups(np.array([1.0, 1.0, 1.0, 0.0]), np.zeros(2, dtype=int), 4, 8)
+    np.testing.assert_array_equal(weights, [1, 1, 1, 0])
+    np.testing.assert_array_equal(used, [8, 4])
+    weights, used = fit_groups(np.ones(4), used, 4, 8)  # process 0 is full: only one group of process 1 fits
+    np.testing.assert_array_equal(weights, [0, 0, 1, 0])
+    np.testing.assert_array_equal(used, [8, 8])
+    # L = 6, groups of 4: group 1 straddles the processes (2 rows on each)
+    weights, used = fit_groups(np.ones(3), np.array([4, 4]), 4, 6)
+    np.testing.assert_array_equal(weights, [0, 1, 0])
+    np.testing.assert_array_equal(used, [6, 6])
+
+
+def test_reinforce_rej_rejects_extreme_groups_for_good():
+    selector = ReinforceRejSelector(settings())
+    assert selector.masks_rollouts
+    weights = selector.select(batch([0.0, 1.0, 0.5, np.nan], ids=[0, 1, 2, 3]))
+    np.testing.assert_array_equal(weights, [0, 0, 1, 0])  # unscorable: dropped, not rejected
+    np.testing.assert_array_equal(selector.rejected, [0, 1])
+    np.testing.assert_array_equal(selector.rollout_mask(5, epoch=1), [False, False, True, True, True])
+    # a rejected prompt that still reaches a batch is not updated on, even with a mixed group now
+    weights = selector.select(batch([0.5, 1.0, 0.25], ids=[0, 2, 3]))
+    np.testing.assert_array_equal(weights, [0, 0, 1])
+    np.testing.assert_array_equal(selector.rejected, [0, 1, 2])
+    assert selector.metrics() == {"rejected_prompts": 3.0}
+    restored = ReinforceRejSelector(settings())
+    restored.load_state_dict(selector.state_dict())
+    np.testing.assert_array_equal(restored.rollout_mask(4, epoch=2), [False, False, False, True])
+    big = ReinforceRejSelector(settings())
+    big.select(batch([1.0], ids=[2**40]))  # a content hash is not a dataset index: the mask ignores it
+    assert big.rollout_mask(3, epoch=0).all()
+
+
+def test_softmax_weights_peak_at_half_and_average_one():
+    selector = SoftmaxSelector(settings())
+    p = np.array([0.5, 0.25, 0.75, 0.0, 1.0])
+    weights = selector.select(batch(p))
+    z = -np.abs(p - 0.5) / 0.2
+    np.testing.assert_allclose(weights, 5 * np.exp(z) / np.exp(z).sum())
+    assert weights.mean() == pytest.approx(1.0)
+    assert weights[1] == pytest.approx(weights[2]) and weights[3] == pytest.approx(weights[4])
+    assert weights[0] > weights[1] > weights[3] > 0
+    sharp = SoftmaxSelector(settings(softmax_temperature=0.1)).select(batch(p))
+    flat = SoftmaxSelector(settings(softmax_temperature=0.3)).select(batch(p))
+    assert sharp[0] > weights[0] > flat[0]
+    # the EMA: the first observation sets it, later ones move it by alpha = 0.1
+    weights = selector.select(batch([1.0, 0.5, np.nan], ids=[0, 7, 3]))
+    ema = selector.ema[selector.index.lookup(np.array([0, 1, 7]))]
+    np.testing.assert_allclose(ema, [0.9 * 0.5 + 0.1 * 1.0, 0.25, 0.5])
+    z = -np.abs(np.array([0.55, 0.5]) - 0.5) / 0.2
+    np.testing.assert_allclose(weights, [*(2 * np.exp(z) / np.exp(z).sum()), 0.0])  # unscorable: weight 0
+    restored = SoftmaxSelector(settings())
+    restored.load_state_dict(selector.state_dict())
+    again = batch([0.5, 0.0], ids=[0, 7])
+    np.testing.assert_allclose(restored.select(again), selector.select(again))
+
+
+@pytest.mark.parametrize(
+    "mode, removed",
+    [
+        ("remove_all_wrong", [True, False, False, False, True]),
+        ("remove_all_right", [False, True, False, False, False]),
+        ("remove_both", [True, True, False, False, True]),
+    ],
+)
+def test_prefilter_modes(mode, removed):
+    selector = PrefilterSelector(settings(prefilter_mode=mode))
+    assert selector.rollout_mask(5, epoch=0) is None  # not judged yet
+    selector.pass_rates = np.array([0.0, 1.0, 0.5, np.nan, 0.0])  # unscorable prompts are kept
+    np.testing.assert_array_equal(selector.removed(), removed)
+    np.testing.assert_array_equal(selector.rollout_mask(5, epoch=3), ~np.array(removed))
+    np.testing.assert_array_equal(selector.select(batch([0.0, 0.5])), [1, 1])
+    restored = PrefilterSelector(settings(prefilter_mode=mode))
+    restored.load_state_dict(selector.state_dict())
+    np.testing.assert_array_equal(restored.pass_rates, selector.pass_rates)
+
+
+@pytest.mark.parametrize(
+    "setting, value",
+    [
+        ("dapo_std_epsilon", -0.1),
+        ("dapo_max_resample", -1),
+        ("dapo_max_resample", 1.5),
+        ("prefilter_mode", "remove_some"),
+        ("softmax_temperature", 0.0),
+        ("softmax_ema_alpha", 0.0),
+        ("softmax_ema_alpha", 1.5),
+        ("selector", "raft"),
+    ],
+)
+def test_bad_settings_name_the_setting(tmp_path, setting, value):
+    with pytest.raises(ValueError, match=f"{setting}={value!r} is invalid: use"):
+        lze_args(tmp_path, **{setting: value})
+
+
+def test_energy_terms_accept_a_comma_separated_string(tmp_path):
+    assert lze_args(tmp_path, energy_terms="anchor, momentum").energy_terms == ["anchor", "momentum"]
+    with pytest.raises(ValueError, match="energy_terms"):
+        lze_args(tmp_path, energy_terms="anchor,variance")
+
+
+# ----------------------------------------------------------------------------------------------- trainer runs
+def make_trainer(tmp_path, selector, reward=mixed_reward, dataset=None, **overrides):
+    tokenizer = char_tokenizer()
+    args = lze_args(tmp_path, selector=selector, **overrides)
+    return LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=reward,
+        args=args,
+        train_dataset=prompt_dataset() if dataset is None else dataset,
+        processing_class=tokenizer,
+    )
+
+
+def count_grad_rows(model):
+    counter = {"rows": 0}
+
+    def hook(module, args, kwargs):
+        if torch.is_grad_enabled():
+            counter["rows"] += kwargs["input_ids"].shape[0]
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
+    return counter
+
+
+def logged(trainer, key):
+    return [entry[key] for entry in trainer.state.log_history if key in entry]
+
+
+@pytest.mark.slow
+def test_uniform_run_keeps_the_draw_of_each_generation(tmp_path):
+    trainer = make_trainer(tmp_path, "uniform", gradient_accumulation_steps=4, max_steps=2)  # 8 groups per step
+    rows = count_grad_rows(trainer.model)
+    trainer.train()
+    log = trainer.selection_log.to_pandas()
+    for generation, groups in log.groupby("generation"):
+        expected = np.zeros(8, dtype=bool)
+        expected[np.random.default_rng([0, generation]).choice(8, size=3, replace=False)] = True
+        np.testing.assert_array_equal(groups["selected"].to_numpy(), expected)
+    assert rows["rows"] == 2 * 3 * 4  # 3 groups of 4 rollouts per step: the others never reach the backward
+
+
+@pytest.mark.slow
+def test_dapo_run_filters_zero_variance_groups(tmp_path):
+    trainer = make_trainer(tmp_path, "dapo", gradient_accumulation_steps=2, max_steps=2)
+    trainer.train()
+    log = trainer.selection_log.to_pandas()
+    informative = (log["pass_rate"] > 0) & (log["pass_rate"] < 1)  # binary reward: std > 0 iff 0 < p < 1
+    np.testing.assert_array_equal(log["weight"] > 0, informative)
+    assert len(log) == 2 * 4 and "lze/refill_rounds" not in trainer.state.log_history[0]
+
+
+@pytest.mark.slow
+def test_dapo_refill_fills_the_batch_with_fresh_informative_groups(tmp_path):
+    trainer = make_trainer(tmp_path, "dapo", gradient_accumulation_steps=2, max_steps=2, dapo_max_resample=2)
+    rows = count_grad_rows(trainer.model)
+    trainer.train()
+    log = trainer.selection_log.to_pandas()
+    refills = logged(trainer, "lze/refill_rounds")
+    assert len(refills) == 2 and max(refills) > 0
+    kept_total = 0
+    for (_, groups), refill in zip(log.groupby("generation"), refills):
+        assert len(groups) == 4 * (1 + refill)  # one generation batch of 4 groups per round
+        kept = int((groups["weight"] > 0).sum())
+        assert kept <= 4 and (kept == 4 or refill == 2)  # refilled until full, or out of rounds
+        informative = (groups["pass_rate"] > 0) & (groups["pass_rate"] < 1)
+        assert not (groups["weight"] > 0)[~informative].any()
+        if refill > 0:  # refill prompts are fresh: none of the batch's own prompts again
+            own, extra = groups["prompt_id"].iloc[:4], groups["prompt_id"].iloc[4:8]
+            assert not set(own) & set(extra)
+        kept_total += kept
+    assert rows["rows"] == kept_total * 4  # only kept rows reach the backward; no process grows past its batch
+    assert max(logged(trainer, "lze/update_rows")) <= 16
+
+
+@pytest.mark.slow
+def test_reinforce_rej_never_rolls_rejected_prompts_out_again(tmp_path):
+    trainer = make_trainer(tmp_path, "reinforce_rej", dataset=prompt_dataset(8), max_steps=8)
+    trainer.train()
+    log = trainer.selection_log.to_pandas()
+    extreme = (log["pass_rate"] == 0) | (log["pass_rate"] == 1)
+    assert extreme.any()
+    first_rejection = log[extreme].groupby("prompt_id")["generation"].min()
+    for prompt, generation in first_rejection.items():
+        later = log[(log["prompt_id"] == prompt) & (log["generation"] > generation)]
+        assert later.empty, f"prompt {prompt} rolled out again after its rejection"
+    np.testing.assert_array_equal(log["weight"] > 0, ~extreme)
+    np.testing.assert_array_equal(trainer.selector.rejected, sorted(first_rejection.index))
+    assert trainer.lze_state()[0]["selector.rejected"].tolist() == sorted(first_rejection.index)
+    assert logged(trainer, "lze/rejected_prompts")[-1] == len(first_rejection)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "selector, overrides",
+    [("reinforce_rej", dict(max_steps=7)), ("dapo", dict(max_steps=6, dapo_max_resample=2))],
+)
+def test_resume_is_exact(tmp_path, selector, overrides):
+    def run(out, resume=None):
+        trainer = make_trainer(
+            out, selector, dataset=prompt_dataset(8), save_strategy="steps", save_steps=5, **overrides
+        )
+        if resume is not None:
+            trainer.args.output_dir = str(out / "resumed")
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    full = run(tmp_path)
+    resumed = run(tmp_path, resume=str(tmp_path / "out" / "checkpoint-5"))
+    keys = ("loss", "lze/selected_frac", "lze/energy_mean", "lze/refill_rounds", "lze/rejected_prompts")
+    after = [
+        [{k: e[k] for k in keys if k in e} for e in t.state.log_history if e.get("step", 0) > 5]
+        for t in (full, resumed)
+    ]
+    assert after[0] == after[1] and after[0]
+    full_arrays, full_counters = full.lze_state()
+    arrays, counters = resumed.lze_state()
+    assert counters == full_counters and set(arrays) == set(full_arrays)
+    for key in full_arrays:
+        np.testing.assert_array_equal(arrays[key], full_arrays[key], err_msg=key)
+
+
+@pytest.mark.slow
+def test_softmax_run_weights_every_group(tmp_path):
+    trainer = make_trainer(tmp_path, "softmax", gradient_accumulation_steps=4, max_steps=1, softmax_temperature=0.1)
+    rows = count_grad_rows(trainer.model)
+    trainer.train()
+    log = trainer.selection_log.to_pandas()
+    for _, groups in log.groupby("generation"):
+        assert groups["weight"].mean() == pytest.approx(1.0)
+        assert (groups["weight"] > 0).all()
+        closest = np.abs(groups["pass_rate"] - 0.5)  # first observation of each prompt: the EMA is the pass rate
+        assert groups["weight"].iloc[int(np.argmin(closest))] == pytest.approx(groups["weight"].max())
+    assert rows["rows"] == 32  # soft weights: every row takes part in the update
+
+
+def by_prompt_reward(prompts, completions, **kwargs):
+    """Pass rate fixed by the prompt: i % 3 == 0 always wrong, i % 3 == 1 always right, else by completion."""
+    rewards = []
+    for p, c in zip(prompts, completions):
+        i = prompt_number(p) % 3
+        rewards.append(0.0 if i == 0 else 1.0 if i == 1 else float(zlib.crc32(c.encode()) % 2))
+    return rewards
+
+
+@pytest.mark.slow
+def test_prefilter_judges_once_caches_and_removes(tmp_path):
+    cache = tmp_path / "cache"
+    trainer = make_trainer(
+        tmp_path / "a", "prefilter", reward=by_prompt_reward, dataset=prompt_dataset(24), max_steps=2,
+        prefilter_mode="remove_all_wrong", prefilter_cache_dir=str(cache),
+    )  # fmt: skip
+    trainer.train()
+    p = trainer.selector.pass_rates
+    i = np.arange(24)
+    assert not trainer.selector.from_cache and len(list(cache.iterdir())) == 1
+    np.testing.assert_array_equal(p[i % 3 == 0], 0.0)  # judged prompt by prompt, in dataset order
+    np.testing.assert_array_equal(p[i % 3 == 1], 1.0)
+    log = trainer.selection_log.to_pandas()
+    assert len(log) == 4 and not (log["prompt_id"] % 3 == 0).any()  # all-wrong prompts are never rolled out
+    assert logged(trainer, "lze/prefilter_removed_prompts")[0] == 8
+
+    # another run on the same model and data reuses the judgement, whatever the mode
+    again = make_trainer(
+        tmp_path / "b", "prefilter", reward=by_prompt_reward, dataset=prompt_dataset(24), max_steps=1,
+        prefilter_mode="remove_both", prefilter_cache_dir=str(cache),
+    )  # fmt: skip
+    calls = []
+    original = again._generate
+    again._generate = lambda prompts: calls.append(len(prompts)) or original(prompts)
+    again.train()
+    assert again.selector.from_cache
+    np.testing.assert_array_equal(again.selector.pass_rates, p)
+    assert len(calls) == 1  # the training step's generation only: nothing judged
+    assert not again.selection_log.to_pandas()["prompt_id"].isin(np.flatnonzero(p % 1 == 0)).any()
+
+    # a prefilter that leaves less than a generation batch fails before training, naming the setting
+    dead = make_trainer(
+        tmp_path / "c", "prefilter", reward=by_prompt_reward, dataset=prompt_dataset(3),
+        prefilter_mode="remove_both", prefilter_cache_dir=str(cache),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="prefilter_mode='remove_both' leaves [01] of 3 prompts, fewer than one"):
+        dead.train()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("terms", [["anchor"], ["uncertainty", "momentum"]])
+def test_energy_ablations_end_to_end(tmp_path, terms):
+    trainer = make_trainer(tmp_path, "lze", gradient_accumulation_steps=4, max_steps=1, energy_terms=terms)
+    trainer.train()
+    table = trainer.prompt_table(include_prompts=False)
+    p, p0, energy = table["last_pass_rate"], table["initial_pass_rate"], table["last_energy"]
+    if terms == ["anchor"]:
+        np.testing.assert_allclose(energy, np.maximum(1 - p0, 0.05))
+        log = trainer.selection_log.to_pandas()
+        dead = (log["pass_rate"] == 0) | (log["pass_rate"] == 1)
+        assert (log.loc[dead, "energy"] > 0).all()  # without the uncertainty term dead groups compete
+    else:
+        # every prompt was observed once: no momentum yet, and no anchor, whatever the initial pass rate
+        assert (table["num_observations"] == 1).all() and ((p > 0) & (p < 1)).any()
+        np.testing.assert_allclose(energy, 4 * p * (1 - p))
+
+
+def test_masking_and_refilling_selectors_need_a_map_style_dataset(tmp_path):
+    iterable = IterableDataset.from_generator(lambda: iter([{"prompt": f"{i}+1="} for i in range(8)]))
+    for selector, extra in [("reinforce_rej", {}), ("prefilter", {}), ("dapo", {"dapo_max_resample": 1})]:
+        with pytest.raises(ValueError, match=f"selector='{selector}' needs a map-style train dataset"):
+            make_trainer(tmp_path, selector, dataset=iterable, **extra)
+
+
+# ----------------------------------------------------------------------------------------------- two processes
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_processes_refill_and_prefilter_agree(tmp_path):
+    result = run_torchrun(Path(__file__).with_name("dist_selectors.py"), tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    for selector in ("dapo", "prefilter"):
+        infos = [json.loads((tmp_path / selector / f"rank{r}.json").read_text()) for r in range(2)]
+        assert [i["world"] for i in infos] == [2, 2]
+        assert infos[0]["counters"] == infos[1]["counters"]
+        assert infos[0]["log"] == infos[1]["log"] and infos[0]["selection"] == infos[1]["selection"]
+        assert infos[0]["grad_rows"] == infos[1]["grad_rows"] > 0
+        ranks = [np.load(tmp_path / selector / f"rank{r}.npz") for r in range(2)]
+        assert set(ranks[0].files) == set(ranks[1].files)
+        for key in ranks[0].files:
+            np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=f"{selector}: {key}")
+        selection = infos[0]["selection"]
+        if selector == "dapo":  # 6 rows per process, groups of 4 straddling them; 3 groups per batch
+            refills = [e["lze/refill_rounds"] for e in infos[0]["log"] if "lze/refill_rounds" in e]
+            assert max(refills) > 0
+            assert sum(len([g for g in selection["generation"] if g == k]) for k in range(3)) == 3 * sum(
+                1 + r for r in refills
+            )
+            for k in range(3):
+                kept = sum(w > 0 for g, w in zip(selection["generation"], selection["weight"]) if g == k)
+                assert kept <= 3
+            assert infos[0]["grad_rows"] <= 3 * 6  # no process ever held more than its 6 rows
+        else:
+            p = ranks[0]["selector.pass_rates"]
+            i = np.arange(32)
+            np.testing.assert_array_equal(p[i % 9 == 0], 0.0)  # the reward can never pass these
+            np.testing.assert_array_equal(p[i % 9 == 8], 1.0)  # nor fail these
+            assert not set(selection["prompt_id"]) & set(np.flatnonzero((p == 0) | (p == 1)).tolist())
