@@ -18,6 +18,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
 
+from .batching import active_positions, concat_batches, pack_kept_rows, plan_micro_steps
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .energy import EnergyScorer
 from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
@@ -144,7 +145,9 @@ class LZEGRPOTrainer(GRPOTrainer):
             )
         self.train_sampler: LZERepeatSampler | None = None
         self._lze_generation = 0  # generation batches selected so far: seeds each selection's noise
-        self._lze_skip_update = False  # True while the buffered generation batch has no selected row anywhere
+        # Micro-steps of the buffered generation batch that run (hold kept rows), and their rows; others are skipped
+        self._lze_active = np.ones(self.args.steps_per_generation, dtype=bool)
+        self._lze_rows_per_step = 0
         self._lze_epoch = None  # sampler epoch of the batches counted below
         self._lze_batches_in_epoch = 0  # Trainer micro-steps taken in that epoch (what a resume skips)
         self._lze_rollouts_skipped = 0
@@ -248,9 +251,9 @@ class LZEGRPOTrainer(GRPOTrainer):
             row_weights = row_weights.reshape(num_processes, -1)
             local_weights = torch.as_tensor(row_weights[self.accelerator.process_index], dtype=torch.float32)
             output["advantages"] = output["advantages"] * local_weights.to(output["advantages"].device)
-            output = self._keep_rows(output, row_weights > 0)
+            output = self._mark_rows(output, row_weights > 0)
         else:
-            self._lze_skip_update = False
+            self._lze_active[:] = True
         tokens_after = output["num_items_in_batch"].item()
         metrics["lze/update_tokens"] = tokens_after
         metrics["lze/update_tokens_saved_frac"] = 1.0 - tokens_after / max(tokens_before, 1.0)
@@ -308,7 +311,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             seen.update(ids.tolist())
         if len(rounds) == 1:
             return output, group_ids, pass_rates, energies, weights, 0
-        merged = self._lze_concat([r[0] for r in rounds])
+        merged = concat_batches([r[0] for r in rounds], self._tokenizer.pad_token_id, sum_keys=("num_items_in_batch",))
         stacked = [np.concatenate([r[i] for r in rounds]) for i in range(1, 5)]
         return merged, *stacked, len(rounds) - 1
 
@@ -331,73 +334,54 @@ class LZEGRPOTrainer(GRPOTrainer):
         start = self.accelerator.process_index * len(inputs)
         return [dict(rows[r // self.num_generations]) for r in range(start, start + len(inputs))]
 
-    def _lze_concat(self, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    def _mark_rows(self, output: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:
         """
-        Concatenates scored generation batches row-wise, padding token tensors to a common width (prompts on the
-        left, completions on the right, as `GRPOTrainer` pads them).
-        """
-        merged = {}
-        for key, first in outputs[0].items():
-            values = [o[key] for o in outputs]
-            if key == "num_items_in_batch":
-                merged[key] = sum(values)  # recounted over the kept rows by `_keep_rows`
-            elif isinstance(first, torch.Tensor) and first.ndim >= 1:
-                if first.ndim == 2 and len({v.shape[1] for v in values}) > 1:
-                    width = max(v.shape[1] for v in values)
-                    fill = self._tokenizer.pad_token_id if key in ("prompt_ids", "completion_ids") else 0
-                    fill = 1 if key == "tool_mask" else fill
-                    left = key.startswith("prompt")
-                    values = [
-                        torch.nn.functional.pad(
-                            v, (width - v.shape[1], 0) if left else (0, width - v.shape[1]), value=fill
-                        )
-                        for v in values
-                    ]
-                merged[key] = torch.cat(values)
-            elif isinstance(first, list):
-                merged[key] = [x for v in values for x in v]
-            else:
-                merged[key] = first
-        return merged
+        Marks this process's selected rows (`lze_keep`) and plans how they go through the update.
 
-    def _keep_rows(self, output: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:
+        `keep` holds every process's rows. The kept rows are packed after TRL's shuffle and split (see
+        `_prepare_inputs`) into the same number of micro-batches of the same size on every process, the fewest that
+        hold the largest process's kept rows with the least padding (zero-weight rows): TRL's loss gathers
+        per-sequence tensors across processes (equal shapes needed) and DDP needs the same forward/backward calls
+        everywhere. The micro-steps left over are skipped on every process, keeping each gradient-accumulation
+        window's last (synchronising) micro-step whenever the window runs at all ([`active_positions`]).
+        `num_items_in_batch` is recounted over the kept rows.
         """
-        Restricts this process's rows of a scored generation batch to the selected ones.
-
-        Every process keeps the same number of rows, a multiple of `steps_per_generation` and at least one per
-        micro-batch, topping up with zero-weight copies (no loss tokens, zero advantage) of its first row: TRL's
-        loss gathers per-sequence tensors across processes (which needs equal shapes) and DDP needs the same number
-        of forward/backward calls everywhere. `num_items_in_batch` is recounted over the rows that remain.
-        """
-        num_local = len(output["prompt_ids"])
-        spg = self.args.steps_per_generation
-        target = max(spg, math.ceil(keep.sum(axis=1).max() / spg) * spg)
-        local = np.flatnonzero(keep[self.accelerator.process_index])
-        index = torch.as_tensor(np.concatenate([local, np.zeros(target - len(local), dtype=np.int64)]))
-        index = index.to(self.accelerator.device)
-        self._lze_skip_update = not keep.any()
-
-        for key, value in output.items():
-            if isinstance(value, torch.Tensor) and value.ndim > 0 and value.shape[0] == num_local:
-                output[key] = value[index]
-            elif isinstance(value, list) and len(value) == num_local:
-                output[key] = [value[i] for i in index.tolist()]
-        pad = slice(len(local), target)
-        output["completion_mask"] = output["completion_mask"].clone()
-        output["completion_mask"][pad] = 0
-        output["advantages"] = output["advantages"].clone()
-        output["advantages"][pad] = 0.0
+        local = torch.as_tensor(keep[self.accelerator.process_index], device=output["completion_mask"].device)
+        output["lze_keep"] = local
         loss_mask = output["completion_mask"]
         if output.get("tool_mask") is not None:
             loss_mask = loss_mask * output["tool_mask"]
-        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        output["num_items_in_batch"] = self.accelerator.gather((loss_mask.sum(dim=1) * local).sum()).sum()
+        spg, window = self.args.steps_per_generation, self.args.gradient_accumulation_steps
+        max_kept = int(keep.sum(axis=1).max())
+        self._lze_active[:] = False
+        if spg % window == 0 and self._step % window == 0:
+            steps, self._lze_rows_per_step = plan_micro_steps(max_kept, self.args.per_device_train_batch_size, spg)
+            self._lze_active[active_positions(steps, spg, window)] = True
+        else:
+            # Optimizer windows straddle generation batches: which micro-steps of the next batch run is unknown, so
+            # run them all (a window without any kept row then takes a zero gradient).
+            self._lze_active[:] = True
+            self._lze_rows_per_step = max(1, math.ceil(max_kept / spg))
         return output
 
     # ----------------------------------------------------------------------------------------------- steps
     def _prepare_inputs(self, generation_batch):
         if isinstance(generation_batch, dict) and "completion_ids" in generation_batch:
             return generation_batch  # already prepared by `training_step` below
-        return super()._prepare_inputs(generation_batch)
+        spg = self.args.steps_per_generation
+        generating = self.model.training and (
+            self._step % (spg * self.num_iterations) == 0 or self._buffered_inputs is None
+        )
+        inputs = super()._prepare_inputs(generation_batch)  # generates, scores, shuffles and splits when due
+        if generating and "lze_keep" in self._buffered_inputs[0]:
+            # Re-lay TRL's micro-batches: kept rows only, packed into the micro-steps that run.
+            batch = concat_batches(self._buffered_inputs, self._tokenizer.pad_token_id)
+            keep = batch.pop("lze_keep")
+            positions = np.flatnonzero(self._lze_active).tolist()
+            self._buffered_inputs = pack_kept_rows(batch, keep, positions, self._lze_rows_per_step, spg)
+            inputs = self._buffered_inputs[self._step % spg]
+        return inputs
 
     def training_step(self, model, inputs, num_items_in_batch):
         self._count_batch()
@@ -410,9 +394,10 @@ class LZEGRPOTrainer(GRPOTrainer):
             self._lze_resume = None
         model.train()  # `_prepare_inputs` picks train or eval mode from the model
         inputs = self._prepare_inputs(inputs)
-        if self._lze_skip_update:
-            # No selected row on any process: skip forward and backward everywhere, so gradients stay None and the
-            # optimizer leaves the weights alone (a zero gradient would still move AdamW's weights).
+        if not self._lze_active[self._step % self.args.steps_per_generation]:
+            # A micro-step with no kept row on any process: skip forward and backward everywhere. When a whole
+            # optimizer step is skipped, gradients stay None and the optimizer leaves the weights alone (a zero
+            # gradient would still move AdamW's weights through weight decay).
             self._step += 1  # GRPOTrainer.training_step's counter, which paces generation
             return torch.zeros((), device=self.args.device)
         return super().training_step(model, inputs, num_items_in_batch)
