@@ -19,6 +19,7 @@ from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
 
 from .batching import active_positions, concat_batches, pack_kept_rows, plan_micro_steps
+from .callbacks import add_plot_callback
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .energy import EnergyScorer
 from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
@@ -153,6 +154,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         self._lze_rollouts_skipped = 0
         self._lze_resume: dict[str, Any] | None = None  # pending resume: sampler position and RNG reload
         self.add_callback(_StopAtLastEpoch(self))
+        add_plot_callback(self)  # learning-zone histograms and plots in wandb/trackio when either is a reporter
 
     def _resolve_correctness_reward(self, spec: str | int | None) -> int:
         names = list(self.reward_func_names)
