@@ -1,60 +1,111 @@
-"""`lze-trl demo`: a short LZE training on a tiny offline model, printing what the selection did."""
+"""`lze-trl demo`: plain GRPO, LZE and LZE with forward pruning, trained for real on CPU from the same warm start.
+
+The embedded arithmetic task and a tiny Qwen2 warm-started on its easier levels (cached on disk) need no download.
+The command prints the starting pass-rate histogram, then a comparison table, and writes `demo_results.json` and PNG
+figures into `--output-dir`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-
-from datasets import Dataset
+import sys
+import time
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="lze-trl demo", description=__doc__)
-    parser.add_argument("--output-dir", default="outputs/demo", help="Where the run writes its files.")
-    parser.add_argument("--steps", type=int, default=20, help="Optimizer steps.")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output-dir", default="outputs/demo", help="Where results and figures are written.")
+    parser.add_argument("--steps", type=int, default=None, help="Optimizer steps per method (default: 150).")
+    parser.add_argument("--seed", type=int, default=0, help="Training seed.")
+    parser.add_argument("--eval-steps", type=int, default=None, help="Evaluate every this many steps (default 10).")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default 1).")
+    parser.add_argument(
+        "--cache-dir", default=None, help="Warm-start cache root (default $LZE_TRL_CACHE/warmstart or ~/.cache)."
+    )
+    parser.add_argument("--tiny", action="store_true", help="A seconds-long smoke run of a very small model.")
+    parser.add_argument("--no-prune", action="store_true", help="Leave out the LZE + forward pruning run.")
+    parser.add_argument("--no-figures", action="store_true", help="Do not write the PNG figures.")
+    parser.add_argument("--no-progress", action="store_true", help="No progress bars.")
     return parser.parse_args(argv)
 
 
-def main(argv: list[str]) -> int:
-    args = parse_args(argv)
-    os.environ.setdefault("WANDB_MODE", "offline")
-    from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
-    from lze_trl.tasks.arithmetic import CHARSET, arithmetic_reward, make_dataset
-    from lze_trl.tiny import char_tokenizer, tiny_qwen2
+def build_config(args: argparse.Namespace):
+    """The [`DemoConfig`] of the command-line arguments."""
+    from lze_trl.demo import DemoConfig
 
-    tokenizer = char_tokenizer(CHARSET)
-    train: Dataset = make_dataset(256, seed=args.seed, split="train")
-    config = LZEGRPOConfig(
-        output_dir=args.output_dir,
-        per_device_train_batch_size=16,
-        gradient_accumulation_steps=2,
-        num_generations=4,
-        max_completion_length=6,
-        max_steps=args.steps,
-        learning_rate=5e-3,
-        logging_steps=5,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
-        seed=args.seed,
-        temperature=1.0,
+    config = DemoConfig.tiny() if args.tiny else DemoConfig()
+    config.seed = args.seed
+    config.progress = not args.no_progress and not args.tiny
+    config.cache_dir = args.cache_dir
+    if args.steps is not None:
+        config.steps = args.steps
+    if args.eval_steps is not None:
+        config.eval_steps = args.eval_steps
+    if args.threads is not None:
+        config.torch_threads = args.threads
+    if args.no_prune:
+        config.methods = [m for m in config.methods if not m.overrides.get("prune_solved")]
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("WANDB_MODE", "offline")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import warnings
+
+    from transformers.utils import logging
+
+    from lze_trl.demo.runner import format_histogram, format_table, run_demo
+
+    logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    config = build_config(args)
+    start = time.perf_counter()
+    results = run_demo(config, args.output_dir, figures=not args.no_figures)
+
+    warm = results["warm_start"]
+    state = results["start"]
+    source = "loaded from cache" if warm["from_cache"] else f"trained in {warm['seconds']:.1f}s and cached"
+    print(f"\nWarm start ({source}: {warm['path']})")
+    print("Starting pass rates of the training prompts (sampled, G rollouts each):")
+    print(format_histogram(state["train_pass_rate_histogram"]))
+    by_level = ", ".join(f"L{k}: {v:.2f}" for k, v in state["train_pass_rate_by_level"].items())
+    print(f"  by level: {by_level}")
+    print(
+        f"Starting greedy accuracy: in-domain test {state['test_accuracy']:.3f}, OOD {state['ood_accuracy']:.3f}, "
+        f"train prompts {state['train_accuracy']:.3f}\n"
     )
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer, hidden_size=64),
-        reward_funcs=arithmetic_reward,
-        args=config,
-        train_dataset=train,
-        processing_class=tokenizer,
+    print(format_table(results))
+    flop = results["flop_model"]
+    print(
+        f"\nN = {flop['num_params']:,} parameters ({flop['N']}); generation {flop['generation_flops_per_token']}, "
+        f"update {flop['update_flops_per_token']}. Targets: the {results['baseline']} run's final accuracy."
     )
-    trainer.train()
-    rows = [e for e in trainer.state.log_history if "lze/selected_frac" in e]
-    print(f"\n{'step':>5} {'pass_rate':>9} {'dead':>6} {'selected':>8} {'tokens_saved':>12}")
-    for e in rows:
-        print(
-            f"{e['step']:>5} {e['lze/pass_rate_mean']:>9.3f} {e['lze/dead_frac']:>6.2f} "
-            f"{e['lze/selected_frac']:>8.2f} {e['lze/update_tokens_saved_frac']:>12.2f}"
-        )
-    table = trainer.prompt_table()
-    print(f"\n{len(table)} prompts observed; per-prompt state and selection log written to {args.output_dir}/")
+    for key, label in (("target", "in-domain test"), ("target_train_prompts", "train prompts")):
+        for name, verdict in results[key].items():
+            failed = [
+                k for k, v in verdict.items() if k not in ("met", "split", "target_informative") and v is not True
+            ]
+            status = "MET" if verdict["met"] else "NOT met"
+            if not verdict["target_informative"]:
+                status += f" ({results['baseline']} did not end above its start: no meaningful target)"
+            print(f"target on {label}, {name}: {status}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    load = results["machine"]["start"]["load_average"]
+    figures = results.get("figures", {})
+    if "skipped" in figures:
+        print(f"\nNo figures: {figures['skipped']}.")
+    print(
+        f"\nWrote {os.path.join(args.output_dir, 'demo_results.json')}"
+        + (f" and {len(figures)} figures" if figures and "skipped" not in figures else "")
+        + f"; total {time.perf_counter() - start:.0f}s "
+        f"on {results['machine']['start']['cpu_count']} CPUs (load average at start: {load})."
+    )
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

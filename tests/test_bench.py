@@ -1,0 +1,142 @@
+"""`lze-trl bench`: override and selector parsing, aggregation over seeds, the selection micro-benchmark, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lze_trl.demo import DemoConfig, MethodSpec
+from lze_trl.demo.bench import aggregate, bench_selection, parse_method, parse_overrides
+from lze_trl.demo.runner import lze_config
+from lze_trl.selectors import SELECTORS
+
+
+def test_overrides_are_typed_like_the_config_fields():
+    parsed = parse_overrides(
+        [
+            "selection_ratio=0.2",
+            "prune_solved=true",
+            "learning_rate=1",
+            'energy_terms=["anchor", "uncertainty"]',
+            "selector=uniform",
+            "prune_after_epochs=3",
+            "energy_momentum_mode=improve",
+        ]
+    )
+    assert parsed == {
+        "selection_ratio": 0.2,
+        "prune_solved": True,
+        "learning_rate": 1.0,
+        "energy_terms": ["anchor", "uncertainty"],
+        "selector": "uniform",
+        "prune_after_epochs": 3,
+        "energy_momentum_mode": "improve",
+    }
+    assert isinstance(parsed["learning_rate"], float)
+    with pytest.raises(ValueError, match="not an LZEGRPOConfig field"):
+        parse_overrides(["selection_rate=0.2"])
+    with pytest.raises(ValueError, match="key=value"):
+        parse_overrides(["selection_ratio"])
+    with pytest.raises(ValueError, match="true or false"):
+        parse_overrides(["prune_solved=maybe"])
+
+
+def test_any_registered_selector_is_a_method():
+    for name in SELECTORS:
+        assert parse_method(name).overrides["selector"] == name
+    assert parse_method("grpo").overrides == {"selector": "none"}
+    assert parse_method("lze+prune").overrides == {"selector": "lze", "prune_solved": True}
+    spec = parse_method("lze:selection_ratio=0.3,energy_momentum_mode=improve")
+    assert spec.name == "lze:selection_ratio=0.3,energy_momentum_mode=improve"
+    assert spec.overrides == {"selector": "lze", "selection_ratio": 0.3, "energy_momentum_mode": "improve"}
+    with pytest.raises(ValueError, match="Unknown selector"):
+        parse_method("magic")
+
+
+def test_a_low_selection_ratio_alone_is_valid(tmp_path):
+    config = DemoConfig.tiny(overrides={"selection_ratio": 0.2})
+    args = lze_config(config, MethodSpec("lze", {"selector": "lze"}), str(tmp_path))
+    assert args.selection_ratio == 0.2 and args.min_selection_ratio == 0.2
+    args = lze_config(config, MethodSpec("lze", {"selector": "lze", "min_selection_ratio": 0.1}), str(tmp_path))
+    assert args.min_selection_ratio == 0.1
+    # The demo's shared settings reach the trainer's config.
+    assert args.per_device_train_batch_size == config.prompts_per_step * config.num_generations
+    assert args.max_steps == config.steps and args.gradient_checkpointing is False and args.use_cpu
+
+
+def _seed_result(value: float, ratio: float | None) -> dict:
+    summary = {"final_train_accuracy": value, "train_seconds": 10 * value, "reach_train_seconds": None}
+    return {
+        "methods": {
+            "none": {"summary": summary, "ratios": {"train_seconds": 1.0}},
+            "lze": {"summary": summary, "ratios": {"train_seconds": ratio}},
+        },
+        "target": {"lze": {"met": ratio is not None and ratio <= 0.6}},
+    }
+
+
+def test_aggregate_gives_mean_and_spread_over_seeds():
+    agg = aggregate([_seed_result(0.5, 0.5), _seed_result(0.7, 0.7), _seed_result(0.6, None)])
+    stat = agg["lze"]["summary"]["final_train_accuracy"]
+    assert stat["mean"] == pytest.approx(0.6) and stat["std"] == pytest.approx(0.1)
+    assert (stat["min"], stat["max"], stat["n"]) == (0.5, 0.7, 3)
+    ratio = agg["lze"]["ratios"]["train_seconds"]
+    assert ratio["mean"] == pytest.approx(0.6) and ratio["n"] == 2 and ratio["values"] == [0.5, 0.7, None]
+    assert agg["lze"]["summary"]["reach_train_seconds"]["mean"] is None
+    assert agg["lze"]["target_met"] == [True, False, False]
+
+
+def test_selection_micro_benchmark_reports_time_and_memory():
+    rows = bench_selection([1_000, 3_000], groups=64, repeats=3)
+    assert [r["pool_size"] for r in rows] == [1_000, 3_000]
+    for row in rows:
+        assert row["groups"] == 64 and row["repeats"] == 3
+        assert 0 < row["score_select_ms"]["median"] <= row["score_select_ms"]["p90"] + 1e-9
+        assert row["with_record_selection_ms"]["median"] >= row["score_select_ms"]["median"] * 0.5
+        # ~40 bytes of state per prompt, up to twice that while the arrays have room to grow.
+        assert 30 <= row["bytes_per_prompt"] <= 100
+        assert row["capacity"] >= row["pool_size"]
+
+
+def test_bench_command_end_to_end(tmp_path):
+    from lze_trl.commands.bench import main
+
+    out = tmp_path / "bench"
+    argv = ["all", "--tiny", "--seeds", "0", "1", "--selectors", "none", "lze", "uniform:selection_ratio=0.5"]
+    argv += ["--set", "learning_rate=1e-3", "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache")]
+    assert main(argv) == 0
+    train = json.loads((out / "bench_train.json").read_text())
+    assert train["seeds"] == [0, 1] and train["baseline"] == "none"
+    assert list(train["aggregate"]) == ["none", "lze", "uniform:selection_ratio=0.5"]
+    assert train["config"]["overrides"] == {"learning_rate": 1e-3}
+    stat = train["aggregate"]["lze"]["ratios"]["update_tokens_per_step"]
+    assert stat["n"] == 2 and stat["std"] is not None
+    assert len(train["runs"]) == 2 and (out / "seed_1" / "demo_results.json").is_file()
+    markdown = (out / "bench_train.md").read_text()
+    assert "`uniform:selection_ratio=0.5`" in markdown and "±" in markdown
+    selection = json.loads((out / "bench_selection.json").read_text())
+    assert [row["pool_size"] for row in selection["pools"]] == [1_000, 5_000]
+    assert selection["step"]["seconds_per_step"] > 0
+    assert "bytes / prompt" in (out / "bench_selection.md").read_text()
+
+
+def test_bench_command_rejects_unknown_selectors(tmp_path, capsys):
+    from lze_trl.commands.bench import main
+
+    assert main(["train", "--tiny", "--selectors", "magic", "--output-dir", str(tmp_path)]) == 2
+    assert "Unknown selector" in capsys.readouterr().err
+    assert main(["train", "--tiny", "--set", "nope=1", "--output-dir", str(tmp_path)]) == 2
+
+
+def test_bench_command_sets_demo_and_warm_start_fields():
+    from lze_trl.commands.bench import build_config, parse_args
+
+    args = parse_args(["train", "--demo", "n_train=4096", "--demo", "learning_rate=1e-4", "--warm", "hidden_size=64"])
+    config = build_config(args)
+    assert (config.n_train, config.learning_rate, config.warm_start.hidden_size) == (4096, 1e-4, 64)
+    assert config.steps == 240  # the benchmark's longer default
+    with pytest.raises(ValueError, match="--demo override"):
+        build_config(parse_args(["train", "--demo", "methods=[]"]))
+    with pytest.raises(ValueError, match="--warm override"):
+        build_config(parse_args(["train", "--warm", "width=3"]))

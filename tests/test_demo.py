@@ -1,0 +1,317 @@
+"""The CPU demo: cached warm start, accuracy evaluation, token/FLOP accounting, and a shortened end-to-end run."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from conftest import lze_args, mixed_reward, prompt_dataset
+from datasets import Dataset
+
+from lze_trl.demo import (
+    AccuracyCallback,
+    DemoConfig,
+    MeteredLZEGRPOTrainer,
+    MethodSpec,
+    RunMeter,
+    WarmStartConfig,
+    count_parameters,
+    default_cache_dir,
+    greedy_accuracy,
+    load_warm_start,
+    pass_rate_histogram,
+    run_demo,
+    train_warm_start,
+)
+from lze_trl.demo.runner import format_table, ratios, summarize
+from lze_trl.tasks.arithmetic import CHARSET
+from lze_trl.tiny import char_tokenizer, tiny_qwen2
+
+
+TINY_WARM = dict(hidden_size=16, num_layers=1, num_heads=2, num_examples=64, steps=3, batch_size=8)
+
+
+def _weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ----------------------------------------------------------------------------------------------- warm start
+def test_warm_start_is_cached_and_reloaded_identically(tmp_path):
+    config = WarmStartConfig(**TINY_WARM)
+    model, tokenizer, meta = load_warm_start(config, tmp_path)
+    assert not meta["from_cache"]
+    assert meta["path"] == str(tmp_path / config.cache_key())
+    assert (tmp_path / config.cache_key() / "warmstart.json").is_file()
+
+    again, _, meta_again = load_warm_start(config, tmp_path)
+    assert meta_again["from_cache"] and meta_again["path"] == meta["path"]
+    assert _same(_weights(model), _weights(again))
+    # The cached model really was trained: it differs from the initialisation of the same seed.
+    init = tiny_qwen2(tokenizer, hidden_size=16, num_layers=1, num_heads=2, max_position_embeddings=64, seed=0)
+    assert not _same(_weights(init), _weights(again))
+    assert again.generation_config.eos_token_id == tokenizer.eos_token_id
+
+
+def test_warm_start_is_deterministic():
+    config = WarmStartConfig(**TINY_WARM)
+    first, _ = train_warm_start(config)
+    second, _ = train_warm_start(config)
+    assert _same(_weights(first), _weights(second))
+
+
+def test_warm_start_cache_key_follows_the_config(tmp_path):
+    a, b = WarmStartConfig(**TINY_WARM), WarmStartConfig(**{**TINY_WARM, "steps": 4})
+    assert a.cache_key() == WarmStartConfig(**TINY_WARM).cache_key()
+    assert a.cache_key() != b.cache_key()
+    assert a.cache_key() != WarmStartConfig(**{**TINY_WARM, "levels": [0, 1]}).cache_key()
+    model_a, _, meta_a = load_warm_start(a, tmp_path)
+    model_b, _, meta_b = load_warm_start(b, tmp_path)
+    assert not meta_b["from_cache"] and meta_a["path"] != meta_b["path"]
+    assert not _same(_weights(model_a), _weights(model_b))
+
+
+def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("LZE_TRL_CACHE", str(tmp_path))
+    assert default_cache_dir() == tmp_path / "warmstart"
+
+
+# ----------------------------------------------------------------------------------------------- accuracy
+class OracleModel(torch.nn.Module):
+    """Stands in for a causal LM: answers prompts at even positions of the batch correctly, the others wrongly."""
+
+    def __init__(self, tokenizer):
+        super().__init__()
+        self.tokenizer = tokenizer
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.calls = []
+
+    def generate(self, input_ids, attention_mask, **kwargs):
+        self.calls.append(kwargs)
+        assert not self.training, "evaluation must run in eval mode"
+        prompts = self.tokenizer.batch_decode(input_ids, skip_special_tokens=True)
+        rows = []
+        for i, prompt in enumerate(prompts):
+            answer = str(eval(prompt[:-1])) if i % 2 == 0 else "99999"
+            rows.append(self.tokenizer(answer, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id])
+        width = max(len(r) for r in rows)
+        completions = [r + [self.tokenizer.pad_token_id] * (width - len(r)) for r in rows]
+        return torch.cat([input_ids, torch.tensor(completions)], dim=1)
+
+
+def test_greedy_accuracy_grades_with_the_verifier():
+    tokenizer = char_tokenizer(CHARSET)
+    data = Dataset.from_dict(
+        {
+            "prompt": ["1+2=", "12+30=", "7-9=", "(1+2)*3-4=", "5*6=", "40-3+2="],
+            "answer": ["3", "42", "-2", "5", "30", "39"],
+            "difficulty": [0, 1, 1, 7, 3, 4],
+        }
+    )
+    model = OracleModel(tokenizer)
+    model.train()
+    result = greedy_accuracy(model, tokenizer, data, batch_size=4)  # batches [0..3], [4, 5]: rows 0, 2, 4 correct
+    assert result["num_prompts"] == 6
+    assert result["accuracy"] == pytest.approx(3 / 6)
+    assert result["per_level"] == {0: 1.0, 1: 0.5, 3: 1.0, 4: 0.0, 7: 0.0}
+    assert all(call["do_sample"] is False for call in model.calls)
+    assert model.training  # mode restored
+
+
+def test_pass_rate_histogram_counts_bins():
+    hist = pass_rate_histogram(np.array([0.0, 0.0, 0.25, 0.5, 1.0, 1.0, 1.0, 0.75]), num_samples=4)
+    assert hist["counts"] == [2, 1, 1, 1, 3]
+    assert hist["never_solved_frac"] == pytest.approx(2 / 8)
+    assert hist["always_solved_frac"] == pytest.approx(3 / 8)
+    assert hist["learning_zone_frac"] == pytest.approx(3 / 8)
+
+
+def test_accuracy_callback_records_at_start_every_n_steps_and_end():
+    scores = iter(range(100))
+    counter = {"flops": 0}
+    callback = AccuracyCallback(lambda model: {"test": next(scores)}, eval_steps=2, counters=lambda: dict(counter))
+    state = SimpleNamespace(global_step=0)
+    callback.on_train_begin(None, state, None, model=None)
+    for step in range(1, 6):
+        state.global_step = step
+        counter["flops"] = 10 * step
+        callback.on_step_end(None, state, None, model=None)
+    callback.on_train_end(None, state, None, model=None)
+    assert [r["step"] for r in callback.records] == [0, 2, 4, 5]
+    assert [r["test_accuracy"] for r in callback.records] == [0, 1, 2, 3]
+    assert [r["flops"] for r in callback.records] == [0, 20, 40, 50]
+    assert callback.records[0]["train_seconds"] == 0.0
+    times = [r["train_seconds"] for r in callback.records]
+    assert times == sorted(times)
+    with pytest.raises(ValueError, match="eval_steps"):
+        AccuracyCallback(lambda m: {}, eval_steps=0)
+
+
+# ----------------------------------------------------------------------------------------------- accounting
+def test_flops_of_a_hand_checked_run():
+    meter = RunMeter(
+        rollout_prompt_tokens=100, rollout_completion_tokens=50, update_prompt_tokens=40, update_completion_tokens=20
+    )
+    assert meter.rollout_tokens == 150 and meter.update_tokens == 60
+    flops = meter.flops(num_params=1000)
+    assert flops["generation_flops"] == 2 * 1000 * 150
+    assert flops["update_flops"] == 6 * 1000 * 60
+    assert flops["total_flops"] == 2 * 1000 * 150 + 6 * 1000 * 60
+
+
+def test_count_parameters_counts_tied_embeddings_once(tiny):
+    model, tokenizer = tiny
+    total = sum(p.numel() for p in model.parameters())  # `parameters()` already yields a tied tensor once
+    vocab, hidden = model.get_input_embeddings().weight.shape
+    assert count_parameters(model) == total
+    assert count_parameters(model, non_embedding=True) == total - vocab * hidden
+
+
+@pytest.mark.parametrize("selector", ["none", "lze"])
+def test_metered_trainer_counts_the_rows_of_the_update(tmp_path, tiny, selector):
+    model, tokenizer = tiny
+    trainer = MeteredLZEGRPOTrainer(
+        model=model,
+        reward_funcs=mixed_reward,
+        args=lze_args(tmp_path, selector=selector, max_steps=3, gradient_checkpointing=False, bf16=False),
+        train_dataset=prompt_dataset(32),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    meter = trainer.meter
+    logged = [e for e in trainer.state.log_history if "lze/update_tokens" in e]
+    assert meter.generation_batches == 3 and meter.rollouts == 3 * 8
+    # TRL's own count of rollout tokens (prompt + completion) is the meter's.
+    assert trainer.state.num_input_tokens_seen == meter.rollout_tokens
+    # The trainer's loss-token count of the update is the completion tokens the meter saw entering the loss.
+    assert meter.update_completion_tokens == sum(e["lze/update_tokens"] for e in logged)
+    if selector == "none":
+        assert meter.update_tokens == meter.rollout_tokens and meter.update_rows == meter.rollouts
+    else:
+        assert meter.update_tokens < meter.rollout_tokens
+    assert meter.selection_seconds > 0 and meter.rollout_seconds < meter.step_seconds
+
+
+def _curve(accs: list[float], seconds_per_step: float, flops_per_step: float) -> list[dict]:
+    return [
+        {
+            "step": 10 * i,
+            "train_seconds": seconds_per_step * 10 * i,
+            "train_cpu_seconds": seconds_per_step * 10 * i,
+            "total_flops": flops_per_step * 10 * i,
+            "test_accuracy": a,
+            "ood_accuracy": 0.0,
+            "train_accuracy": a,
+        }
+        for i, a in enumerate(accs)
+    ]
+
+
+def _run(accs, seconds_per_step, flops_per_step, update_tokens):
+    totals = {
+        "optimizer_steps": 10 * (len(accs) - 1),
+        "generation_batches": 10 * (len(accs) - 1),
+        "train_seconds": seconds_per_step * 10 * (len(accs) - 1),
+        "train_cpu_seconds": seconds_per_step * 10 * (len(accs) - 1),
+        "eval_seconds": 1.0,
+        "rollout_seconds": 1.0,
+        "step_seconds": 2.0,
+        "selection_seconds": 0.001,
+        "rollouts": 100,
+        "rollout_completion_tokens": 500,
+        "rollout_prompt_tokens": 1000,
+        "update_tokens": update_tokens,
+        "update_completion_tokens": update_tokens // 3,
+        "update_rows": 10,
+        "generation_flops": 1.0,
+        "update_flops": 2.0,
+        "total_flops": flops_per_step * 10 * (len(accs) - 1),
+    }
+    return {"num_params": 10, "curve": _curve(accs, seconds_per_step, flops_per_step), "totals": totals}
+
+
+def test_time_and_flops_to_the_baseline_target():
+    baseline = _run([0.5, 0.55, 0.6, 0.62, 0.64], seconds_per_step=1.0, flops_per_step=8.0, update_tokens=1500)
+    faster = _run([0.5, 0.6, 0.66, 0.62, 0.68], seconds_per_step=0.5, flops_per_step=4.0, update_tokens=450)
+    base = summarize(baseline, baseline, target_window=1)
+    row = summarize(faster, baseline, target_window=1)
+    assert row["target_test_accuracy"] == pytest.approx(0.64) and row["target_test_informative"]
+    assert row["reach_test_step"] == 20 and row["reach_test_seconds"] == pytest.approx(10.0)
+    assert row["reach_test_flops"] == pytest.approx(80.0)
+    assert base["reach_test_step"] == 40
+    r = ratios(row, base)
+    assert r["reach_test_seconds"] == pytest.approx(10.0 / 40.0)
+    assert r["update_tokens_per_step"] == pytest.approx(450 / 1500)
+    # Smoothed over 3 evaluations, the target is (0.6 + 0.62 + 0.64) / 3 = 0.62 and the faster run's trailing means
+    # are 0.5, 0.55, 0.587, 0.627: it gets there at step 30.
+    smooth = summarize(faster, baseline, target_window=3)
+    assert smooth["target_test_accuracy"] == pytest.approx(0.62)
+    assert smooth["reach_test_step"] == 30
+    # 90% of the baseline's gain: 0.5 + 0.9 * (0.64 - 0.5) = 0.626, first reached at step 20 (the baseline: 40).
+    assert row["target90_test_accuracy"] == pytest.approx(0.626)
+    assert (row["reach90_test_step"], base["reach90_test_step"]) == (20, 40)
+    never = summarize(_run([0.5, 0.5, 0.5, 0.5, 0.5], 0.5, 4.0, 450), baseline, target_window=1)
+    assert never["reach_test_seconds"] is None and ratios(never, base)["reach_test_seconds"] is None
+
+
+# ----------------------------------------------------------------------------------------------- end to end
+def test_demo_command_end_to_end(tmp_path):
+    from lze_trl.commands.demo import main
+
+    out = tmp_path / "demo"
+    assert main(["--tiny", "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    results = json.loads((out / "demo_results.json").read_text())
+    assert list(results["methods"]) == ["grpo", "lze", "lze+prune"]
+    assert results["baseline"] == "grpo"
+    config = DemoConfig.tiny()
+    for method in results["methods"].values():
+        summary = method["summary"]
+        assert summary["optimizer_steps"] == config.steps
+        assert [r["step"] for r in method["curve"]] == list(range(config.steps + 1))
+        assert summary["rollouts"] == config.steps * config.prompts_per_step * config.num_generations
+        assert summary["total_flops"] == pytest.approx(summary["generation_flops"] + summary["update_flops"])
+        assert summary["update_flops"] == pytest.approx(6 * summary["num_params"] * summary["update_tokens"])
+        for key in (
+            "final_test_accuracy",
+            "final_ood_accuracy",
+            "train_seconds",
+            "rollout_tokens",
+            "reach_test_flops",
+        ):
+            assert key in summary
+        assert set(method["ratios"]) >= {"update_tokens_per_step", "total_flops", "train_seconds"}
+        assert set(method["final_accuracy_by_level"]) == {"test", "ood", "train"}
+    grpo = results["methods"]["grpo"]["summary"]
+    assert grpo["update_tokens"] == grpo["rollout_tokens"] + grpo["rollout_prompt_tokens"]
+    assert set(results["target"]) == set(results["target_train_prompts"]) == {"lze", "lze+prune"}
+    assert results["target"]["lze"]["split"] == "test" and results["target_train_prompts"]["lze"]["split"] == "train"
+    assert sum(results["start"]["train_pass_rate_histogram"]["counts"]) == config.n_train
+    assert results["machine"]["start"]["cpu_count"] >= 1
+    for name in ("accuracy_vs_time", "accuracy_vs_flops", "distributions", "update_tokens"):
+        path = results["figures"][name]
+        with open(path, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert "in-domain test acc" in format_table(results)
+
+
+class CountingTrainer(MeteredLZEGRPOTrainer):
+    instances = 0
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        CountingTrainer.instances += 1
+
+
+def test_a_method_can_train_with_its_own_trainer_class(tmp_path):
+    methods = [MethodSpec("grpo", {"selector": "none"}), MethodSpec("custom", {"selector": "lze"}, CountingTrainer)]
+    config = DemoConfig.tiny(methods=methods, cache_dir=str(tmp_path / "cache"))
+    results = run_demo(config, tmp_path / "out", figures=False)
+    assert CountingTrainer.instances == 1
+    assert results["config"]["methods"][1]["trainer_cls"].endswith("CountingTrainer")
+    assert json.loads((tmp_path / "out" / "demo_results.json").read_text())["methods"]["custom"]["summary"]
