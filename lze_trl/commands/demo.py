@@ -16,7 +16,7 @@ import time
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="lze-trl demo", description=__doc__)
     parser.add_argument("--output-dir", default="outputs/demo", help="Where results and figures are written.")
-    parser.add_argument("--steps", type=int, default=None, help="Optimizer steps per method (default: 150).")
+    parser.add_argument("--steps", type=int, default=None, help="Optimizer steps per method (default: 120).")
     parser.add_argument("--seed", type=int, default=0, help="Training seed.")
     parser.add_argument("--eval-steps", type=int, default=None, help="Evaluate every this many steps (default 10).")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default 1).")
