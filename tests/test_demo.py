@@ -256,6 +256,10 @@ def test_time_and_flops_to_the_baseline_target():
     # 90% of the baseline's gain: 0.5 + 0.9 * (0.64 - 0.5) = 0.626, first reached at step 20 (the baseline: 40).
     assert row["target90_test_accuracy"] == pytest.approx(0.626)
     assert (row["reach90_test_step"], base["reach90_test_step"]) == (20, 40)
+    # With 100 evaluated prompts, a 0.14 gain is more than the evaluation's noise (2 sqrt(0.25 / 100) = 0.1) but not
+    # with 10 prompts (0.32): the target is then flagged uninformative.
+    assert summarize(faster, {**baseline, "eval_sizes": {"test": 100}})["target_test_informative"]
+    assert not summarize(faster, {**baseline, "eval_sizes": {"test": 10}})["target_test_informative"]
     never = summarize(_run([0.5, 0.5, 0.5, 0.5, 0.5], 0.5, 4.0, 450), baseline, target_window=1)
     assert never["reach_test_seconds"] is None and ratios(never, base)["reach_test_seconds"] is None
 

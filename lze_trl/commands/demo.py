@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             ]
             status = "MET" if verdict["met"] else "NOT met"
             if not verdict["target_informative"]:
-                status += f" ({results['baseline']} did not end above its start: no meaningful target)"
+                status += (
+                    f" ({results['baseline']} did not gain more than the evaluation's noise on this split: "
+                    "no meaningful target)"
+                )
             print(f"target on {label}, {name}: {status}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     load = results["machine"]["start"]["load_average"]
     figures = results.get("figures", {})

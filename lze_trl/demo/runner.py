@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import platform
 import time
@@ -361,6 +362,7 @@ def run_method(
         "name": method.name,
         "overrides": dict(method.overrides),
         "num_params": num_params,
+        "eval_sizes": {name: len(data) for name, data in eval_splits.items()},
         "curve": accuracy.records,
         "totals": totals,
         "steps": _step_metrics(trainer.state.log_history),
@@ -443,8 +445,12 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
             target = sum(r[key] for r in tail) / len(tail)
             reached = _first_reaching(curve, key, target, target_window)
             row[f"target_{split}_accuracy"] = target
-            # A target is informative only when the baseline ended above where it started.
-            row[f"target_{split}_informative"] = bool(target > base_curve[0][key])
+            # A target is informative only when the baseline gained more than the evaluation's own noise: two
+            # binomial standard errors of its starting accuracy on that split's prompts (any gain when unknown).
+            n = baseline.get("eval_sizes", {}).get(split, 0)
+            p0 = base_curve[0][key]
+            noise = 2.0 * math.sqrt(p0 * (1.0 - p0) / n) if n else 0.0
+            row[f"target_{split}_informative"] = bool(target - p0 > noise)
             row[f"reach_{split}_step"] = reached["step"] if reached else None
             row[f"reach_{split}_seconds"] = reached["train_seconds"] if reached else None
             row[f"reach_{split}_flops"] = reached["total_flops"] if reached else None
@@ -531,8 +537,13 @@ def format_table(results: dict[str, Any]) -> str:
     lines = []
     for label, key, kind in TABLE_ROWS:
         cells = [label]
+        split = key.split("_")[1] if key.startswith(("reach_", "reach90_")) else None
+        base_summary = results["methods"][base]["summary"]
         for name in names:
             value = results["methods"][name]["summary"].get(key)
+            if split is not None and not base_summary.get(f"target_{split}_informative", True):
+                cells.append("no gain")  # the baseline did not gain beyond the evaluation's noise
+                continue
             cells.append(f"{100 * value:.2f}%" if kind == "pct" and value is not None else _fmt(value, kind))
         for name in others:
             cells.append(_fmt(results["methods"][name]["ratios"].get(key), "ratio") if key in RATIO_KEYS else "")
@@ -550,7 +561,7 @@ def _verdict(results: dict[str, Any], method: str, split: str = "test") -> dict[
     Checks the issue's target for `method` against the baseline, as measured in this run: reach the baseline's final
     accuracy on `split` in at most 0.6x its wall-clock and FLOPs, with at most 0.45x its update tokens per step,
     equal or better OOD accuracy, and selection under 1% of a step. `met` also needs the target to be informative
-    (the baseline ended above where it started on `split`).
+    (the baseline gained more than two binomial standard errors of its starting accuracy on `split`).
     """
     row = results["methods"][method]["summary"]
     r = results["methods"][method]["ratios"]
