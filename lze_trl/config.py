@@ -31,8 +31,10 @@ class LZEGRPOConfig(GRPOConfig):
             weighted by `softmax(-|ema - 0.5| / softmax_temperature)`, the skill card's soft variant).
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the generation batch's groups kept for the update, in (0, 1].
-        min_selection_ratio (`float`, *optional*, defaults to `0.3`):
-            Lower bound of the kept fraction, in [0, `selection_ratio`].
+        min_selection_ratio (`float`, *optional*):
+            Lower bound of the kept fraction, in [0, `selection_ratio`]. Defaults to `min(0.3, selection_ratio)`: the
+            release's 0.3 at the default ratio, and the ratio itself below 0.3, so that `selection_ratio=0.2` alone
+            keeps 20%.
         selection_noise (`float`, *optional*, defaults to `0.05`):
             Scale of the Gumbel exploration noise added to the energies, relative to their range; 0 ranks by energy.
         energy_ema_decay (`float`, *optional*, defaults to `0.9`):
@@ -90,8 +92,11 @@ class LZEGRPOConfig(GRPOConfig):
     selection_ratio: float = field(
         default=0.4, metadata={"help": "Fraction of the generation batch's groups kept for the update, in (0, 1]."}
     )
-    min_selection_ratio: float = field(
-        default=0.3, metadata={"help": "Lower bound of the kept fraction, in [0, selection_ratio]."}
+    min_selection_ratio: float | None = field(
+        default=None,
+        metadata={
+            "help": "Lower bound of the kept fraction, in [0, selection_ratio]; default min(0.3, selection_ratio)."
+        },
     )
     selection_noise: float = field(
         default=0.05, metadata={"help": "Scale of the Gumbel exploration noise relative to the energy range."}
@@ -154,6 +159,10 @@ class LZEGRPOConfig(GRPOConfig):
         validate_lze_args(self)
 
 
+DEFAULT_MIN_SELECTION_RATIO = 0.3
+"""The release's floor of the kept fraction (`rho_min`); `min_selection_ratio` defaults to the smaller of it and
+`selection_ratio`."""
+
 LZE_FIELDS = tuple(f.name for f in fields(LZEGRPOConfig) if f.name not in {g.name for g in fields(GRPOConfig)})
 
 
@@ -175,6 +184,8 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         args.selection_ratio,
         "use a fraction in (0, 1], e.g. 0.4 (1.0 keeps every informative group).",
     )
+    if args.min_selection_ratio is None:
+        args.min_selection_ratio = min(DEFAULT_MIN_SELECTION_RATIO, args.selection_ratio)
     _check(
         _finite(args.min_selection_ratio) and 0 <= args.min_selection_ratio <= args.selection_ratio,
         "min_selection_ratio",

@@ -12,6 +12,7 @@ from lze_trl.tasks.arithmetic import (
     OOD_LEVELS,
     TRAIN_LEVELS,
     arithmetic_reward,
+    carry_dropped_answer,
     is_test_prompt,
     make_dataset,
     make_problem,
@@ -191,6 +192,55 @@ def test_warm_start_examples():
     assert set(warm_start_examples(20, seed=0, levels=[0])) <= {
         f"{a}+{b}={a + b}\n" for a in range(10) for b in range(10)
     }
+
+
+def _no_carry(a: int, b: int, op: str) -> int:
+    """Reference for carry_dropped_answer, written independently: pad to equal width, one column at a time."""
+    if op == "-" and a < b:
+        return -_no_carry(b, a, "-")
+    if op == "*":
+        big, small = max(a, b), min(a, b)
+        return int("".join(str(int(d) * small % 10) for d in str(big)))
+    width = max(len(str(a)), len(str(b)))
+    sa, sb = str(a).zfill(width), str(b).zfill(width)
+    sign = 1 if op == "+" else -1
+    return int("".join(str((int(x) + sign * int(y)) % 10) for x, y in zip(sa, sb)))
+
+
+@given(a=st.integers(0, 9999), b=st.integers(0, 9999), op=st.sampled_from("+-*"))
+def test_carry_dropped_answer_drops_every_carry(a, b, op):
+    prompt = f"{a}{op}{b}="
+    dropped = carry_dropped_answer(prompt)
+    if op == "*" and min(a, b) > 9:
+        assert dropped is None
+        return
+    assert dropped == _no_carry(a, b, op)
+    if op == "+" and all(int(x) + int(y) < 10 for x, y in zip(str(a).zfill(5), str(b).zfill(5))):
+        assert dropped == a + b  # nothing to carry: the slip changes nothing
+
+
+def test_carry_dropped_answer_examples():
+    prompts = ("38+25=", "52-17=", "17-52=", "47*3=", "7*8=", "12+7=")
+    assert [carry_dropped_answer(p) for p in prompts] == [53, 45, -45, 21, 6, 19]
+    assert carry_dropped_answer("1+2+3=") is None and carry_dropped_answer("(1+2)*3=") is None
+
+
+def test_warm_start_carry_drop_changes_answers_only():
+    clean = warm_start_examples(2000, seed=0)
+    assert warm_start_examples(2000, seed=0, carry_drop_prob=0.0) == clean
+    for prob in (0.5, 1.0):
+        noisy = warm_start_examples(2000, seed=0, carry_drop_prob=prob)
+        assert [t.split("=")[0] for t in noisy] == [t.split("=")[0] for t in clean]  # same prompts, same order
+        slips = [t != c for t, c in zip(noisy, clean)]
+        carries = [carry_dropped_answer(c.split("=")[0] + "=") != eval(c.split("=")[0]) for c in clean]
+        assert not any(s and not c for s, c in zip(slips, carries))  # only carrying examples change
+        for text, changed in zip(noisy, slips):
+            if changed:
+                assert int(text.split("=")[1]) == carry_dropped_answer(text.split("=")[0] + "=")
+        share = sum(slips) / sum(carries)
+        assert share == 1.0 if prob == 1.0 else abs(share - prob) < 0.05
+    with pytest.raises(ValueError, match="carry_drop_prob"):
+        warm_start_examples(10, carry_drop_prob=1.5)
 
 
 @pytest.mark.parametrize(

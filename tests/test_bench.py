@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from lze_trl.demo import DemoConfig, MethodSpec
@@ -140,3 +141,37 @@ def test_bench_command_sets_demo_and_warm_start_fields():
         build_config(parse_args(["train", "--demo", "methods=[]"]))
     with pytest.raises(ValueError, match="--warm override"):
         build_config(parse_args(["train", "--warm", "width=3"]))
+
+
+def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, capsys):
+    from lze_trl.commands.bench import main
+    from lze_trl.demo.sweep import classify
+
+    common = ["--tiny", "--seeds", "0", "1", "--cache-dir", str(tmp_path / "cache")]
+    first, second = tmp_path / "selectors", tmp_path / "ablations"
+    assert main(["train", *common, "--selectors", "none", "lze", "uniform", "--output-dir", str(first)]) == 0
+    ablations = ["none", "lze:selection_ratio=0.5", "lze:energy_terms=uncertainty+momentum"]
+    assert main(["train", *common, "--selectors", *ablations, "--output-dir", str(second)]) == 0
+    out = tmp_path / "report"
+    assert main(["report", str(first), str(second), "--output-dir", str(out), "--window", "2"]) == 0
+    report = json.loads((out / "sweep.json").read_text())
+    rows = {row["name"]: row for row in report["rows"]}
+    assert list(rows) == ["none", "lze", "uniform", "lze:selection_ratio=0.5", "lze:energy_terms=uncertainty+momentum"]
+    assert report["baseline"] == "none"
+    for key in ("update_tokens_ratio", "total_flops_ratio", "cpu_seconds_ratio"):
+        assert rows["none"][key] == {"mean": 1.0, "std": 0.0, "n": 2}
+    # The late accuracy is the mean of each seed's last two evaluations, then averaged over seeds.
+    late = []
+    for seed in (0, 1):
+        curve = json.loads((first / f"seed_{seed}" / "demo_results.json").read_text())["methods"]["lze"]["curve"]
+        late.append(np.mean([row["test_accuracy"] for row in curve[-2:]]))
+    assert rows["lze"]["late_test_accuracy"]["mean"] == pytest.approx(np.mean(late))
+    assert classify(rows["lze"]) == ("ratio", 0.4)
+    assert classify(rows["lze:selection_ratio=0.5"]) == ("ratio", 0.5)
+    assert classify(rows["lze:energy_terms=uncertainty+momentum"]) == ("ablation", ("anchor",))
+    assert classify(rows["uniform"]) == ("selector", "uniform")
+    assert (out / "sweep.png").stat().st_size > 10_000
+    assert "`lze:selection_ratio=0.5`" in (out / "sweep.md").read_text()
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2
+    assert "bench_train.json not found" in capsys.readouterr().err

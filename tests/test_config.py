@@ -54,6 +54,13 @@ def test_defaults_match_the_release():
     assert (args.energy_d_init_min, args.pass_threshold, args.prune_solved) == (0.05, 0.5, False)
 
 
+@pytest.mark.parametrize("ratio, floor", [(0.4, 0.3), (0.8, 0.3), (0.2, 0.2), (0.05, 0.05)])
+def test_min_selection_ratio_defaults_to_the_smaller_of_the_release_floor_and_the_ratio(ratio, floor):
+    assert LZEGRPOConfig(**BASE, selection_ratio=ratio).min_selection_ratio == floor
+    # An explicit floor is kept as given.
+    assert LZEGRPOConfig(**BASE, selection_ratio=ratio, min_selection_ratio=0.0).min_selection_ratio == 0.0
+
+
 def test_plain_grpo_config_gets_lze_defaults_and_keeps_its_values():
     plain = GRPOConfig(**BASE, learning_rate=3e-6, num_generations=4, per_device_train_batch_size=4)
     args = as_lze_config(plain, model="x")

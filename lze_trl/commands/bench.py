@@ -3,7 +3,8 @@
 `lze-trl bench train` trains the chosen selectors side by side for each seed (same warm start, data and budget) and
 writes `bench_train.json` / `bench_train.md` (mean and spread over seeds). `lze-trl bench selection` times
 `EnergyScorer.score` + `select_top_k` per generation batch on prompt pools of 1k, 100k and 1M prompts, their state
-memory per prompt, and their share of a real demo training step. `lze-trl bench all` runs both.
+memory per prompt, and their share of a real demo training step. `lze-trl bench all` runs both. `lze-trl bench
+report DIR [DIR ...]` merges `bench train` folders into the selector-sweep table and figure (`sweep.md`, `sweep.png`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     selection = sub.add_parser("selection", help="Selection micro-benchmark.")
     _add_common(selection)
     _add_selection(selection)
+    report = sub.add_parser("report", help="Sweep table and figure from `bench train` output folders.")
+    report.add_argument("folders", nargs="+", help="Folders written by `lze-trl bench train`.")
+    report.add_argument("--output-dir", default="outputs/sweep", help="Where sweep.md/.json/.png go.")
+    report.add_argument(
+        "--window", type=int, default=3, help="Evaluations averaged for the late test accuracy (default 3)."
+    )
     both = sub.add_parser("all", help="Both.")
     _add_common(both)
     _add_train(both)
@@ -120,6 +127,17 @@ def build_config(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.what == "report":
+        from lze_trl.demo.sweep import write_report
+
+        try:
+            report = write_report(args.folders, args.output_dir, window=args.window)
+        except (FileNotFoundError, ValueError) as error:
+            print(f"lze-trl bench report: {error}", file=sys.stderr)
+            return 2
+        print(report["markdown"])
+        print(f"Wrote sweep.md, sweep.json and sweep.png into {args.output_dir}/")
+        return 0
     os.environ.setdefault("WANDB_MODE", "offline")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

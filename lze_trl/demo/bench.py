@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import tempfile
 import time
 from dataclasses import MISSING, fields
@@ -55,12 +56,16 @@ def parse_value(key: str, text: str) -> Any:
         key (`str`):
             The field's name; a `ValueError` names the fix when it is not a field.
         text (`str`):
-            Its value: JSON (`0.2`, `true`, `["anchor"]`) or, for string fields, plain text.
+            Its value: JSON (`0.2`, `true`, `["anchor"]`), for list fields items joined by `+` or `,`
+            (`uncertainty+momentum`), or, for string fields, plain text.
     """
     defaults = _field_defaults()
     if key not in {f.name for f in fields(LZEGRPOConfig)}:
         raise ValueError(f"{key!r} is not an LZEGRPOConfig field: see `LZEGRPOConfig` (TRL's GRPOConfig + LZE).")
     default = defaults.get(key)
+    if isinstance(default, list) and not text.strip().startswith("["):
+        # `energy_terms=uncertainty+momentum` (or with commas in `--set`): a list without JSON's quotes.
+        return [item.strip() for item in re.split(r"[+,]", text) if item.strip()]
     lowered = text.strip().lower()
     if isinstance(default, bool) or lowered in ("true", "false"):
         if lowered not in ("true", "false", "1", "0"):
@@ -92,7 +97,8 @@ def parse_method(spec: str) -> MethodSpec:
     """
     A run from its command-line spec: a registered selector's name (`lze`, `none`, `uniform`, ...), an alias (`grpo`
     for `none`, `lze+prune` for LZE with forward pruning), optionally followed by `:key=value,key=value` overrides
-    of this run only (e.g. `lze:selection_ratio=0.2`). The spec is the run's label.
+    of this run only (e.g. `lze:selection_ratio=0.2`, `lze:energy_terms=uncertainty+momentum`). The spec is the run's
+    label.
     """
     name, _, rest = spec.partition(":")
     if name in ALIASES:

@@ -54,12 +54,16 @@ class WarmStartConfig:
             Peak AdamW learning rate (linear warm-up over `warmup_steps`, then linear decay to
             `final_learning_rate`).
         final_learning_rate (`float`, *optional*, defaults to `3e-4`):
-            Learning rate at the last step. Ending at the RL learning rate rather than 0 leaves the model where steps
-            of that size are stable, so that RL does not start by undoing the warm start.
+            Learning rate at the last step. Ending at a learning rate of the RL phase's order rather than 0 leaves
+            the model where steps of that size are stable, so that RL does not start by undoing the warm start.
         warmup_steps (`int`, *optional*, defaults to `50`):
             Warm-up steps.
         weight_decay (`float`, *optional*, defaults to `0.0`):
             AdamW weight decay.
+        carry_drop_prob (`float`, *optional*, defaults to `0.0`):
+            Probability that an example whose columns carry or borrow shows the carry-dropped answer instead of the
+            true one (see [`~lze_trl.tasks.arithmetic.warm_start_examples`]): the warm start then learns a common
+            wrong procedure next to the right one, as models do from imperfect pretraining data.
         seed (`int`, *optional*, defaults to `0`):
             Seed of the initialisation, the examples and the batch draws.
     """
@@ -76,6 +80,7 @@ class WarmStartConfig:
     final_learning_rate: float = 3e-4
     warmup_steps: int = 50
     weight_decay: float = 0.0
+    carry_drop_prob: float = 0.0
     seed: int = 0
 
     def cache_key(self) -> str:
@@ -148,7 +153,9 @@ def train_warm_start(config: WarmStartConfig, tokenizer=None, progress: bool = F
         max_position_embeddings=config.max_position_embeddings,
         seed=config.seed,
     )
-    texts = warm_start_examples(config.num_examples, seed=config.seed, levels=config.levels)
+    texts = warm_start_examples(
+        config.num_examples, seed=config.seed, levels=config.levels, carry_drop_prob=config.carry_drop_prob
+    )
     input_ids, attention_mask, labels = encode_examples(texts, tokenizer)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     steps, warmup = config.steps, max(config.warmup_steps, 1)

@@ -48,9 +48,10 @@ OOD_LEVELS: tuple[int, ...] = (6, 7)
 WARM_START_LEVELS: tuple[int, ...] = (0, 1, 2, 3)
 NUM_LEVELS: int = 8
 TEST_PERCENT: int = 20
-_SPLIT_STREAMS: dict[str, int] = {"train": 0, "test": 1, "ood": 2, "warm_start": 3}
+_SPLIT_STREAMS: dict[str, int] = {"train": 0, "test": 1, "ood": 2, "warm_start": 3, "carry_drop": 4}
 _MAX_DRAWS_PER_EXAMPLE: int = 1000
 _COMPLETION_INT = re.compile(r" *(-?[0-9]+)")
+_TWO_TERMS = re.compile(r"^([0-9]+)([-+*])([0-9]+)=$")
 
 
 def _randint(rng: np.random.Generator, low: int, high: int) -> int:
@@ -260,11 +261,68 @@ def make_splits(n_train: int, n_test: int, n_ood: int, seed: int = 0) -> dict[st
     }
 
 
-def warm_start_examples(n: int, seed: int = 0, levels: Sequence[int] = WARM_START_LEVELS) -> list[str]:
+def _digits(value: int) -> list[int]:
+    """Decimal digits of a non-negative integer, least significant first."""
+    return [int(c) for c in reversed(str(value))]
+
+
+def _columns_without_carry(a: int, b: int, op: str) -> int:
+    """`a op b` (`a >= b` for `-`) computed column by column, each column's carry or borrow thrown away."""
+    if op == "*":
+        return int("".join(str(d * b % 10) for d in reversed(_digits(a))))
+    da, db = _digits(a), _digits(b) + [0] * (len(str(a)) - len(str(b)))
+    columns = [(x + y) % 10 if op == "+" else (x - y) % 10 for x, y in zip(da, db)]
+    return int("".join(str(c) for c in reversed(columns)))
+
+
+def carry_dropped_answer(prompt: str) -> int | None:
+    """
+    The answer a solver that forgets every carry and borrow gives to a two-term prompt: the commonest arithmetic
+    slip, used to make the warm start's supervision imperfect (see [`warm_start_examples`]).
+
+    Each column is computed on its own and only its last digit kept (`38+25` -> `53`, `52-17` -> `45`, `47*3` ->
+    `21`); for `a - b` with `a < b` it is minus that of `b - a`, and a product keeps the last digit of each digit of
+    the multi-digit operand times the single-digit one.
+
+    Args:
+        prompt (`str`):
+            A problem prompt such as `"38+25="`.
+
+    Returns:
+        `int` or `None`: The carry-dropped answer, equal to the true answer when no column carries or borrows;
+        `None` for prompts that are not `a o b` with a single-digit factor for `*`.
+
+    Example:
+
+    ```python
+    >>> carry_dropped_answer("38+25="), carry_dropped_answer("12+7="), carry_dropped_answer("3-8=")
+    (53, 19, -5)
+    ```
+    """
+    match = _TWO_TERMS.match(prompt)
+    if match is None:
+        return None
+    a, op, b = int(match.group(1)), match.group(2), int(match.group(3))
+    if op == "*":
+        if b > 9 and a > 9:
+            return None
+        return _columns_without_carry(max(a, b), min(a, b), "*") if min(a, b) <= 9 else None
+    if op == "-" and a < b:
+        return -_columns_without_carry(b, a, "-")
+    return _columns_without_carry(max(a, b), min(a, b), "+") if op == "+" else _columns_without_carry(a, b, "-")
+
+
+def warm_start_examples(
+    n: int, seed: int = 0, levels: Sequence[int] = WARM_START_LEVELS, carry_drop_prob: float = 0.0
+) -> list[str]:
     """
     Supervised strings `prompt + answer + "\\n"` for a short warm start of the language model.
 
-    Only train-side prompts are used (see [`is_test_prompt`]), so the test split stays held out.
+    Only train-side prompts are used (see [`is_test_prompt`]), so the test split stays held out. With
+    `carry_drop_prob > 0` the supervision is imperfect the way real pretraining data is: each example whose columns
+    carry or borrow shows, with that probability, the [`carry_dropped_answer`] instead of the true one, so the warm
+    start learns the right procedure and a common wrong one side by side. RL with the verifier then has something
+    general to learn (which of the two procedures is rewarded) that carries over to held-out prompts.
 
     Args:
         n (`int`):
@@ -273,12 +331,24 @@ def warm_start_examples(n: int, seed: int = 0, levels: Sequence[int] = WARM_STAR
             Random seed (a stream distinct from the dataset splits).
         levels (`Sequence[int]`, *optional*, defaults to `WARM_START_LEVELS`):
             Difficulty levels to draw from; defaults to the easier levels 0-3.
+        carry_drop_prob (`float`, *optional*, defaults to `0.0`):
+            Probability, per example with a carry or borrow, of showing the carry-dropped answer, in [0, 1].
 
     Returns:
         `list[str]`: Strings such as `"12+7=19\\n"`.
     """
+    if not 0.0 <= carry_drop_prob <= 1.0:
+        raise ValueError(f"`carry_drop_prob` must be in [0, 1], got {carry_drop_prob}.")
     problems = _generate(n, seed, levels, stream="warm_start", partition="train")
-    return [problem["prompt"] + problem["answer"] + "\n" for problem in problems]
+    flips = np.random.default_rng([seed, _SPLIT_STREAMS["carry_drop"]]).random(n) < carry_drop_prob
+    texts = []
+    for problem, flip in zip(problems, flips):
+        answer = problem["answer"]
+        if flip:
+            dropped = carry_dropped_answer(problem["prompt"])
+            answer = answer if dropped is None else str(dropped)
+        texts.append(problem["prompt"] + answer + "\n")
+    return texts
 
 
 def parse_completion(text: str) -> int | None:
