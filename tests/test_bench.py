@@ -168,7 +168,7 @@ def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, c
     assert rows["lze"]["late_test_accuracy"]["mean"] == pytest.approx(np.mean(late))
     assert classify(rows["lze"]) == ("ratio", 0.4)
     assert classify(rows["lze:selection_ratio=0.5"]) == ("ratio", 0.5)
-    assert classify(rows["lze:energy_terms=uncertainty+momentum"]) == ("ablation", ("anchor",))
+    assert classify(rows["lze:energy_terms=uncertainty+momentum"]) == ("ablation", (0.4, ("anchor",)))
     assert classify(rows["uniform"]) == ("selector", "uniform")
     assert (out / "sweep.png").stat().st_size > 10_000
     assert "`lze:selection_ratio=0.5`" in (out / "sweep.md").read_text()

@@ -140,18 +140,19 @@ def sweep_markdown(rows: list[dict[str, Any]], baseline: str, window: int = 3) -
 def classify(row: dict[str, Any]) -> tuple[str, Any]:
     """
     Where a run belongs in the figure: `("ratio", r)` for `lze` runs that only change `selection_ratio` (the plain
-    `lze` run is `r = 0.4`), `("ablation", missing_terms)` for `lze` runs restricted by `energy_terms`, else
-    `("selector", name)`.
+    `lze` run is `r = 0.4`), `("ablation", (r, missing_terms))` for `lze` runs restricted by `energy_terms` (at ratio
+    `r`), else `("selector", name)`.
     """
     overrides = dict(row["overrides"])
     if overrides.get("selector") == "lze" and not overrides.get("prune_solved"):
-        extra = set(overrides) - {"selector"}
-        if extra <= {"selection_ratio"}:
-            return "ratio", float(overrides.get("selection_ratio", LZE_RATIO))
+        extra = set(overrides) - {"selector", "selection_ratio"}
+        ratio = float(overrides.get("selection_ratio", LZE_RATIO))
+        if not extra:
+            return "ratio", ratio
         if extra == {"energy_terms"}:
             terms = overrides["energy_terms"]
             terms = terms.split(",") if isinstance(terms, str) else list(terms)
-            return "ablation", tuple(t for t in ENERGY_TERMS if t not in terms)
+            return "ablation", (ratio, tuple(t for t in ENERGY_TERMS if t not in terms))
     return "selector", row["name"]
 
 
@@ -173,19 +174,25 @@ def plot_sweep(rows: list[dict[str, Any]], baseline: str, path: str | Path, metr
     label = "held-out test accuracy" + (" (mean of last evals)" if metric.startswith("late") else "")
 
     full = [row for key, row in by_kind["ratio"] if key == LZE_RATIO]
-    ablations = ([("full LZE", full[0])] if full else []) + [
-        ("- " + " - ".join(key), row) for key, row in sorted(by_kind["ablation"], key=lambda kr: kr[0])
-    ]
+    lze_at = dict(by_kind["ratio"])
+    ablations: list[tuple[str, dict[str, Any], bool]] = []
+    for ratio in sorted({key[0] for key, _ in by_kind["ablation"]}):
+        suffix = "" if ratio == LZE_RATIO else f"\n(ratio {ratio:g})"
+        if ratio in lze_at:
+            ablations.append(("full LZE" + suffix, lze_at[ratio], True))
+        for key, row in sorted(by_kind["ablation"], key=lambda kr: kr[0]):
+            if key[0] == ratio:
+                ablations.append(("- " + " - ".join(key[1]) + suffix, row, False))
     ax = axes[0]
     if ablations:
         ax.bar(
             range(len(ablations)),
-            [row[metric]["mean"] for _, row in ablations],
-            yerr=[row[metric]["std"] for _, row in ablations],
-            color=["tab:green"] + ["tab:orange"] * (len(ablations) - 1),
+            [row[metric]["mean"] for _, row, _ in ablations],
+            yerr=[row[metric]["std"] for _, row, _ in ablations],
+            color=["tab:green" if is_full else "tab:orange" for _, _, is_full in ablations],
             capsize=4,
         )
-        ax.set_xticks(range(len(ablations)), [name for name, _ in ablations], rotation=15)
+        ax.set_xticks(range(len(ablations)), [name for name, _, _ in ablations], rotation=30, fontsize=7)
     ax.set_title("(a) energy terms removed")
 
     ax = axes[1]
