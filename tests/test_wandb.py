@@ -239,11 +239,17 @@ def read_wandb_records(path: Path):
 
 def wait_for_exit_record(path: Path, timeout: float = 60.0) -> Path:
     """Waits until wandb's service has written the run's last record (`wandb.finish()` may return before)."""
+    from google.protobuf.message import DecodeError
+
     deadline = time.monotonic() + timeout
-    while not any(r.WhichOneof("record_type") == "exit" for r in read_wandb_records(path)):
-        assert time.monotonic() < deadline, f"{path} has no exit record after {timeout}s"
+    while True:
+        try:
+            if any(r.WhichOneof("record_type") == "exit" for r in read_wandb_records(path)):
+                return path
+        except DecodeError:
+            pass  # read while the service was writing a record: its last chunk is still incomplete
+        assert time.monotonic() < deadline, f"{path} has no complete exit record after {timeout}s"
         time.sleep(0.5)
-    return path
 
 
 def wandb_history(path: Path) -> list[dict]:

@@ -170,30 +170,45 @@ def plot_sweep(rows: list[dict[str, Any]], baseline: str, path: str | Path, metr
         kind, key = classify(row)
         by_kind[kind].append((key, row))
     base = next(row for row in rows if row["name"] == baseline)[metric]["mean"]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2), gridspec_kw={"width_ratios": [1, 1, 1.6]})
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2), gridspec_kw={"width_ratios": [1.3, 1, 1.5]})
     label = "held-out test accuracy" + (" (mean of last evals)" if metric.startswith("late") else "")
 
     full = [row for key, row in by_kind["ratio"] if key == LZE_RATIO]
     lze_at = dict(by_kind["ratio"])
-    ablations: list[tuple[str, dict[str, Any], bool]] = []
+    ablations: list[tuple[float, str, dict[str, Any], bool, float]] = []  # (x, label, row, is_full, ratio)
+    x = 0.0
     for ratio in sorted({key[0] for key, _ in by_kind["ablation"]}):
-        suffix = "" if ratio == LZE_RATIO else f"\n(ratio {ratio:g})"
         if ratio in lze_at:
-            ablations.append(("full LZE" + suffix, lze_at[ratio], True))
+            ablations.append((x, "full", lze_at[ratio], True, ratio))
+            x += 1
         for key, row in sorted(by_kind["ablation"], key=lambda kr: kr[0]):
             if key[0] == ratio:
-                ablations.append(("- " + " - ".join(key[1]) + suffix, row, False))
+                ablations.append((x, "\n".join("no " + term for term in key[1]), row, False, ratio))
+                x += 1
+        x += 0.6  # a gap between the groups of one selection ratio
     ax = axes[0]
     if ablations:
         ax.bar(
-            range(len(ablations)),
-            [row[metric]["mean"] for _, row, _ in ablations],
-            yerr=[row[metric]["std"] for _, row, _ in ablations],
-            color=["tab:green" if is_full else "tab:orange" for _, _, is_full in ablations],
+            [x for x, *_ in ablations],
+            [row[metric]["mean"] for _, _, row, _, _ in ablations],
+            yerr=[row[metric]["std"] for _, _, row, _, _ in ablations],
+            color=["tab:green" if is_full else "tab:orange" for _, _, _, is_full, _ in ablations],
             capsize=4,
         )
-        ax.set_xticks(range(len(ablations)), [name for name, _, _ in ablations], rotation=30, fontsize=7)
-    ax.set_title("(a) energy terms removed")
+        ax.set_xticks(
+            [x for x, *_ in ablations], [label for _, label, *_ in ablations], fontsize=7, rotation=45, ha="right"
+        )
+        for ratio in sorted({r for *_, r in ablations}):
+            xs = [x for x, *_, r in ablations if r == ratio]
+            ax.text(
+                float(np.mean(xs)),
+                1.01,
+                f"selection_ratio {ratio:g}",
+                ha="center",
+                fontsize=8,
+                transform=ax.get_xaxis_transform(),
+            )
+    ax.set_title("(a) energy terms removed", pad=14)
 
     ax = axes[1]
     ratios = sorted(by_kind["ratio"], key=lambda kr: kr[0])
@@ -205,16 +220,20 @@ def plot_sweep(rows: list[dict[str, Any]], baseline: str, path: str | Path, metr
             marker="o",
             capsize=4,
             color="tab:green",
-            label="lze",
+            label="lze accuracy",
         )
-        for key, row in ratios:
-            ax.annotate(
-                f"{row['total_flops_ratio']['mean']:.2f}x FLOPs",
-                (key, row[metric]["mean"]),
-                fontsize=7,
-                textcoords="offset points",
-                xytext=(4, -12),
-            )
+        twin = ax.twinx()
+        twin.plot(
+            [key for key, _ in ratios],
+            [row["total_flops_ratio"]["mean"] for _, row in ratios],
+            marker="s",
+            linestyle="--",
+            color="tab:purple",
+            label=f"total FLOPs / {baseline}",
+        )
+        twin.set_ylim(0, 1.05)
+        twin.set_ylabel(f"total FLOPs / {baseline}", color="tab:purple")
+        twin.legend(fontsize=8, loc="lower right")
     ax.set_xlabel("selection_ratio")
     ax.set_title("(b) selection ratio")
 
