@@ -77,6 +77,15 @@ def test_warm_start_cache_key_follows_the_config(tmp_path):
     assert not _same(_weights(model_a), _weights(model_b))
 
 
+def test_warm_start_trains_on_the_carry_dropped_answers():
+    # The supervision with slips differs from the clean one, so do the cache key and the trained weights.
+    clean, slips = WarmStartConfig(**TINY_WARM), WarmStartConfig(**{**TINY_WARM, "carry_drop_prob": 1.0})
+    assert clean.cache_key() != slips.cache_key()
+    model_clean, _ = train_warm_start(clean)
+    model_slips, _ = train_warm_start(slips)
+    assert not _same(_weights(model_clean), _weights(model_slips))
+
+
 def test_cache_root_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("LZE_TRL_CACHE", str(tmp_path))
     assert default_cache_dir() == tmp_path / "warmstart"

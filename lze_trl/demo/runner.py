@@ -152,7 +152,9 @@ class DemoConfig:
     def tiny(cls, **kwargs: Any) -> DemoConfig:
         """A seconds-long configuration for tests and smoke runs (a few steps of a very small model)."""
         values: dict[str, Any] = dict(
-            warm_start=WarmStartConfig(hidden_size=16, num_layers=1, num_heads=2, num_examples=256, steps=20),
+            warm_start=WarmStartConfig(
+                hidden_size=16, num_layers=1, num_heads=2, num_examples=256, steps=20, carry_drop_prob=0.6
+            ),
             n_train=32,
             n_test=16,
             n_ood=8,
