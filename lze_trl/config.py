@@ -80,6 +80,13 @@ class LZEGRPOConfig(GRPOConfig):
         softmax_ema_alpha (`float`, *optional*, defaults to `0.1`):
             `selector="softmax"`: step of the selector's pass-rate EMA, `ema <- (1 - alpha) * ema + alpha * p`, in
             (0, 1].
+        softmax_allocate_rollouts (`bool`, *optional*, defaults to `False`):
+            `selector="softmax"`: also share each epoch's rollouts out in proportion to the weights (the skill card's
+            rollout budget): at the start of an epoch, the prompts seen so far share as many groups of
+            `num_generations` rollouts as there are of them, each getting `softmax(-|ema - 0.5| / tau)` of them
+            (rounded by largest remainders; 0 skips a prompt for the epoch, 2 or more rolls it out that many times,
+            spread over the epoch), and prompts never seen get one. The epoch keeps its length. Needs a map-style
+            train dataset.
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
             Rows (one per prompt group and generation batch) kept in the selection log, oldest dropped first; 0
             disables it. Saved as `lze_selection_log.parquet` with each checkpoint and at the end of training.
@@ -148,6 +155,10 @@ class LZEGRPOConfig(GRPOConfig):
     )
     softmax_ema_alpha: float = field(
         default=0.1, metadata={"help": "selector='softmax': step of the pass-rate EMA, in (0, 1]."}
+    )
+    softmax_allocate_rollouts: bool = field(
+        default=False,
+        metadata={"help": "selector='softmax': share each epoch's rollouts out in proportion to the weights."},
     )
 
     selection_log_max_rows: int = field(
@@ -281,4 +292,10 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "softmax_ema_alpha",
         args.softmax_ema_alpha,
         "use a step in (0, 1], e.g. 0.1.",
+    )
+    _check(
+        not args.softmax_allocate_rollouts or args.selector == "softmax",
+        "softmax_allocate_rollouts",
+        args.softmax_allocate_rollouts,
+        f"use it with selector='softmax' (got selector={args.selector!r}), or leave it False.",
     )

@@ -25,7 +25,11 @@ class LZERepeatSampler(Sampler[int]):
     from the `set_epoch(e)` call the Trainer makes, so a run resumed from a checkpoint sees the same order.
 
     With a [`PromptPruner`], the pool of epoch `e` is decided when the epoch's iteration starts: pruned prompts are
-    removed from the permutation (their order among the others is kept) except for the epoch's replays.
+    removed from the permutation (their order among the others is kept) except for the epoch's replays. With
+    `rollout_counts`, prompt `i` then appears `counts[i]` times in the epoch (as that many groups): the epoch's order
+    is the permutation's pass over the prompts with at least one group, then its pass over those with at least two,
+    and so on, so the copies of a prompt are spread over the epoch (two may still share a generation batch when
+    only a few prompts have several).
 
     Args:
         num_samples (`int`):
@@ -45,6 +49,9 @@ class LZERepeatSampler(Sampler[int]):
         rollout_filter (`Callable[[int, int], np.ndarray | None]`, *optional*):
             Further restriction of the pool: called with `(num_samples, epoch)`, returns a boolean mask or `None`
             (a selector's [`~Selector.rollout_mask`]).
+        rollout_counts (`Callable[[int, int], np.ndarray | None]`, *optional*):
+            Groups per prompt: called with `(num_samples, epoch)`, returns non-negative integer counts or `None` (a
+            selector's [`~Selector.rollout_counts`]).
     """
 
     def __init__(
@@ -57,6 +64,7 @@ class LZERepeatSampler(Sampler[int]):
         seed: int = 0,
         pruner: PromptPruner | None = None,
         rollout_filter: Callable[[int, int], np.ndarray | None] | None = None,
+        rollout_counts: Callable[[int, int], np.ndarray | None] | None = None,
     ) -> None:
         self.num_samples = num_samples
         self.mini_repeat_count = mini_repeat_count
@@ -66,6 +74,7 @@ class LZERepeatSampler(Sampler[int]):
         self.seed = seed
         self.pruner = pruner
         self.rollout_filter = rollout_filter
+        self.rollout_counts = rollout_counts
         self.epoch = 0
         self.epoch_offset = 0
         self.skip_batches = 0  # dataloader batches to skip at the start of the next iteration (resume)
@@ -74,6 +83,10 @@ class LZERepeatSampler(Sampler[int]):
         # prune state moves on during the epoch and cannot re-derive it.
         self.epoch_keep: np.ndarray | None = None
         self._restored_keep: np.ndarray | None = None
+        # Groups per prompt of the current epoch (None: one each), decided at its start and saved likewise.
+        self.epoch_counts: np.ndarray | None = None
+        self._restored_counts: np.ndarray | None = None
+        self._restored = False
         self.resumed_at_epoch_end = False
         self._generator = torch.Generator()
         self._generator.manual_seed(seed)
@@ -89,17 +102,26 @@ class LZERepeatSampler(Sampler[int]):
             self._resume_epoch = None
         self.epoch = epoch + self.epoch_offset
 
-    def resume(self, epoch: int, batches_done: int, epoch_keep: np.ndarray | None = None) -> None:
+    def resume(
+        self,
+        epoch: int,
+        batches_done: int,
+        epoch_keep: np.ndarray | None = None,
+        epoch_counts: np.ndarray | None = None,
+    ) -> None:
         """
         Continues at `epoch`, skipping the first `batches_done` dataloader batches of it.
 
         A dataloader batch is one of the `repeat_count` repetitions of a generation batch, so `batches_done` counts
-        the Trainer's micro-steps in the epoch. `epoch_keep` is the pool the epoch started with (pruning only).
+        the Trainer's micro-steps in the epoch. `epoch_keep` is the pool the epoch started with (pruning and rollout
+        masks) and `epoch_counts` its groups per prompt (`rollout_counts`), as saved in the checkpoint.
         """
         self._resume_epoch = epoch
         self.epoch = epoch
         self.skip_batches = batches_done
         self._restored_keep = epoch_keep
+        self._restored_counts = epoch_counts
+        self._restored = True
 
     def permutation(self, epoch: int) -> list[int]:
         """The permutation TRL's `RepeatSampler` draws for `epoch`: its `epoch`-th `randperm` from `seed`."""
@@ -117,21 +139,40 @@ class LZERepeatSampler(Sampler[int]):
         return perm
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
-        """The generation batches (lists of prompt indices) of `epoch`, pool decided now."""
+        """The generation batches (lists of prompt indices) of `epoch`, pool and counts decided now."""
         order = self.permutation(epoch)
-        if self._restored_keep is not None:
-            self.epoch_keep, self._restored_keep = self._restored_keep, None
+        if self._restored:
+            self.epoch_keep, self.epoch_counts = self._restored_keep, self._restored_counts
+            self._restored_keep, self._restored_counts, self._restored = None, None, False
         else:
             self.epoch_keep = self._plan_pool(epoch)
+            self.epoch_counts = self._plan_counts(epoch)
         if self.epoch_keep is not None:
             order = [i for i in order if self.epoch_keep[i]]
+        if self.epoch_counts is not None:
+            counts = self.epoch_counts
+            order = [i for copy in range(int(counts.max(initial=0))) for i in order if counts[i] > copy]
+        distinct = len(set(order)) if self.epoch_counts is not None else len(order)
         self.epoch_stats = {
-            "pool_prompts": len(order),
+            "pool_prompts": distinct,
             "replayed_prompts": self.pruner.num_replayed if self.pruner is not None else 0,
-            "skipped_prompts": self.num_samples - len(order),
+            "skipped_prompts": self.num_samples - distinct,
         }
         num_batches = len(order) // self.batch_size
         return [order[b * self.batch_size : (b + 1) * self.batch_size] for b in range(num_batches)]
+
+    def _plan_counts(self, epoch: int) -> np.ndarray | None:
+        counts = self.rollout_counts(self.num_samples, epoch) if self.rollout_counts is not None else None
+        if counts is None:
+            return None
+        counts = np.asarray(counts, dtype=np.int64)
+        if counts.shape != (self.num_samples,) or (counts < 0).any():
+            raise ValueError(
+                f"rollout_counts must return {self.num_samples} non-negative integers, got shape {counts.shape}."
+            )
+        if self.epoch_keep is not None:
+            counts = np.where(self.epoch_keep, counts, 0)
+        return counts
 
     def _plan_pool(self, epoch: int) -> np.ndarray | None:
         keep = self.pruner.plan_epoch(epoch) if self.pruner is not None else None

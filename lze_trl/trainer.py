@@ -116,7 +116,13 @@ class LZEGRPOTrainer(GRPOTrainer):
                 raise ValueError(
                     f"selector={args.selector!r} needs a map-style train dataset (it removes prompts from rollouts or "
                     "draws extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`"
-                    + (" or set dapo_max_resample=0." if selector.refill_rounds > 0 else ".")
+                    + (
+                        " or set dapo_max_resample=0."
+                        if selector.refill_rounds > 0
+                        else " or set softmax_allocate_rollouts=False."
+                        if args.selector == "softmax"
+                        else "."
+                    )
                 )
             train_dataset = with_prompt_ids(train_dataset)
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kw)
@@ -188,10 +194,14 @@ class LZEGRPOTrainer(GRPOTrainer):
             seed=self.args.seed,
             pruner=self.pruner,
             rollout_filter=self.selector.rollout_mask,
+            rollout_counts=self.selector.rollout_counts,
         )
         if self._lze_resume is not None:
             self.train_sampler.resume(
-                self._lze_resume["epoch"], self._lze_resume["batches_in_epoch"], self._lze_resume.get("epoch_keep")
+                self._lze_resume["epoch"],
+                self._lze_resume["batches_in_epoch"],
+                self._lze_resume.get("epoch_keep"),
+                self._lze_resume.get("epoch_counts"),
             )
         return self.train_sampler
 
@@ -422,6 +432,8 @@ class LZEGRPOTrainer(GRPOTrainer):
             arrays.update({f"pruner.{k}": v for k, v in self.pruner.state_dict().items()})
         if self.train_sampler is not None and self.train_sampler.epoch_keep is not None:
             arrays["sampler.epoch_keep"] = self.train_sampler.epoch_keep.copy()
+        if self.train_sampler is not None and self.train_sampler.epoch_counts is not None:
+            arrays["sampler.epoch_counts"] = self.train_sampler.epoch_counts.copy()
         counters = {
             "generation": self._lze_generation,
             "step": self._step,
@@ -497,7 +509,12 @@ class LZEGRPOTrainer(GRPOTrainer):
         self._lze_epoch = counters["epoch"]
         self._lze_batches_in_epoch = counters["batches_in_epoch"]
         self._lze_rollouts_skipped = counters["rollouts_skipped"]
-        self._lze_resume = {**counters, "checkpoint": checkpoint, "epoch_keep": arrays.get("sampler.epoch_keep")}
+        self._lze_resume = {
+            **counters,
+            "checkpoint": checkpoint,
+            "epoch_keep": arrays.get("sampler.epoch_keep"),
+            "epoch_counts": arrays.get("sampler.epoch_counts"),
+        }
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
         if resume_from_checkpoint is True:

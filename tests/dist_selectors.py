@@ -1,8 +1,8 @@
 """Two-process CPU runs of the selectors that need extra collectives, for tests/test_selectors.py.
 
 `torchrun --nproc_per_node 2 tests/dist_selectors.py OUT_DIR`: trains `"dapo"` with refill (groups straddling the
-processes: 6 rows per process, groups of 4) and `"prefilter"` (judged on both processes), and writes each rank's
-final state under `OUT_DIR/<selector>/`.
+processes: 6 rows per process, groups of 4), `"prefilter"` (judged on both processes) and `"softmax"` with rollout
+allocation, and writes each rank's final state under `OUT_DIR/<selector>/`.
 """
 
 import json
@@ -22,7 +22,7 @@ def reward(prompts, completions, **kwargs):
     return [float(zlib.crc32(c.encode()) % 8 < int(p.split("+")[0]) % 9) for p, c in zip(prompts, completions)]
 
 
-def run(out_dir: Path, selector: str, **overrides) -> None:
+def run(out_dir: Path, selector: str, num_prompts: int = 32, **overrides) -> None:
     tokenizer = char_tokenizer()
     model = tiny_qwen2(tokenizer)
     rows = {"n": 0}
@@ -48,7 +48,7 @@ def run(out_dir: Path, selector: str, **overrides) -> None:
         selector=selector,
     )
     values.update(overrides)
-    dataset = Dataset.from_dict({"prompt": [f"{i}+{i % 7}=" for i in range(32)]})
+    dataset = Dataset.from_dict({"prompt": [f"{i}+{i % 7}=" for i in range(num_prompts)]})
     trainer = LZEGRPOTrainer(
         model=model,
         reward_funcs=reward,
@@ -77,3 +77,4 @@ if __name__ == "__main__":
     out = Path(sys.argv[1])
     run(out / "dapo", "dapo", per_device_train_batch_size=6, dapo_max_resample=3)
     run(out / "prefilter", "prefilter", prefilter_mode="remove_both", prefilter_cache_dir=str(out / "cache"))
+    run(out / "softmax", "softmax", num_prompts=8, max_steps=4, softmax_allocate_rollouts=True)

@@ -62,3 +62,53 @@ def test_pruned_prompts_are_skipped_except_replays():
     unpruned.set_epoch(1)
     kept_order = [i for i, _ in itertools.groupby(unpruned) if i in seen]
     assert [i for i, _ in itertools.groupby(sampler)] == kept_order
+
+
+def _counts_of(sampler, mini_repeat_count):
+    flat = list(sampler)
+    assert all(flat[i] == flat[i - i % mini_repeat_count] for i in range(len(flat)))  # whole groups
+    return np.bincount(flat[::mini_repeat_count], minlength=sampler.num_samples)
+
+
+def test_rollout_counts_repeat_prompts_and_keep_the_epoch_length():
+    counts = np.array([0, 3, 1, 1, 0, 2, 1, 1, 1, 2])  # 12 groups over 10 prompts: 12 // 4 = 3 batches
+    sampler = LZERepeatSampler(10, mini_repeat_count=2, batch_size=4, seed=3, rollout_counts=lambda n, e: counts)
+    sampler.set_epoch(1)
+    np.testing.assert_array_equal(_counts_of(sampler, 2), counts)
+    batches = sampler.epoch_batches(1)
+    # Order: the permutation's pass over prompts with >= 1 group, then >= 2, then 3.
+    perm = [i for i in LZERepeatSampler(10, mini_repeat_count=1, seed=3).permutation(1)]
+    expected = [i for c in range(3) for i in perm if counts[i] > c]
+    assert [i for b in batches for i in b] == expected
+    assert sampler.epoch_stats == {"pool_prompts": 8, "replayed_prompts": 0, "skipped_prompts": 2}
+    np.testing.assert_array_equal(sampler.epoch_counts, counts)
+
+
+def test_rollout_counts_respect_pruning_and_resume_from_saved_counts():
+    pruner = PromptPruner(12, solved_after=1, replay_fraction=0.0, seed=0)
+    pruner.observe(np.arange(3), np.ones(3))  # prompts 0-2 pruned from epoch 1 on
+    calls = []
+
+    def counts_fn(n, epoch):
+        calls.append(epoch)
+        return np.full(n, 2)
+
+    kwargs = dict(mini_repeat_count=2, batch_size=3, seed=1, pruner=pruner)
+    sampler = LZERepeatSampler(12, rollout_counts=counts_fn, **kwargs)
+    sampler.set_epoch(1)
+    reference = list(sampler)
+    assert set(reference) == set(range(3, 12)) and len(reference) == 18 * 2
+    # A resumed sampler takes the saved pool and counts and does not ask again, even if they would now differ.
+    resumed = LZERepeatSampler(12, rollout_counts=lambda n, e: np.ones(n, dtype=int), **kwargs)
+    resumed.resume(epoch=1, batches_done=2, epoch_keep=sampler.epoch_keep, epoch_counts=sampler.epoch_counts)
+    resumed.set_epoch(0)
+    assert list(resumed) == reference[2 * 6 :]
+    assert calls == [1]
+
+
+def test_bad_rollout_counts_are_rejected():
+    import pytest
+
+    sampler = LZERepeatSampler(4, mini_repeat_count=2, rollout_counts=lambda n, e: np.array([1, -1, 1, 1]))
+    with pytest.raises(ValueError, match="non-negative"):
+        list(sampler)

@@ -153,6 +153,21 @@ def test_softmax_weights_peak_at_half_and_average_one():
     np.testing.assert_allclose(restored.select(again), selector.select(again))
 
 
+def test_softmax_allocates_each_epochs_groups_in_proportion():
+    assert SoftmaxSelector(settings()).rollout_counts(6, epoch=1) is None  # off unless softmax_allocate_rollouts
+    selector = SoftmaxSelector(settings(softmax_allocate_rollouts=True))
+    assert selector.masks_rollouts
+    np.testing.assert_array_equal(selector.rollout_counts(6, epoch=0), np.ones(6))  # nothing seen yet: one each
+    p = np.array([0.0, 0.5, 1.0, 0.375])
+    selector.select(batch(p))
+    counts = selector.rollout_counts(6, epoch=1)
+    z = -np.abs(p - 0.5) / 0.2
+    share = 4 * np.exp(z) / np.exp(z).sum()  # the 4 prompts seen share 4 groups: 0.19, 2.35, 0.19, 1.26
+    np.testing.assert_array_equal(counts, [0, 3, 0, 1, 1, 1])  # floors 0, 2, 0, 1; the spare group to 2.35
+    assert counts[:4].sum() == 4 and np.all(np.abs(counts[:4] - share) < 1)
+    assert selector.metrics()["softmax_groups_max"] == 3.0
+
+
 @pytest.mark.parametrize(
     "mode, removed",
     [
@@ -183,6 +198,7 @@ def test_prefilter_modes(mode, removed):
         ("softmax_temperature", 0.0),
         ("softmax_ema_alpha", 0.0),
         ("softmax_ema_alpha", 1.5),
+        ("softmax_allocate_rollouts", True),  # with selector="lze"
         ("selector", "raft"),
     ],
 )
@@ -291,7 +307,11 @@ def test_reinforce_rej_never_rolls_rejected_prompts_out_again(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "selector, overrides",
-    [("reinforce_rej", dict(max_steps=7)), ("dapo", dict(max_steps=6, dapo_max_resample=2))],
+    [
+        ("reinforce_rej", dict(max_steps=7)),
+        ("dapo", dict(max_steps=6, dapo_max_resample=2)),
+        ("softmax", dict(max_steps=7, softmax_allocate_rollouts=True)),
+    ],
 )
 def test_resume_is_exact(tmp_path, selector, overrides):
     def run(out, resume=None):
@@ -330,6 +350,24 @@ def test_softmax_run_weights_every_group(tmp_path):
         closest = np.abs(groups["pass_rate"] - 0.5)  # first observation of each prompt: the EMA is the pass rate
         assert groups["weight"].iloc[int(np.argmin(closest))] == pytest.approx(groups["weight"].max())
     assert rows["rows"] == 32  # soft weights: every row takes part in the update
+
+
+@pytest.mark.slow
+def test_softmax_allocation_rolls_prompts_out_as_often_as_their_counts(tmp_path):
+    trainer = make_trainer(tmp_path, "softmax", dataset=prompt_dataset(8), max_steps=8, softmax_allocate_rollouts=True)
+    trainer.train()
+    log = trainer.selection_log.to_pandas()
+    per_epoch = len(log) // 2  # 8 groups per epoch, two epochs
+    first, second = log.iloc[:per_epoch], log.iloc[per_epoch:]
+    np.testing.assert_array_equal(np.bincount(first["prompt_id"], minlength=8), np.ones(8))
+    counts = trainer.train_sampler.epoch_counts
+    assert counts is not None and counts.sum() == 8 and counts.max() >= 2 and (counts == 0).any()
+    np.testing.assert_array_equal(np.bincount(second["prompt_id"], minlength=8), counts)
+    # Prompts always or never solved in the first epoch (mixed_reward: prompt 0 never, prompt 8 would be always)
+    # are skipped; the ones nearest 50% get the spare groups.
+    ema = trainer.selector.ema[trainer.selector.index.lookup(np.arange(8))]
+    assert counts[np.argmin(np.abs(ema - 0.5))] == counts.max()
+    assert logged(trainer, "lze/softmax_groups_max")[-1] == counts.max()
 
 
 def by_prompt_reward(prompts, completions, **kwargs):
@@ -412,7 +450,7 @@ def test_masking_and_refilling_selectors_need_a_map_style_dataset(tmp_path):
 def test_two_processes_refill_and_prefilter_agree(tmp_path):
     result = run_torchrun(Path(__file__).with_name("dist_selectors.py"), tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
-    for selector in ("dapo", "prefilter"):
+    for selector in ("dapo", "prefilter", "softmax"):
         infos = [json.loads((tmp_path / selector / f"rank{r}.json").read_text()) for r in range(2)]
         assert [i["world"] for i in infos] == [2, 2]
         assert infos[0]["counters"] == infos[1]["counters"]
@@ -433,6 +471,11 @@ def test_two_processes_refill_and_prefilter_agree(tmp_path):
                 kept = sum(w > 0 for g, w in zip(selection["generation"], selection["weight"]) if g == k)
                 assert kept <= 3
             assert infos[0]["grad_rows"] <= 3 * 6  # no process ever held more than its 6 rows
+        elif selector == "softmax":  # 8 prompts, 4 groups per generation batch: epochs of 2 steps
+            counts = ranks[0]["sampler.epoch_counts"]
+            assert counts.sum() == 8 and counts.max() >= 2
+            last_epoch = [i for g, i in zip(selection["generation"], selection["prompt_id"]) if g >= 2]
+            np.testing.assert_array_equal(np.bincount(last_epoch, minlength=8), counts)
         else:
             p = ranks[0]["selector.pass_rates"]
             i = np.arange(32)

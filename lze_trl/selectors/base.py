@@ -50,6 +50,8 @@ class Selector:
 
     - [`~Selector.rollout_mask`]: stop rolling some prompts out (set `masks_rollouts = True`); the train sampler
       applies it at the start of each epoch.
+    - [`~Selector.rollout_counts`]: roll some prompts out more than once per epoch and others not at all (also set
+      `masks_rollouts = True`); the train sampler applies it at the start of each epoch, after `rollout_mask`.
     - [`~Selector.on_train_begin`]: work before the first step with the trainer at hand (e.g. judging prompts with
       the initial policy).
     - `refill_rounds`: ask the trainer to replace the groups weighted 0 by groups from up to that many extra
@@ -97,6 +99,13 @@ class Selector:
 
     def rollout_mask(self, num_prompts: int, epoch: int) -> np.ndarray | None:
         """Prompts (dataset indices) to roll out in `epoch`, or `None` for all of them."""
+        return None
+
+    def rollout_counts(self, num_prompts: int, epoch: int) -> np.ndarray | None:
+        """
+        Groups of `num_generations` rollouts of each prompt (dataset index) in `epoch`: non-negative integers of
+        shape `(num_prompts,)`, or `None` for one each. Prompts removed by `rollout_mask` or pruning get none.
+        """
         return None
 
     def on_train_begin(self, trainer: Any) -> None:

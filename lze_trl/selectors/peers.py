@@ -157,9 +157,10 @@ class SoftmaxSelector(Selector):
     groups, so weights average 1 over the batch and the loss keeps its scale. Every group takes part in the update
     (only its advantages are scaled), except groups with no scorable rollout (weight 0).
 
-    The card also allocates rollouts per prompt in proportion to these weights. That is not implemented: TRL's GRPO
-    generates a fixed `num_generations` rollouts per prompt (the sampler repeats each prompt that many times and
-    every group computation reshapes by it), so only the gradient weight is soft.
+    The card also allocates rollouts per prompt in proportion to these weights. TRL's GRPO generates a fixed
+    `num_generations` rollouts per group, so with `softmax_allocate_rollouts=True` the budget is shared out in whole
+    groups instead (see [`~SoftmaxSelector.rollout_counts`]): at each epoch's start a prompt gets as many groups as
+    its weight earns, 0 skipping it for the epoch and 2 or more rolling it out that many times.
     """
 
     name = "softmax"
@@ -169,6 +170,9 @@ class SoftmaxSelector(Selector):
         self.index = PromptIndex()
         self.ema = np.empty(0, dtype=np.float64)
         self._last_weight_max = 0.0
+        self._last_count_max = 0
+        # Allocating rollouts changes which prompts an epoch rolls out: a map-style dataset is then required.
+        self.masks_rollouts = bool(getattr(args, "softmax_allocate_rollouts", False))
 
     def _observe(self, ids: np.ndarray, p: np.ndarray) -> None:
         valid = np.isfinite(p)
@@ -197,8 +201,37 @@ class SoftmaxSelector(Selector):
         self._last_weight_max = float(weights.max()) if len(weights) else 0.0
         return weights
 
+    def rollout_counts(self, num_prompts: int, epoch: int) -> np.ndarray | None:
+        """
+        Groups per prompt for the epoch when `softmax_allocate_rollouts` is set, else `None`.
+
+        The `n` prompts seen so far share `n` groups: prompt `i` earns `n * w_i` with `w = softmax(-|ema - 0.5| /
+        tau)` over them, rounded down, and the groups left go to the largest remainders (ties to the lower index).
+        Prompts never seen get one group each, so the epoch keeps its length.
+        """
+        if not self.masks_rollouts:
+            return None
+        counts = np.ones(num_prompts, dtype=np.int64)
+        slots = self.index.lookup(np.arange(num_prompts))
+        seen = np.flatnonzero(slots >= 0)
+        if len(seen) == 0:
+            self._last_count_max = 1
+            return counts
+        z = -np.abs(self.ema[slots[seen]] - 0.5) / self.args.softmax_temperature
+        share = len(seen) * np.exp(z - z.max())
+        share *= len(seen) / share.sum()
+        whole = np.floor(share).astype(np.int64)
+        left = len(seen) - int(whole.sum())
+        whole[np.argsort(-(share - whole), kind="stable")[:left]] += 1
+        counts[seen] = whole
+        self._last_count_max = int(counts.max())
+        return counts
+
     def metrics(self) -> dict[str, float]:
-        return {"softmax_weight_max": self._last_weight_max}
+        values = {"softmax_weight_max": self._last_weight_max}
+        if self.masks_rollouts:
+            values["softmax_groups_max"] = float(self._last_count_max)
+        return values
 
     def state_dict(self) -> dict[str, np.ndarray]:
         return {**{f"index.{k}": v for k, v in self.index.state_dict().items()}, "ema": self.ema.copy()}
