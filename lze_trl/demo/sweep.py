@@ -233,7 +233,6 @@ def plot_sweep(rows: list[dict[str, Any]], baseline: str, path: str | Path, metr
         )
         twin.set_ylim(0, 1.05)
         twin.set_ylabel(f"total FLOPs / {baseline}", color="tab:purple")
-        twin.legend(fontsize=8, loc="lower right")
     ax.set_xlabel("selection_ratio")
     ax.set_title("(b) selection ratio")
 
@@ -264,12 +263,18 @@ def plot_sweep(rows: list[dict[str, Any]], baseline: str, path: str | Path, metr
     low, high = min(values), max(values)
     pad = max(0.02, 0.25 * (high - low))
     ax.set_xlim(max(0.0, low - 3 * pad), min(1.0, high + pad))
-    for ax in axes[:2]:
+    for ax, corner in zip(axes[:2], ("upper right", "lower left")):
         ax.axhline(base, color="grey", linestyle=":", label=f"{baseline}")
         ax.set_ylim(max(0.0, low - 3 * pad), min(1.0, high + pad))
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        # One legend per panel, with the twin axis's lines too (panel b), in a corner the data leave empty.
+        handles, labels = ax.get_legend_handles_labels()
+        for twin in ax.get_shared_x_axes().get_siblings(ax):
+            if twin is not ax:
+                more = twin.get_legend_handles_labels()
+                handles, labels = handles + more[0], labels + more[1]
+        ax.legend(handles, labels, fontsize=8, loc=corner)
     axes[2].grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
