@@ -6,6 +6,7 @@ import os
 import zlib
 
 import pytest
+import torch
 from datasets import Dataset
 
 
@@ -22,6 +23,18 @@ def prompt_number(prompt: str) -> int:
 def mixed_reward(prompts, completions, **kwargs):
     """Deterministic reward whose pass rate depends on the prompt: (i % 9) of 8 completion buckets pass."""
     return [float(zlib.crc32(c.encode()) % 8 < prompt_number(p) % 9) for p, c in zip(prompts, completions)]
+
+
+def count_grad_rows(model):
+    """Counts the rows that go through a forward pass with gradients enabled (the update's forward/backward)."""
+    counter = {"rows": 0}
+
+    def hook(module, args, kwargs):
+        if torch.is_grad_enabled():
+            counter["rows"] += kwargs["input_ids"].shape[0]
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
+    return counter
 
 
 def prompt_dataset(n: int = 32) -> Dataset:

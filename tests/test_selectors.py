@@ -7,8 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import torch
-from conftest import lze_args, mixed_reward, prompt_dataset, prompt_number, run_torchrun
+from conftest import count_grad_rows, lze_args, mixed_reward, prompt_dataset, prompt_number, run_torchrun
 from datasets import IterableDataset
 
 from lze_trl import LZEGRPOTrainer
@@ -224,17 +223,6 @@ def make_trainer(tmp_path, selector, reward=mixed_reward, dataset=None, **overri
         train_dataset=prompt_dataset() if dataset is None else dataset,
         processing_class=tokenizer,
     )
-
-
-def count_grad_rows(model):
-    counter = {"rows": 0}
-
-    def hook(module, args, kwargs):
-        if torch.is_grad_enabled():
-            counter["rows"] += kwargs["input_ids"].shape[0]
-
-    model.register_forward_pre_hook(hook, with_kwargs=True)
-    return counter
 
 
 def logged(trainer, key):

@@ -5,7 +5,7 @@ import zlib
 import numpy as np
 import pytest
 import torch
-from conftest import lze_args, mixed_reward, prompt_dataset
+from conftest import count_grad_rows, lze_args, mixed_reward, prompt_dataset
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
@@ -18,18 +18,6 @@ pytestmark = pytest.mark.slow
 
 def text_reward(completions, **kwargs):
     return [float(zlib.crc32(c.encode()) % 3 == 0) for c in completions]
-
-
-def count_grad_rows(model):
-    """Counts the rows that go through a forward pass with gradients enabled (the update's forward/backward)."""
-    counter = {"rows": 0}
-
-    def hook(module, args, kwargs):
-        if torch.is_grad_enabled():
-            counter["rows"] += kwargs["input_ids"].shape[0]
-
-    model.register_forward_pre_hook(hook, with_kwargs=True)
-    return counter
 
 
 def train(tmp_path, selector, **overrides):
