@@ -41,6 +41,21 @@ def prompt_dataset(n: int = 32) -> Dataset:
     return Dataset.from_dict({"prompt": [f"{i}+{i % 7}=" for i in range(n)]})
 
 
+def make_trainer(tmp_path, selector="lze", reward=mixed_reward, dataset=None, **overrides):
+    """An `LZEGRPOTrainer` of a fresh tiny Qwen2 on `prompt_dataset()` (or `dataset`) with `lze_args(**overrides)`."""
+    from lze_trl import LZEGRPOTrainer
+    from lze_trl.tiny import char_tokenizer, tiny_qwen2
+
+    tokenizer = char_tokenizer()
+    return LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=reward,
+        args=lze_args(tmp_path, selector=selector, **overrides),
+        train_dataset=prompt_dataset() if dataset is None else dataset,
+        processing_class=tokenizer,
+    )
+
+
 @pytest.fixture
 def tiny():
     from lze_trl.tiny import char_tokenizer, tiny_qwen2

@@ -7,10 +7,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import count_grad_rows, lze_args, mixed_reward, prompt_dataset, prompt_number, run_torchrun
+from conftest import count_grad_rows, lze_args, make_trainer, prompt_dataset, prompt_number, run_torchrun
 from datasets import IterableDataset
 
-from lze_trl import LZEGRPOTrainer
 from lze_trl.selectors import SELECTORS, GroupBatch, fit_groups, get_selector
 from lze_trl.selectors.peers import (
     DAPOSelector,
@@ -20,7 +19,6 @@ from lze_trl.selectors.peers import (
     UniformSelector,
     group_reward_std,
 )
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 def settings(**overrides):
@@ -213,18 +211,6 @@ def test_energy_terms_accept_a_comma_separated_string(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- trainer runs
-def make_trainer(tmp_path, selector, reward=mixed_reward, dataset=None, **overrides):
-    tokenizer = char_tokenizer()
-    args = lze_args(tmp_path, selector=selector, **overrides)
-    return LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=reward,
-        args=args,
-        train_dataset=prompt_dataset() if dataset is None else dataset,
-        processing_class=tokenizer,
-    )
-
-
 def logged(trainer, key):
     return [entry[key] for entry in trainer.state.log_history if key in entry]
 

@@ -5,7 +5,7 @@ import zlib
 import numpy as np
 import pytest
 import torch
-from conftest import count_grad_rows, lze_args, mixed_reward, prompt_dataset
+from conftest import count_grad_rows, lze_args, make_trainer, mixed_reward, prompt_dataset
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
@@ -260,14 +260,8 @@ def test_lora_run_updates_only_adapters(tmp_path):
 def test_prompt_table_and_bounded_selection_log(tmp_path):
     import pandas as pd
 
-    tokenizer = char_tokenizer()
-    args = lze_args(tmp_path, max_steps=4, save_strategy="steps", save_steps=2, selection_log_max_rows=5)
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=mixed_reward,
-        args=args,
-        train_dataset=prompt_dataset(),
-        processing_class=tokenizer,
+    trainer = make_trainer(
+        tmp_path, reward=mixed_reward, max_steps=4, save_strategy="steps", save_steps=2, selection_log_max_rows=5
     )
     trainer.train()
     table = trainer.prompt_table()
@@ -289,15 +283,9 @@ def test_skipped_update_keeps_the_generation_pace(tmp_path):
         calls.append(len(completions))
         return [1.0] * len(completions)
 
-    tokenizer = char_tokenizer()
-    args = lze_args(tmp_path, max_steps=2, gradient_accumulation_steps=2)  # 2 micro-steps per generation batch
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=always_right,
-        args=args,
-        train_dataset=prompt_dataset(),
-        processing_class=tokenizer,
-    )
+    trainer = make_trainer(
+        tmp_path, reward=always_right, max_steps=2, gradient_accumulation_steps=2
+    )  # 2 micro-steps per generation batch
     trainer.train()
     # one generation (and reward call) per optimizer step, although every micro-step was skipped
     assert calls == [16, 16]
