@@ -1,15 +1,29 @@
-"""lze-trl: Learning-Zone Energy prompt selection for TRL's GRPO."""
+"""lze-trl: Learning-Zone Energy prompt selection for TRL's GRPO.
 
-from .callbacks import LZEPlotCallback, add_plot_callback
-from .config import LZEGRPOConfig
-from .energy import EnergyScorer, compute_energy
-from .pruning import PromptPruner
-from .sampler import LZERepeatSampler
-from .selection import group_pass_rates, select_top_k
-from .trainer import LZEGRPOTrainer
+The public names are imported lazily (as TRL does): `import lze_trl.plotting` or `import lze_trl.state` loads neither
+torch nor TRL; `from lze_trl import LZEGRPOTrainer` loads the trainer on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "EnergyScorer": "energy",
+    "LZEGRPOConfig": "config",
+    "LZEGRPOTrainer": "trainer",
+    "LZEPlotCallback": "callbacks",
+    "LZERepeatSampler": "sampler",
+    "PromptPruner": "pruning",
+    "add_plot_callback": "callbacks",
+    "compute_energy": "energy",
+    "group_pass_rates": "selection",
+    "select_top_k": "selection",
+}
 
 __all__ = [
     "EnergyScorer",
@@ -23,3 +37,24 @@ __all__ = [
     "group_pass_rates",
     "select_top_k",
 ]
+
+if TYPE_CHECKING:
+    from .callbacks import LZEPlotCallback, add_plot_callback
+    from .config import LZEGRPOConfig
+    from .energy import EnergyScorer, compute_energy
+    from .pruning import PromptPruner
+    from .sampler import LZERepeatSampler
+    from .selection import group_pass_rates, select_top_k
+    from .trainer import LZEGRPOTrainer
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'lze_trl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

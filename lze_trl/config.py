@@ -9,6 +9,7 @@ from trl import GRPOConfig
 
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
 from .selectors import PREFILTER_MODES, SELECTORS
+from .state import RESUME_MODES
 
 
 @dataclass
@@ -49,7 +50,12 @@ class LZEGRPOConfig(GRPOConfig):
         energy_terms (`list[str]`, *optional*, defaults to `["anchor", "uncertainty", "momentum"]`):
             Terms of the energy to use; a term left out takes its neutral value (ablations of the paper's Fig. 3).
         pass_threshold (`float`, *optional*, defaults to `0.5`):
-            A rollout is correct when the correctness reward is `>= pass_threshold`.
+            A rollout is correct when the correctness reward is `>= pass_threshold`. A rollout whose correctness
+            reward is `None` (TRL turns it into NaN) counts neither as correct nor as wrong: it is left out of its
+            group's pass rate, and a group with no scorable rollout has no pass rate (energy 0, its state unchanged).
+            With a non-binary correctness reward (values other than 0 and 1), a group all on one side of the threshold
+            whose total rewards still differ is not dead: it gets a small energy below every learning-zone group (see
+            `lze_trl.selection.reward_spread_energies`).
         correctness_reward (`str` or `int`, *optional*):
             Name or index of the reward function that defines correctness. Defaults to the first one.
         prune_solved (`bool`, *optional*, defaults to `False`):
@@ -89,7 +95,15 @@ class LZEGRPOConfig(GRPOConfig):
             train dataset.
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
             Rows (one per prompt group and generation batch) kept in the selection log, oldest dropped first; 0
-            disables it. Saved as `lze_selection_log.parquet` with each checkpoint and at the end of training.
+            disables it. Saved as `lze_selection_log.parquet` with each checkpoint and at the end of training, and
+            restored on resume.
+        resume_lze_state (`str`, *optional*, defaults to `"strict"`):
+            What a resumed run does when its checkpoint has no usable LZE state: the state file `lze_state.npz` or
+            the selection log is missing or corrupt, or the state was recorded on another train dataset (its size and
+            a hash of its prompts are saved with the state). `"strict"` raises an error naming the file or both
+            dataset sizes, so per-prompt pass rates are never lost silently nor mapped onto other prompts; `"fresh"`
+            resumes the model, optimizer and schedule with a fresh LZE state, after a warning. With
+            `selector="none"` and no pruning the state decides nothing, and a missing one only warns.
     """
 
     selector: str = field(
@@ -163,6 +177,14 @@ class LZEGRPOConfig(GRPOConfig):
 
     selection_log_max_rows: int = field(
         default=100_000, metadata={"help": "Rows kept in the selection log (oldest dropped first); 0 disables it."}
+    )
+    resume_lze_state: str = field(
+        default="strict",
+        metadata={
+            "help": "On resume, a checkpoint without a usable LZE state (missing, corrupt, other train dataset): "
+            "'strict' refuses with an error, 'fresh' resumes with a fresh LZE state.",
+            "choices": list(RESUME_MODES),
+        },
     )
 
     def __post_init__(self):
@@ -274,6 +296,12 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "dapo_max_resample",
         args.dapo_max_resample,
         "use an integer >= 0 (0 filters without refilling; DAPO/verl allow up to 10 extra rounds).",
+    )
+    _check(
+        args.resume_lze_state in RESUME_MODES,
+        "resume_lze_state",
+        args.resume_lze_state,
+        f"use one of {list(RESUME_MODES)} ('fresh' resumes with a fresh LZE state on purpose).",
     )
     _check(
         args.prefilter_mode in PREFILTER_MODES,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .trainer import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
+from .state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 
 
 if TYPE_CHECKING:

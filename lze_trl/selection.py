@@ -91,3 +91,61 @@ def select_top_k(
     chosen = active_idx[np.argsort(-keys, kind="stable")[:k]]
     selected[chosen] = True
     return selected
+
+
+SPREAD_ENERGY_MAX = 0.01
+"""Highest energy given to a group kept alive only by the spread of its total rewards ([`reward_spread_energies`]):
+below the lowest energy a group in the learning zone can have with up to 16 rollouts (`0.05 * 4 * (1/16) * (15/16)`
+= 0.0117), so such groups rank after every learning-zone group."""
+
+
+def reward_spread_energies(
+    energies: np.ndarray,
+    pass_rates: np.ndarray,
+    correctness: np.ndarray,
+    total_rewards: np.ndarray,
+    max_energy: float = SPREAD_ENERGY_MAX,
+) -> np.ndarray:
+    """
+    Energies with the non-binary rule applied: a group whose rewards still differ is never dead.
+
+    A group is dead by its pass rate when it is 0 or 1 (every rollout on the same side of `pass_threshold`). With a
+    binary correctness reward (every value of the group 0 or 1) that is the paper's rule and nothing changes: the
+    group has no learning signal. With a non-binary correctness reward (a score, a length or format reward) a group can
+    sit entirely on one side of the threshold while its total rewards (all reward functions, weighted, as GRPO's
+    advantages see them) still differ, so GRPO would learn from it. Such a group gets the energy
+    `max_energy * s_g / max_h s_h`, `s_g` the standard deviation of its total rewards over the batch's such groups
+    `h`: it is live, ranks after every group in the learning zone, and among its kind by how much its rewards differ.
+    Groups whose total rewards are all equal (zero advantage) stay dead.
+
+    Args:
+        energies (`np.ndarray`):
+            Energies of the groups, shape `(num_groups,)`, from the pass rates.
+        pass_rates (`np.ndarray`):
+            Pass rates of the groups (NaN for unscorable groups, which stay as they are).
+        correctness (`np.ndarray`):
+            Correctness reward of each rollout, shape `(num_groups, num_generations)`, NaN where unscorable.
+        total_rewards (`np.ndarray`):
+            Total (weighted) reward of each rollout, same shape.
+        max_energy (`float`, *optional*, defaults to `SPREAD_ENERGY_MAX`):
+            Energy of the widest-spread such group.
+
+    Returns:
+        `np.ndarray`: the energies, a new array; identical to `energies` when every correctness reward is 0 or 1.
+    """
+    energies = np.asarray(energies, dtype=np.float64).copy()
+    pass_rates = np.asarray(pass_rates, dtype=np.float64)
+    correctness = np.asarray(correctness, dtype=np.float64).reshape(len(energies), -1)
+    total_rewards = np.asarray(total_rewards, dtype=np.float64).reshape(len(energies), -1)
+    binary = np.all(np.isnan(correctness) | (correctness == 0) | (correctness == 1), axis=1)
+    at_ends = (pass_rates == 0) | (pass_rates == 1)
+    candidates = at_ends & ~binary & (energies <= 0)
+    if not candidates.any():
+        return energies
+    finite = np.isfinite(total_rewards)
+    with np.errstate(invalid="ignore"):
+        spread = np.nanstd(np.where(finite, total_rewards, np.nan), axis=1)
+    alive = candidates & (finite.sum(axis=1) >= 2) & (np.nan_to_num(spread) > 1e-8)  # TRL's zero-std tolerance
+    if alive.any():
+        energies[alive] = max_energy * spread[alive] / spread[alive].max()
+    return energies

@@ -66,3 +66,22 @@ class SelectionLog:
         frame = pd.DataFrame(self.columns())
         frame["selected"] = frame["weight"] > 0
         return frame
+
+    def load_pandas(self, frame) -> None:
+        """Replaces the log by the rows of `frame` (as written by [`~SelectionLog.to_pandas`]), e.g. on resume."""
+        self.batches.clear()
+        self.num_rows = 0
+        if self.max_rows <= 0 or len(frame) == 0:
+            return
+        generation = frame["generation"].to_numpy()
+        starts = np.flatnonzero(np.r_[True, generation[1:] != generation[:-1]])
+        for start, stop in zip(starts, [*starts[1:], len(generation)]):
+            rows = frame.iloc[start:stop]
+            self.append(
+                int(rows["step"].iloc[0]),
+                int(rows["generation"].iloc[0]),
+                rows["prompt_id"].to_numpy(),
+                rows["pass_rate"].to_numpy(),
+                rows["energy"].to_numpy(),
+                rows["weight"].to_numpy(),
+            )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
+import warnings
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -18,24 +18,25 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
 
+from . import state as lze_state_files
 from .batching import active_positions, concat_batches, pack_kept_rows, plan_micro_steps
 from .callbacks import add_plot_callback
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .energy import EnergyScorer
+from .guards import DeadRunDetector, check_dataset_fits_batch, checked_reward_func
 from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
 from .pruning import PromptPruner
 from .sampler import LZERepeatSampler
-from .selection import group_pass_rates
+from .selection import group_pass_rates, reward_spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, fit_groups, get_selector
+from .state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
+from .trl_coupling import advance_entropy_controller, update_metric_fill_values
 
 
 logger = logging.get_logger(__name__)
 
-STATE_ARRAYS = "lze_state.npz"
-STATE_JSON = "lze_state.json"
-PROMPTS_PARQUET = "lze_prompts.parquet"
-SELECTION_LOG_PARQUET = "lze_selection_log.parquet"
+__all__ = ["LZEGRPOTrainer", "PROMPTS_PARQUET", "SELECTION_LOG_PARQUET"]
 # Loss types that normalise by a token count spanning the generation batch (`num_items_in_batch`): zero-weight
 # padding rows change nothing in them. The others average over the rows of each micro-batch, padding included.
 TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "vespo")
@@ -101,12 +102,35 @@ class LZEGRPOTrainer(GRPOTrainer):
                 f"num_generations={args.num_generations} is invalid with selector={args.selector!r}: pass rates need "
                 "a group of rollouts per prompt; set num_generations >= 2 (the paper uses 8)."
             )
-        if train_dataset is not None:
-            if not has_prompt_column(train_dataset):
-                raise ValueError(
-                    "The train dataset has no `prompt` column: GRPO needs one (a string or a list of chat messages). "
-                    "Rename your question column to `prompt`, e.g. `dataset.rename_column('question', 'prompt')`."
+        # LZE keys its per-prompt state by a stable prompt identity: the row index of a map-style dataset, or a
+        # content hash of the `prompt` column of an iterable one. Without either (no train dataset: an
+        # environment_factory owns the prompts; an iterable dataset without `prompt`), it cannot apply.
+        iterable = isinstance(train_dataset, IterableDataset)
+        if (
+            train_dataset is not None
+            and kw.get("environment_factory") is None
+            and not has_prompt_column(train_dataset)
+        ):
+            raise ValueError(
+                "The train dataset has no `prompt` column: GRPO needs one (a string or a list of chat messages) "
+                "unless an `environment_factory` provides the prompts. Rename your question column to `prompt`, e.g. "
+                "`dataset.rename_column('question', 'prompt')`."
+            )
+        self._lze_enabled = train_dataset is not None and (not iterable or has_prompt_column(train_dataset))
+        if not self._lze_enabled:
+            if args.selector != "none" or args.prune_solved:
+                warnings.warn(
+                    f"selector={args.selector!r} needs a stable identity for each prompt: a map-style train dataset "
+                    "(the row index) or an iterable one with a `prompt` column (a content hash); got "
+                    + ("no train dataset" if train_dataset is None else "an IterableDataset without `prompt`")
+                    + ". This run trains as plain GRPO (selector='none', no pruning). Pass a `datasets.Dataset` to "
+                    "use LZE.",
+                    stacklevel=2,
                 )
+            args.selector, args.prune_solved = "none", False
+            selector_cls = get_selector("none")
+            selector = selector_cls(args)
+        if train_dataset is not None and self._lze_enabled:
             if args.prune_solved and isinstance(train_dataset, IterableDataset):
                 raise ValueError(
                     "prune_solved=True needs a map-style train dataset (the sampler skips pruned indices); got an "
@@ -127,6 +151,18 @@ class LZEGRPOTrainer(GRPOTrainer):
             train_dataset = with_prompt_ids(train_dataset)
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kw)
         self._correctness_index = self._resolve_correctness_reward(args.correctness_reward)
+        # Reward functions that return something other than one number (or None) per completion fail in TRL with a
+        # tensor-construction error naming neither the function nor the value: check them by name instead.
+        self.reward_funcs = [
+            f if isinstance(f, torch.nn.Module) or not callable(f) else checked_reward_func(f, name)
+            for f, name in zip(self.reward_funcs, self.reward_func_names)
+        ]
+        if self._lze_enabled and not isinstance(self.train_dataset, IterableDataset):
+            check_dataset_fits_batch(len(self.train_dataset), self.args.generation_batch_size, self.num_generations)
+        self._lze_dead_run = DeadRunDetector(args.pass_threshold, self.reward_func_names[self._correctness_index])
+        self._lze_batch_prompt_ids: list[int] | None = None  # prompt ids of the batch `training_step` was given
+        self._lze_skipped_windows = 0  # optimizer windows skipped whole since the last log
+        self._lze_fingerprint: dict[str, Any] | None = None
         self.scorer = EnergyScorer(
             ema_decay=args.energy_ema_decay,
             momentum_weight=args.energy_momentum_weight,
@@ -219,11 +255,14 @@ class LZEGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
-        if not self.model.training:
-            return output  # evaluation: nothing to select, no training state to touch
+        local_ids, self._lze_batch_prompt_ids = self._lze_batch_prompt_ids, None
+        if not self.model.training or local_ids is None:
+            # Evaluation (nothing to select, no training state to touch), a run without prompt identity (plain
+            # GRPO), or a direct call outside `training_step`.
+            return output
 
         G, num_processes = self.num_generations, self.accelerator.num_processes
-        group_ids, rewards, pass_rates, energies = self._lze_observe(inputs)
+        group_ids, rewards, pass_rates, energies = self._lze_observe(local_ids)
         weights = self._lze_select(group_ids, pass_rates, rewards, energies, refill_round=0)
         refills = 0
         if self.selector.refill_rounds > 0:
@@ -273,18 +312,26 @@ class LZEGRPOTrainer(GRPOTrainer):
             self._metrics["train"][name].append(value)
         return output
 
-    def _lze_observe(self, inputs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Scores the groups just generated for `inputs` (all processes together) and updates the per-prompt state."""
+    def _lze_observe(self, local_ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """
+        Scores the groups just generated for this process's rows `local_ids` (prompt ids, all processes together)
+        and updates the per-prompt state. Groups held alive only by the spread of non-binary rewards get the energy
+        of [`reward_spread_energies`].
+        """
         G = self.num_generations
-        local_ids = torch.tensor(
-            [x[PROMPT_ID_COLUMN] for x in inputs], dtype=torch.long, device=self.accelerator.device
-        )
-        group_ids = gather(local_ids).cpu().numpy()[::G]
-        rewards = self._lze_rewards_per_func[:, self._correctness_index].float().cpu().numpy().reshape(-1, G)
+        local = torch.tensor(local_ids, dtype=torch.long, device=self.accelerator.device)
+        group_ids = gather(local).cpu().numpy()[::G]
+        rewards_per_func = self._lze_rewards_per_func.float()
+        rewards = rewards_per_func[:, self._correctness_index].cpu().numpy().reshape(-1, G)
+        weights = self.reward_weights.to(rewards_per_func.device).float()
+        totals = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1).cpu().numpy().reshape(-1, G)
         pass_rates = group_pass_rates(rewards, G, self.args.pass_threshold)
-        energies = self.scorer.score(group_ids, pass_rates)
+        energies = reward_spread_energies(self.scorer.score(group_ids, pass_rates), pass_rates, rewards, totals)
         if self.pruner is not None:
             self.pruner.observe(group_ids, pass_rates)
+        message = self._lze_dead_run.observe(pass_rates, rewards)
+        if message is not None and self.accelerator.is_main_process:
+            warnings.warn(message, UserWarning, stacklevel=2)
         return group_ids, rewards, pass_rates, energies
 
     def _lze_select(self, group_ids, pass_rates, rewards, energies, refill_round: int) -> np.ndarray:
@@ -315,9 +362,9 @@ class LZEGRPOTrainer(GRPOTrainer):
         rounds = [(output, group_ids, pass_rates, energies, weights)]
         seen = set(group_ids.tolist())
         while len(rounds) <= self.selector.refill_rounds and used.sum() < num_processes * rows_per_process:
-            extra = self._lze_refill_inputs(inputs, len(group_ids), len(rounds), seen)
+            extra, extra_ids = self._lze_refill_inputs(inputs, len(group_ids), len(rounds), seen)
             out = super()._generate_and_score_completions(extra)
-            ids, rewards, rates, energy = self._lze_observe(extra)
+            ids, rewards, rates, energy = self._lze_observe(extra_ids)
             w, used = fit_groups(self._lze_select(ids, rates, rewards, energy, len(rounds)), used, G, rows_per_process)
             rounds.append((out, ids, rates, energy, w))
             seen.update(ids.tolist())
@@ -327,12 +374,15 @@ class LZEGRPOTrainer(GRPOTrainer):
         stacked = [np.concatenate([r[i] for r in rounds]) for i in range(1, 5)]
         return merged, *stacked, len(rounds) - 1
 
-    def _lze_refill_inputs(self, inputs, num_groups: int, refill_round: int, seen: set[int]) -> list[dict]:
+    def _lze_refill_inputs(
+        self, inputs, num_groups: int, refill_round: int, seen: set[int]
+    ) -> tuple[list[dict], list[int]]:
         """
-        This process's inputs for one refill round: `num_groups` prompts drawn without replacement from the epoch's
-        pool (the sampler's, after pruning and the selector's rollout mask) minus the prompts already in this
-        generation batch (from the whole pool, with replacement, when too few are left), seeded by
-        `(seed, generation index, round)`; each repeated `num_generations` times and dealt to the processes in order.
+        This process's inputs for one refill round, and their prompt ids: `num_groups` prompts drawn without
+        replacement from the epoch's pool (the sampler's, after pruning and the selector's rollout mask) minus the
+        prompts already in this generation batch (from the whole pool, with replacement, when too few are left),
+        seeded by `(seed, generation index, round)`; each repeated `num_generations` times and dealt to the processes
+        in order. The rows carry the same columns as `inputs` (never the internal prompt-id column).
         """
         keep = self.train_sampler.epoch_keep if self.train_sampler is not None else None
         pool = np.flatnonzero(keep) if keep is not None else np.arange(len(self.train_dataset))
@@ -341,10 +391,11 @@ class LZEGRPOTrainer(GRPOTrainer):
         rng = np.random.default_rng([self.args.seed, self._lze_generation, refill_round, 1])
         chosen = rng.choice(source, size=num_groups, replace=len(source) < num_groups)
         columns = self.train_dataset[chosen.tolist()]
-        keys = [k for k in inputs[0] if k in columns]
+        keys = [k for k in inputs[0] if k in columns and k != PROMPT_ID_COLUMN]
         rows = [{k: columns[k][i] for k in keys} for i in range(num_groups)]
         start = self.accelerator.process_index * len(inputs)
-        return [dict(rows[r // self.num_generations]) for r in range(start, start + len(inputs))]
+        positions = [r // self.num_generations for r in range(start, start + len(inputs))]
+        return [dict(rows[i]) for i in positions], [int(chosen[i]) for i in positions]
 
     def _mark_rows(self, output: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:
         """
@@ -395,7 +446,19 @@ class LZEGRPOTrainer(GRPOTrainer):
             inputs = self._buffered_inputs[self._step % spg]
         return inputs
 
+    def _lze_take_prompt_ids(self, inputs):
+        """
+        Removes the internal prompt-id column from a training batch before any user-visible code sees it (the
+        reward functions' kwargs, `_prepare_inputs` / `_generate_and_score_completions` overrides, callbacks) and keeps
+        the ids for the selection of this batch.
+        """
+        if not (isinstance(inputs, list) and inputs and isinstance(inputs[0], dict) and PROMPT_ID_COLUMN in inputs[0]):
+            return inputs
+        self._lze_batch_prompt_ids = [int(row[PROMPT_ID_COLUMN]) for row in inputs]
+        return [{k: v for k, v in row.items() if k != PROMPT_ID_COLUMN} for row in inputs]
+
     def training_step(self, model, inputs, num_items_in_batch):
+        inputs = self._lze_take_prompt_ids(inputs)
         self._count_batch()
         if self._lze_resume is not None:
             # Mid-epoch, nothing between the checkpoint and this step drew random numbers in the uninterrupted run,
@@ -410,9 +473,34 @@ class LZEGRPOTrainer(GRPOTrainer):
             # A micro-step with no kept row on any process: skip forward and backward everywhere. When a whole
             # optimizer step is skipped, gradients stay None and the optimizer leaves the weights alone (a zero
             # gradient would still move AdamW's weights through weight decay).
-            self._step += 1  # GRPOTrainer.training_step's counter, which paces generation
+            self._skip_micro_step()
             return torch.zeros((), device=self.args.device)
         return super().training_step(model, inputs, num_items_in_batch)
+
+    def _skip_micro_step(self) -> None:
+        """
+        What `GRPOTrainer.training_step` does besides the forward/backward, for a skipped micro-step: advance the
+        micro-step counter that paces generation and, at the end of an optimizer window (which, the window's last
+        micro-step being kept whenever any is, was then skipped whole), log its `step_time` and advance the adaptive
+        entropy controller once, as TRL does once per optimizer step ([`advance_entropy_controller`]).
+        """
+        self._step += 1
+        if self._step % self.current_gradient_accumulation_steps == 0:
+            self._metrics["train"]["step_time"].append(self._current_train_step_time)
+            self._current_train_step_time = 0.0
+            advance_entropy_controller(self)
+            self._lze_skipped_windows += 1
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if self.model.training and self._lze_skipped_windows > 0 and self._metrics["train"]:
+            # Windows skipped whole ran no loss: the keys TRL's loss logs get what a zero update means, so that every
+            # log row has the keys of stock TRL (a dashboard reading `policy_loss` must not find it missing).
+            for key, value in update_metric_fill_values(self).items():
+                if not self._metrics["train"].get(key):
+                    self._metrics["train"][key] = [value]
+        if self.model.training:
+            self._lze_skipped_windows = 0
+        super().log(logs, start_time)
 
     def _count_batch(self) -> None:
         epoch = self.train_sampler.epoch if self.train_sampler is not None else None
@@ -440,6 +528,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             "epoch": self._lze_epoch if self._lze_epoch is not None else 0,
             "batches_in_epoch": self._lze_batches_in_epoch,
             "rollouts_skipped": self._lze_rollouts_skipped,
+            "dataset": self._dataset_fingerprint(),
         }
         return arrays, counters
 
@@ -449,11 +538,16 @@ class LZEGRPOTrainer(GRPOTrainer):
             folder = os.path.join(
                 self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
             )
-            arrays, counters = self.lze_state()
-            np.savez(os.path.join(folder, STATE_ARRAYS), **arrays)
-            with open(os.path.join(folder, STATE_JSON), "w") as f:
-                json.dump(counters, f, indent=2)
+            # Tables first, the state file last: a state file in a checkpoint means its tables are complete too.
             self.save_lze_tables(folder)
+            arrays, counters = self.lze_state()
+            lze_state_files.save_state(folder, arrays, counters)
+
+    def _dataset_fingerprint(self) -> dict[str, Any] | None:
+        """Size and prompt hash of the train dataset (computed once), recorded with the LZE state."""
+        if self._lze_fingerprint is None and self._lze_enabled and not isinstance(self.train_dataset, IterableDataset):
+            self._lze_fingerprint = lze_state_files.dataset_fingerprint(self.train_dataset)
+        return self._lze_fingerprint
 
     def prompt_table(self, include_prompts: bool = True):
         """
@@ -489,21 +583,36 @@ class LZEGRPOTrainer(GRPOTrainer):
     def save_lze_tables(self, folder: str) -> None:
         """Writes the prompt table and the selection log as parquet files into `folder`."""
         os.makedirs(folder, exist_ok=True)
-        self.prompt_table().to_parquet(os.path.join(folder, PROMPTS_PARQUET), index=False)
-        self.selection_log.to_pandas().to_parquet(os.path.join(folder, SELECTION_LOG_PARQUET), index=False)
+        lze_state_files.save_table(self.prompt_table(), os.path.join(folder, PROMPTS_PARQUET))
+        lze_state_files.save_table(self.selection_log.to_pandas(), os.path.join(folder, SELECTION_LOG_PARQUET))
 
     def load_lze_state(self, checkpoint: str) -> None:
-        """Restores the LZE state saved in `checkpoint` (a checkpoint folder)."""
-        with np.load(os.path.join(checkpoint, STATE_ARRAYS)) as data:
-            arrays = {k: data[k] for k in data.files}
-        with open(os.path.join(checkpoint, STATE_JSON)) as f:
-            counters = json.load(f)
+        """
+        Restores the LZE state saved in `checkpoint` (a checkpoint folder): per-prompt state, selector, prune pool,
+        sampler position, counters and selection log.
+
+        Raises:
+            [`~lze_trl.state.LZEStateError`]: when the state file or the selection log is missing or corrupt, or the
+            state was recorded on another train dataset (size or prompts).
+        """
+        arrays, counters = lze_state_files.load_state(checkpoint)
+        lze_state_files.check_fingerprint(counters.get("dataset"), self._dataset_fingerprint(), checkpoint)
+        log_path = os.path.join(checkpoint, SELECTION_LOG_PARQUET)
+        if not os.path.isfile(log_path):
+            raise LZEStateError(f"The checkpoint {checkpoint!r} has no selection log {SELECTION_LOG_PARQUET!r}.")
+        try:
+            import pandas as pd
+
+            log_frame = pd.read_parquet(log_path)
+        except Exception as error:
+            raise LZEStateError(f"The selection log {log_path!r} is corrupt ({type(error).__name__}).") from error
         self.scorer.load_state_dict({k[len("scorer.") :]: v for k, v in arrays.items() if k.startswith("scorer.")})
         self.selector.load_state_dict(
             {k[len("selector.") :]: v for k, v in arrays.items() if k.startswith("selector.")}
         )
         if self.pruner is not None:
             self.pruner.load_state_dict({k[len("pruner.") :]: v for k, v in arrays.items() if k.startswith("pruner.")})
+        self.selection_log.load_pandas(log_frame)
         self._lze_generation = counters["generation"]
         self._step = counters["step"]
         self._lze_epoch = counters["epoch"]
@@ -516,14 +625,37 @@ class LZEGRPOTrainer(GRPOTrainer):
             "epoch_counts": arrays.get("sampler.epoch_counts"),
         }
 
+    def _resume_lze_state(self, checkpoint: str) -> bool:
+        """
+        Loads the LZE state of `checkpoint` for a resumed run; returns whether there was one to load.
+
+        A checkpoint without a usable LZE state (missing, corrupt, recorded on another train dataset) is refused with
+        an [`~lze_trl.state.LZEStateError`] when the state decides what is trained (any selector but `"none"`, or
+        forward pruning), unless `resume_lze_state="fresh"`: then, as for `selector="none"`, the run resumes with a
+        fresh LZE state after a warning.
+        """
+        if not self._lze_enabled:
+            return False
+        try:
+            self.load_lze_state(checkpoint)
+            return True
+        except LZEStateError as error:
+            decides = self.args.selector != "none" or self.pruner is not None
+            if decides and self.args.resume_lze_state != "fresh":
+                raise LZEStateError(
+                    f"{error} Resuming would silently restart LZE's per-prompt state. Resume from a complete "
+                    "checkpoint of this run with the same train dataset, or set resume_lze_state='fresh' to resume "
+                    "the model and optimizer with a fresh LZE state on purpose."
+                ) from error
+            warnings.warn(f"{error} The run resumes with a fresh LZE state.", UserWarning, stacklevel=3)
+            return False
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
         if resume_from_checkpoint is True:
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
             if resume_from_checkpoint is None:
                 raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
-        has_state = bool(resume_from_checkpoint) and os.path.isfile(os.path.join(resume_from_checkpoint, STATE_JSON))
-        if has_state:
-            self.load_lze_state(resume_from_checkpoint)
+        has_state = bool(resume_from_checkpoint) and self._resume_lze_state(resume_from_checkpoint)
         self.selector.on_train_begin(self)  # e.g. the prefilter judges the prompts with the initial policy
         if not has_state:
             output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
@@ -535,6 +667,6 @@ class LZEGRPOTrainer(GRPOTrainer):
                 output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
             finally:
                 self.args.ignore_data_skip = ignore_data_skip
-        if self.args.should_save:
+        if self.args.should_save and self._lze_enabled:
             self.save_lze_tables(self.args.output_dir)
         return output

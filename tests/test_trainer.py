@@ -5,7 +5,7 @@ import zlib
 import numpy as np
 import pytest
 import torch
-from conftest import count_grad_rows, lze_args, make_trainer, mixed_reward, prompt_dataset
+from conftest import count_grad_rows, lze_args, make_trainer, mixed_reward, prompt_dataset, prompt_number
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
@@ -138,9 +138,9 @@ def test_evaluation_neither_selects_nor_touches_state(tmp_path):
 
 
 def test_none_and_nan_rewards_neither_crash_nor_poison_state(tmp_path):
-    def patchy(completions, lze_prompt_id, **kwargs):
+    def patchy(prompts, completions, **kwargs):
         out = []
-        for c, pid in zip(completions, lze_prompt_id):
+        for c, pid in zip(completions, map(prompt_number, prompts)):
             if pid % 4 == 0:
                 out.append(None)  # a prompt with no scorable rollout
             elif zlib.crc32(c.encode()) % 5 == 0:

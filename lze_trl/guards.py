@@ -1,0 +1,180 @@
+"""Checks that turn a silent failure into a loud one: bad reward values, runs that cannot learn, tiny datasets.
+
+Plain Python / numpy with no TRL import; [`LZEGRPOTrainer`] wires them in.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+
+# ----------------------------------------------------------------------------------------------- reward values
+def _is_reward_value(value: Any) -> bool:
+    if value is None or isinstance(value, (numbers.Real, np.number, np.bool_)):
+        return True
+    # 0-d arrays and tensors (`np.float32(1)`, `torch.tensor(1.0)`), which `torch.tensor` accepts as numbers
+    return getattr(value, "ndim", None) == 0 and not isinstance(value, (str, bytes))
+
+
+def check_reward_values(name: str, values: Any, num_completions: int | None = None) -> None:
+    """
+    Raises a `TypeError` naming the reward function when it did not return one number (or `None`) per completion.
+
+    Args:
+        name (`str`):
+            The reward function's name, as TRL logs it.
+        values:
+            What the function returned.
+        num_completions (`int`, *optional*):
+            How many completions it was given; `None` skips the length check.
+    """
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__len__"):
+        raise TypeError(
+            f"Reward function {name!r} returned a {type(values).__name__}; it must return a list with one float (or "
+            "None) per completion."
+        )
+    for value in values:
+        if not _is_reward_value(value):
+            shown = repr(value)
+            raise TypeError(
+                f"Reward function {name!r} returned a {type(value).__name__} value ({shown[:60]}) among its rewards; "
+                "each reward must be a number (int, float, bool) or None for 'cannot score this completion'. "
+                "Return e.g. `float(score)`."
+            )
+    if num_completions is not None and len(values) != num_completions:
+        raise TypeError(
+            f"Reward function {name!r} returned {len(values)} rewards for {num_completions} completions; it must "
+            "return one per completion."
+        )
+
+
+def checked_reward_func(func: Callable, name: str) -> Callable:
+    """
+    Wraps a plain (sync or async) reward function so that its return value is checked by [`check_reward_values`].
+
+    The wrapper keeps the function's name and signature, and is a coroutine function when `func` is one, so TRL calls
+    it exactly as it would call `func`.
+    """
+
+    def num_completions(kwargs: dict) -> int | None:
+        completions = kwargs.get("completions")
+        return len(completions) if completions is not None else None
+
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def async_wrapper(*args, **kwargs):
+            values = await func(*args, **kwargs)
+            check_reward_values(name, values, num_completions(kwargs))
+            return values
+
+        async_wrapper.__lze_checked__ = True
+        return async_wrapper
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        values = func(*args, **kwargs)
+        check_reward_values(name, values, num_completions(kwargs))
+        return values
+
+    wrapper.__lze_checked__ = True
+    return wrapper
+
+
+# ------------------------------------------------------------------------------------------ runs that cannot learn
+class DeadRunDetector:
+    """
+    Notices when the first generation batches hold no group in the learning zone, and says why once.
+
+    A group is in the learning zone when its pass rate (share of rollouts whose correctness reward is
+    `>= pass_threshold`) is strictly between 0 and 1. When the first `num_batches` generation batches have none, the
+    threshold most likely does not fit the correctness reward (a length or format reward always above it, a score that
+    never reaches it): [`DeadRunDetector.observe`] then returns, once, a message naming `pass_threshold`,
+    `correctness_reward`, the reward function and the range of rewards it returned.
+
+    Args:
+        pass_threshold (`float`):
+            The run's `pass_threshold`.
+        reward_name (`str`):
+            Name of the correctness reward function.
+        num_batches (`int`, *optional*, defaults to `3`):
+            Generation batches to watch.
+    """
+
+    def __init__(self, pass_threshold: float, reward_name: str, num_batches: int = 3) -> None:
+        self.pass_threshold = pass_threshold
+        self.reward_name = reward_name
+        self.num_batches = num_batches
+        self.seen = 0
+        self.live = 0
+        self.low, self.high = math.inf, -math.inf
+        self.done = False
+
+    def observe(self, pass_rates: np.ndarray, rewards: np.ndarray) -> str | None:
+        """Records one generation batch; returns the warning the first time the run is found unable to learn."""
+        if self.done:
+            return None
+        pass_rates = np.asarray(pass_rates, dtype=np.float64)
+        rewards = np.asarray(rewards, dtype=np.float64)
+        self.seen += 1
+        self.live += int(((pass_rates > 0) & (pass_rates < 1)).sum())
+        finite = rewards[np.isfinite(rewards)]
+        if finite.size:
+            self.low, self.high = min(self.low, float(finite.min())), max(self.high, float(finite.max()))
+        if self.live > 0:
+            self.done = True
+            return None
+        if self.seen < self.num_batches:
+            return None
+        self.done = True
+        if self.low > self.high:
+            observed = "no finite value (every reward was None or NaN)"
+        elif self.low == self.high:
+            observed = f"the constant {self.low:g}"
+        else:
+            observed = f"values in [{self.low:g}, {self.high:g}]"
+        side = (
+            "always at or above"
+            if self.low >= self.pass_threshold
+            else "never at or above"
+            if self.high < self.pass_threshold
+            else "at or above it for all or none of the rollouts of every prompt,"
+        )
+        return (
+            f"In the first {self.seen} generation batches no prompt group was in the learning zone: every group was "
+            f"all-correct or all-wrong by pass_threshold={self.pass_threshold:g} on the correctness reward "
+            f"{self.reward_name!r} (correctness_reward), which returned {observed}, {side} the threshold. LZE scores "
+            "such groups 0 and updates only on groups whose total rewards still differ. If this reward is not a 0/1 "
+            "correctness signal, set `correctness_reward` to the reward function that is, or `pass_threshold` to a "
+            "value inside its range."
+        )
+
+
+# ----------------------------------------------------------------------------------------------- dataset size
+def check_dataset_fits_batch(num_prompts: int, generation_batch_size: int, num_generations: int) -> None:
+    """
+    Raises a `ValueError` when the train dataset cannot fill one generation batch (the run would train 0 steps).
+
+    Args:
+        num_prompts (`int`):
+            Rows of the train dataset.
+        generation_batch_size (`int`):
+            Rollouts per generation batch, all processes together.
+        num_generations (`int`):
+            Rollouts per prompt.
+    """
+    needed = generation_batch_size // num_generations
+    if num_prompts < needed:
+        raise ValueError(
+            f"The train dataset has {num_prompts} prompts, but one generation batch needs {needed} distinct prompts "
+            f"(generation_batch_size={generation_batch_size} rollouts / num_generations={num_generations}): training "
+            "would run 0 steps. Use a larger dataset, or lower per_device_train_batch_size, steps_per_generation or "
+            "the number of processes, or raise num_generations."
+        )

@@ -1,0 +1,187 @@
+"""The LZE run state on disk: file names, atomic checkpoint files, the train-dataset fingerprint.
+
+[`LZEGRPOTrainer`] calls [`save_state`] from `_save_checkpoint` and [`load_state`] when a run resumes, the way TRL
+keeps its entropy controller's state in a JSON file of its own. The analysis side ([`lze_trl.plotting`]) reads the
+tables named here and never imports the trainer. Plain numpy / pandas, no TRL import.
+
+Every file is written to a temporary file in the same folder and renamed over its final name (`os.replace`, atomic
+on POSIX and Windows), so a process killed at any instant leaves either no file or a complete one. The arrays and the
+counters travel in one file (`lze_state.npz`, the counters as JSON under the key `__counters__`), so they can never
+be out of step with each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+STATE_FILE = "lze_state.npz"
+"""The LZE state of a checkpoint: the per-prompt arrays and the counters, in one atomically written file."""
+LEGACY_COUNTERS_FILE = "lze_state.json"
+"""The counters' own file in checkpoints written before lze-trl kept them inside `lze_state.npz` (still read)."""
+PROMPTS_PARQUET = "lze_prompts.parquet"
+"""The per-prompt table (`trainer.prompt_table()`), written with each checkpoint and at the end of training."""
+SELECTION_LOG_PARQUET = "lze_selection_log.parquet"
+"""The selection log (`trainer.selection_log`), written with each checkpoint and at the end of training."""
+COUNTERS_KEY = "__counters__"
+RESUME_MODES = ("strict", "fresh")
+
+
+class LZEStateError(ValueError):
+    """The LZE state of a checkpoint is missing, corrupt, or does not fit the run that resumes from it."""
+
+
+def atomic_write(path: str, write: Callable[[Any], None], binary: bool = True) -> None:
+    """
+    Writes a file so that it is either absent or complete, whenever the process dies.
+
+    Args:
+        path (`str`):
+            Final path of the file.
+        write (`Callable`):
+            Called with an open file object (a temporary file in the same folder) to write the content.
+        binary (`bool`, *optional*, defaults to `True`):
+            Open the temporary file in binary mode.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb" if binary else "w") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
+        dir_fd = os.open(folder, os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def save_state(folder: str, arrays: dict[str, np.ndarray], counters: dict[str, Any]) -> str:
+    """
+    Writes the LZE state (arrays and JSON-serialisable counters) atomically as `folder/lze_state.npz`.
+
+    Returns:
+        `str`: the path written.
+    """
+    if COUNTERS_KEY in arrays:
+        raise ValueError(f"{COUNTERS_KEY!r} is reserved for the counters.")
+    buffer = io.BytesIO()
+    blob = np.frombuffer(json.dumps(counters, sort_keys=True).encode("utf-8"), dtype=np.uint8)
+    np.savez(buffer, **arrays, **{COUNTERS_KEY: blob})
+    path = os.path.join(folder, STATE_FILE)
+    atomic_write(path, lambda f: f.write(buffer.getbuffer()))
+    return path
+
+
+def has_state(folder: str) -> bool:
+    """Whether `folder` holds an LZE state file."""
+    return os.path.isfile(os.path.join(folder, STATE_FILE))
+
+
+def load_state(folder: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """
+    Reads the LZE state written by [`save_state`] (or the two files of older checkpoints).
+
+    Raises:
+        [`LZEStateError`]: naming the file, when it is missing or cannot be read.
+
+    Returns:
+        `tuple[dict, dict]`: the arrays and the counters.
+    """
+    path = os.path.join(folder, STATE_FILE)
+    if not os.path.isfile(path):
+        raise LZEStateError(f"The checkpoint {folder!r} has no LZE state file {STATE_FILE!r}.")
+    try:
+        with np.load(path) as data:
+            arrays = {k: data[k] for k in data.files}
+    except Exception as error:  # zipfile.BadZipFile, EOFError, ValueError, OSError: all mean an unreadable file
+        raise LZEStateError(f"The LZE state file {path!r} is corrupt ({type(error).__name__}: {error}).") from error
+    blob = arrays.pop(COUNTERS_KEY, None)
+    if blob is not None:
+        text, source = blob.tobytes().decode("utf-8", errors="replace"), path
+    else:
+        source = os.path.join(folder, LEGACY_COUNTERS_FILE)
+        if not os.path.isfile(source):
+            raise LZEStateError(
+                f"The checkpoint {folder!r} holds {STATE_FILE!r} but not its counters file {LEGACY_COUNTERS_FILE!r}."
+            )
+        with open(source) as f:
+            text = f.read()
+    try:
+        counters = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise LZEStateError(f"The LZE counters in {source!r} are corrupt ({error}).") from error
+    if not isinstance(counters, dict):
+        raise LZEStateError(f"The LZE counters in {source!r} are corrupt (not a JSON object).")
+    return arrays, counters
+
+
+def save_table(frame: Any, path: str) -> None:
+    """Writes a `pandas.DataFrame` atomically as parquet."""
+    atomic_write(path, lambda f: frame.to_parquet(f, index=False))
+
+
+# ----------------------------------------------------------------------------------------------- dataset fingerprint
+def dataset_fingerprint(dataset: Any) -> dict[str, Any] | None:
+    """
+    Size and content hash of a map-style train dataset, recorded in the LZE state so that a resumed run can tell
+    whether its per-prompt state (keyed by row index) belongs to the same prompts.
+
+    The hash covers the `prompt` column (each prompt as JSON, in row order), or every column when there is none
+    (e.g. a dataset whose prompts an `environment_factory` owns).
+
+    Returns:
+        `dict` with `size` (`int`) and `hash` (`str`, hex), or `None` for a dataset without a length.
+    """
+    try:
+        size = len(dataset)
+    except TypeError:
+        return None
+    digest = hashlib.blake2b(digest_size=16)
+    names = [c for c in getattr(dataset, "column_names", None) or [] if c != "lze_prompt_id"]
+    columns = ["prompt"] if "prompt" in names else sorted(names)
+    for start in range(0, size, 4096):
+        chunk = dataset[start : min(start + 4096, size)]
+        for name in columns:
+            digest.update(name.encode("utf-8"))
+            for value in chunk[name]:
+                digest.update(json.dumps(value, sort_keys=True, default=str).encode("utf-8"))
+                digest.update(b"\x00")
+    return {"size": int(size), "hash": digest.hexdigest()}
+
+
+def check_fingerprint(saved: dict[str, Any] | None, current: dict[str, Any] | None, checkpoint: str) -> None:
+    """
+    Raises an [`LZEStateError`] when the checkpoint's train dataset (`saved`) is not the run's (`current`).
+
+    Checkpoints written before the fingerprint existed (`saved is None`) pass.
+    """
+    if saved is None or current is None:
+        return
+    if saved["size"] != current["size"]:
+        raise LZEStateError(
+            f"The LZE state in {checkpoint!r} was recorded on a train dataset of {saved['size']} prompts, but this "
+            f"run's train dataset has {current['size']}: its per-prompt pass rates are keyed by row index and would "
+            "land on other prompts."
+        )
+    if saved["hash"] != current["hash"]:
+        raise LZEStateError(
+            f"The LZE state in {checkpoint!r} was recorded on a train dataset of {saved['size']} prompts whose "
+            "content differs from this run's (same size, other prompts or order): its per-prompt pass rates would "
+            "land on other prompts."
+        )

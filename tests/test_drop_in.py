@@ -1,0 +1,375 @@
+"""A GRPOTrainer user cannot tell LZEGRPOTrainer apart except by the savings: inputs, reward kwargs, logs, losses."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from conftest import count_grad_rows, lze_args, prompt_dataset
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
+
+from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
+from lze_trl.prompt_ids import PROMPT_ID_COLUMN
+from lze_trl.tiny import char_tokenizer, tiny_qwen2
+from lze_trl.trl_coupling import update_metric_keys
+
+
+pytestmark = pytest.mark.slow
+
+# Keys whose values are wall-clock measurements: present in both, equal only by chance.
+TIMING_KEYS = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
+
+
+def text_reward(completions, **kwargs):
+    return [float(zlib.crc32(c.encode()) % 3 == 0) for c in completions]
+
+
+def always_right(completions, **kwargs):
+    return [1.0] * len(completions)
+
+
+def recording(trainer_cls):
+    """A subclass of `trainer_cls` recording what user code sees: the inputs and outputs of the generation hook."""
+
+    class Recording(trainer_cls):
+        def _generate_and_score_completions(self, inputs):
+            self.seen_inputs.append([dict(row) for row in inputs])
+            output = super()._generate_and_score_completions(inputs)
+            self.seen_outputs.append({k: v.clone() if torch.is_tensor(v) else v for k, v in output.items()})
+            return output
+
+    Recording.__name__ = trainer_cls.__name__
+    return Recording
+
+
+BASE = dict(
+    per_device_train_batch_size=8,
+    num_generations=4,
+    max_completion_length=6,
+    max_steps=3,
+    logging_steps=1,
+    report_to="none",
+    learning_rate=1e-2,
+    save_strategy="no",
+    use_cpu=True,
+    seed=0,
+    disable_tqdm=True,
+)
+
+
+def run(tmp_path, trainer_cls, args_cls, reward, dataset=None, **extra):
+    calls = []
+
+    def reward_func(prompts, completions, **kwargs):
+        calls.append({"prompts": list(prompts), "completions": list(completions), "kwargs": dict(kwargs)})
+        return reward(completions)
+
+    reward_func.__name__ = reward.__name__
+    values = {**BASE, "output_dir": str(tmp_path / trainer_cls.__name__), **extra}
+    tokenizer = char_tokenizer()
+    cls = recording(trainer_cls)
+    trainer = cls(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=reward_func,
+        args=args_cls(**values),
+        train_dataset=prompt_dataset(8) if dataset is None else dataset,
+        processing_class=tokenizer,
+    )
+    trainer.seen_inputs, trainer.seen_outputs = [], []
+    trainer.train()
+    trainer.reward_calls = calls
+    return trainer
+
+
+def test_selector_none_is_field_by_field_grpo_trainer(tmp_path):
+    dataset = Dataset.from_dict({"prompt": [f"{i}+{i % 7}=" for i in range(8)], "level": list(range(8))})
+    grpo = run(tmp_path / "grpo", GRPOTrainer, GRPOConfig, text_reward, dataset=dataset)
+    ours = run(tmp_path / "lze", LZEGRPOTrainer, LZEGRPOConfig, text_reward, dataset=dataset, selector="none")
+
+    # What the generation hook (a subclass's override) sees: the same rows, no internal column.
+    assert ours.seen_inputs == grpo.seen_inputs
+    assert all(PROMPT_ID_COLUMN not in row for batch in ours.seen_inputs for row in batch)
+    # What it returns: every field, bit for bit.
+    assert len(ours.seen_outputs) == len(grpo.seen_outputs)
+    for theirs, mine in zip(grpo.seen_outputs, ours.seen_outputs):
+        assert set(mine) == set(theirs)
+        for key, value in theirs.items():
+            if torch.is_tensor(value):
+                torch.testing.assert_close(mine[key], value, rtol=0, atol=0, msg=key)
+            else:
+                assert mine[key] == value, key
+    # What the reward function sees: same prompts, completions and kwargs (the dataset's `level`, no prompt id).
+    assert len(ours.reward_calls) == len(grpo.reward_calls)
+    for theirs, mine in zip(grpo.reward_calls, ours.reward_calls):
+        assert mine["prompts"] == theirs["prompts"] and mine["completions"] == theirs["completions"]
+        assert set(mine["kwargs"]) == set(theirs["kwargs"])
+        assert "level" in mine["kwargs"] and PROMPT_ID_COLUMN not in mine["kwargs"]
+        assert mine["kwargs"]["level"] == theirs["kwargs"]["level"]
+    # The logs: every key stock TRL writes, with its value (LZE adds only its own `lze/` keys).
+    assert len(ours.state.log_history) == len(grpo.state.log_history)
+    for theirs, mine in zip(grpo.state.log_history, ours.state.log_history):
+        assert set(theirs) <= set(mine)
+        assert all(k.startswith("lze/") for k in set(mine) - set(theirs))
+        assert {k: v for k, v in mine.items() if k in theirs and k not in TIMING_KEYS} == {
+            k: v for k, v in theirs.items() if k not in TIMING_KEYS
+        }
+    for a, b in zip(grpo.model.parameters(), ours.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_lze_hides_the_prompt_id_from_reward_functions_and_hooks(tmp_path):
+    ours = run(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, text_reward, selector="lze", dapo_max_resample=0)
+    assert ours.reward_calls and all(PROMPT_ID_COLUMN not in call["kwargs"] for call in ours.reward_calls)
+    assert all(PROMPT_ID_COLUMN not in row for batch in ours.seen_inputs for row in batch)
+    assert len(ours.scorer) > 0  # the ids still reached the selection
+
+
+def test_refill_rounds_hide_the_prompt_id_too(tmp_path):
+    ours = run(
+        tmp_path,
+        LZEGRPOTrainer,
+        LZEGRPOConfig,
+        text_reward,
+        dataset=prompt_dataset(16),
+        selector="dapo",
+        dapo_max_resample=2,
+    )
+    assert len(ours.reward_calls) > 3  # refill rounds generated extra prompts
+    assert all(PROMPT_ID_COLUMN not in call["kwargs"] for call in ours.reward_calls)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        dict(entropy_coef=0.01),
+        dict(entropy_coef=0.05, use_adaptive_entropy=True, entropy_coef_delta=0.01, entropy_coef_min=0.0),
+        dict(loss_type="cispo"),
+    ],
+    ids=["entropy-bonus", "adaptive-entropy", "cispo"],
+)
+def test_skipped_windows_keep_every_log_key(tmp_path, extra):
+    # Every group is all-correct: LZE removes every row and skips every optimizer window.
+    grpo = run(tmp_path / "grpo", GRPOTrainer, GRPOConfig, always_right, **extra)
+    ours = run(tmp_path / "lze", LZEGRPOTrainer, LZEGRPOConfig, always_right, **extra)
+    assert [e["lze/selected_frac"] for e in ours.state.log_history if "lze/selected_frac" in e] == [0.0] * 3
+    stock_rows = [e for e in grpo.state.log_history if "loss" in e and "train_runtime" not in e]
+    our_rows = [e for e in ours.state.log_history if "loss" in e and "train_runtime" not in e]
+    assert len(our_rows) == len(stock_rows) == 3
+    for theirs, mine in zip(stock_rows, our_rows):
+        assert set(theirs) <= set(mine), sorted(set(theirs) - set(mine))
+        assert mine["loss"] == 0.0
+        for key in ("policy_loss", "aux_loss", "clip_ratio/region_mean", "cispo_clip_ratio"):
+            if key in theirs:
+                assert mine[key] == 0.0, key
+        assert mine["entropy"] is None  # no token went through an update: nothing measured
+
+
+def test_adaptive_entropy_controller_advances_once_per_optimizer_step(tmp_path):
+    extra = dict(
+        entropy_coef=0.05,
+        use_adaptive_entropy=True,
+        entropy_coef_delta=0.01,
+        entropy_coef_min=0.0,
+        gradient_accumulation_steps=2,
+        max_steps=4,
+    )
+    ours = run(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, always_right, **extra)
+    coefs = [e["entropy_coef"] for e in ours.state.log_history if "entropy_coef" in e]
+    # No entropy was ever measured (every window skipped): TRL's rule then lowers the coefficient by one delta per
+    # optimizer step, exactly 4 times in 4 steps.
+    np.testing.assert_allclose(coefs, [0.04, 0.03, 0.02, 0.01])
+    assert ours.entropy_coef == pytest.approx(0.01)
+    assert len([e for e in ours.state.log_history if "step_time" in e]) == 4
+
+
+def stock_update_keys(tmp_path, extra) -> tuple[set[str], GRPOTrainer]:
+    """The metric keys stock `GRPOTrainer._compute_loss` logs in one training step with settings `extra`."""
+    tokenizer = char_tokenizer()
+    model = tiny_qwen2(tokenizer)
+    if extra.get("beta"):  # TRL loads the reference model by name: give it a local folder
+        model.save_pretrained(tmp_path / "model")
+        model = str(tmp_path / "model")
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=text_reward,
+        args=GRPOConfig(**{**BASE, "output_dir": str(tmp_path / "out"), **extra, "max_steps": 1}),
+        train_dataset=prompt_dataset(8),
+        processing_class=tokenizer,
+    )
+    loss_keys, generation_keys = set(), set()
+    compute_loss, generate = trainer._compute_loss, trainer._generate_and_score_completions
+
+    def recording_compute_loss(model, inputs):
+        loss = compute_loss(model, inputs)
+        loss_keys.update(k for k, v in trainer._metrics["train"].items() if v)
+        return loss
+
+    def recording_generate(inputs):
+        output = generate(inputs)
+        generation_keys.update(trainer._metrics["train"])
+        return output
+
+    trainer._compute_loss, trainer._generate_and_score_completions = recording_compute_loss, recording_generate
+    trainer.train()
+    return loss_keys - generation_keys, trainer
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        dict(),
+        dict(entropy_coef=0.01),
+        dict(beta=0.1),
+        dict(loss_type="cispo"),
+        dict(loss_type="grpo", use_adaptive_entropy=True, entropy_coef=0.01),
+    ],
+    ids=["default", "entropy-bonus", "kl", "cispo", "adaptive"],
+)
+def test_update_metric_keys_mirror_trl_compute_loss(tmp_path, extra):
+    """Fails when the installed TRL's `_compute_loss` logs other keys than `update_metric_keys` says."""
+    keys, trainer = stock_update_keys(tmp_path, extra)
+    assert keys == set(update_metric_keys(trainer))
+
+
+def test_lze_still_updates_on_non_binary_rewards(tmp_path):
+    # A length-like reward, always above pass_threshold: every group is "all-correct" by the threshold, yet its
+    # rewards differ within groups, so GRPO learns from it. LZE must too (it used to remove every group, silently).
+    def length_reward(completions, **kwargs):
+        return [0.5 + 0.05 * len(c) + 0.01 * (zlib.crc32(c.encode()) % 3) for c in completions]
+
+    tokenizer = char_tokenizer()
+    model = tiny_qwen2(tokenizer)
+    counter = count_grad_rows(model)
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = LZEGRPOTrainer(
+        model=model,
+        reward_funcs=length_reward,
+        args=lze_args(tmp_path, max_steps=3),
+        train_dataset=prompt_dataset(),
+        processing_class=tokenizer,
+    )
+    with pytest.warns(UserWarning, match="no prompt group was in the learning zone"):
+        trainer.train()
+    selected = [e["lze/selected_frac"] for e in trainer.state.log_history if "lze/selected_frac" in e]
+    assert all(s > 0 for s in selected)
+    assert counter["rows"] > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert all(e["lze/dead_frac"] < 1.0 for e in trainer.state.log_history if "lze/dead_frac" in e)
+
+
+def test_a_run_that_cannot_learn_says_so_once(tmp_path):
+    tokenizer = char_tokenizer()
+    trainer = LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=always_right,
+        args=lze_args(tmp_path, max_steps=5),
+        train_dataset=prompt_dataset(),
+        processing_class=tokenizer,
+    )
+    with pytest.warns(UserWarning) as record:
+        trainer.train()
+    messages = [str(w.message) for w in record if "learning zone" in str(w.message)]
+    assert len(messages) == 1
+    assert "pass_threshold=0.5" in messages[0] and "correctness_reward" in messages[0]
+    assert "'always_right'" in messages[0] and "the constant 1" in messages[0]
+    assert [e["lze/dead_frac"] for e in trainer.state.log_history if "lze/dead_frac" in e] == [1.0] * 5
+
+
+def test_rollout_func_runs_with_lze(tmp_path):
+    # TRL's rollout_func replaces generation; LZE keys its state by dataset row and needs nothing from it.
+    seen = []
+
+    def rollout_func(prompts, trainer):
+        seen.append(list(prompts))
+        tok = trainer.processing_class
+        prompt_ids = [tok(p)["input_ids"] for p in prompts]
+        completion_ids = [[tok.convert_tokens_to_ids(str(i % 10)), tok.eos_token_id] for i in range(len(prompts))]
+        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": [[0.0, 0.0]] * len(prompts)}
+
+    def digit_reward(completions, **kwargs):
+        return [float(c[:1] in "02468") for c in completions]
+
+    tokenizer = char_tokenizer()
+    trainer = LZEGRPOTrainer(
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=digit_reward,
+        args=lze_args(tmp_path, max_steps=2),
+        train_dataset=prompt_dataset(),
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
+    )
+    trainer.train()
+    assert seen and len(trainer.scorer) > 0
+
+
+def test_a_dataset_without_prompt_column_is_refused_only_without_an_environment(tmp_path):
+    tokenizer = char_tokenizer()
+    with pytest.raises(ValueError, match="no `prompt` column.*environment_factory.*rename_column"):
+        LZEGRPOTrainer(
+            model=tiny_qwen2(tokenizer),
+            reward_funcs=text_reward,
+            args=lze_args(tmp_path),
+            train_dataset=Dataset.from_dict({"question": ["1+1="] * 8}),
+            processing_class=tokenizer,
+        )
+
+
+def chat_reward(completions, **kwargs):
+    return text_reward([c[-1]["content"] if isinstance(c, list) else c for c in completions])
+
+
+class CountingEnv:
+    """An environment that owns the prompts: `reset` returns the question of its example."""
+
+    def reset(self, question=None, **kwargs):
+        return f"{question}="
+
+    def add(self, a: int, b: int) -> int:
+        """
+        Adds two numbers.
+
+        Args:
+            a: first number
+            b: second number
+        """
+        return a + b
+
+
+def tool_tokenizer():
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    charset = "".join(sorted(set(qwen2_5_chat_template) | set("0123456789+-*/=()., abcdefghijklmnopqrstuvwxyz")))
+    tokenizer = char_tokenizer(charset.replace("\n", "") + "\n\"{}[]<>|_'")
+    tokenizer.chat_template = qwen2_5_chat_template
+    return tokenizer
+
+
+@pytest.mark.parametrize("iterable", [False, True], ids=["map-style", "iterable"])
+def test_environment_datasets_without_prompt_column(tmp_path, iterable, recwarn):
+    # TRL trains on a dataset without `prompt` when an environment_factory owns the prompts. A map-style dataset still
+    # gives LZE a stable identity (the row index); an iterable one does not: plain GRPO, with one warning.
+    dataset = Dataset.from_dict({"question": [f"{i}+{i % 7}" for i in range(16)]})
+    if iterable:
+        dataset = dataset.to_iterable_dataset()
+    tokenizer = tool_tokenizer()
+    model = tiny_qwen2(tokenizer, max_position_embeddings=4096)
+    trainer = LZEGRPOTrainer(
+        model=model,
+        reward_funcs=chat_reward,
+        args=lze_args(tmp_path, max_steps=2, max_completion_length=4),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        environment_factory=CountingEnv,
+    )
+    trainer.train()
+    fallback = [w for w in recwarn if "stable identity" in str(w.message)]
+    if iterable:
+        assert len(fallback) == 1 and "plain GRPO" in str(fallback[0].message)
+        assert trainer.args.selector == "none" and len(trainer.scorer) == 0
+    else:
+        assert not fallback
+        assert len(trainer.scorer) > 0 and trainer.args.selector == "lze"
+    assert trainer.state.global_step == 2
