@@ -403,6 +403,22 @@ def _step_windows(steps: np.ndarray, max_columns: int) -> tuple[np.ndarray, np.n
     return window_of_unique[np.searchsorted(unique, steps)], starts
 
 
+def zone_bin_row(pass_rates: np.ndarray, bins: int) -> np.ndarray:
+    """
+    Row of each pass rate in [`learning_zone_histogram`]: 0 for `p = 0`, `bins + 1` for `p = 1`, and `1 + i` for
+    `p` in the learning-zone bin `[i / bins, (i + 1) / bins)` (the last bin closed below 1).
+    """
+    p = np.asarray(pass_rates, dtype=np.float64)
+    return np.where(p <= 0, 0, np.where(p >= 1, bins + 1, 1 + np.minimum((p * bins).astype(int), bins - 1)))
+
+
+def zone_bin_labels(bins: int) -> list[str]:
+    """The y-axis label of each row of [`zone_bin_row`]: `"0"`, the interval of each bin, `"1"`."""
+    edges = [i / bins for i in range(bins + 1)]
+    inner = [f"{'(' if i == 0 else '['}{edges[i]:.4g}, {edges[i + 1]:.4g})" for i in range(bins)]
+    return ["0", *inner, "1"]
+
+
 def learning_zone_histogram(
     selection_log: pd.DataFrame,
     bins: int = 8,
@@ -443,7 +459,7 @@ def learning_zone_histogram(
         return _finish(fig, save_path)
 
     p = log["pass_rate"].to_numpy(dtype=np.float64)
-    row = np.where(p <= 0, 0, np.where(p >= 1, bins + 1, 1 + np.minimum((p * bins).astype(int), bins - 1)))
+    row = zone_bin_row(p, bins)
     column, starts = _step_windows(log["step"].to_numpy(), max_columns)
     counts = np.zeros((bins + 2, len(starts)))
     np.add.at(counts, (row, column), 1.0)
@@ -461,11 +477,11 @@ def learning_zone_histogram(
     fig.colorbar(mesh, ax=ax, label="fraction of the step's groups")
     for y in (0.5, bins + 0.5):
         ax.axhline(y, color="white", lw=1.2, ls="--")
-    labels = ["0"] + [f"{(i + 0.5) / bins:.2f}" for i in range(bins)] + ["1"]
+    labels = zone_bin_labels(bins)
     ticks = np.arange(bins + 2)
-    stride = max(1, (bins + 2) // 6)
+    stride = 1 if bins <= 10 else max(1, (bins + 2) // 8)
     shown = sorted({0, bins + 1, *range(0, bins + 2, stride)})
-    ax.set_yticks(ticks[shown], [labels[i] for i in shown])
+    ax.set_yticks(ticks[shown], [labels[i] for i in shown], fontsize=8 if bins > 6 else None)
     ax.set_title("Learning zone over time (dashed lines: 0 < p < 1)", fontsize=10)
 
     zone = zone_state(p)

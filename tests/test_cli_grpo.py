@@ -285,3 +285,36 @@ def test_grpo_cli_vllm_colocate(tmp_path):
     )
     assert code == 0
     assert (out / "model.safetensors").is_file() and (out / "lze_prompts.parquet").is_file()
+
+
+@pytest.mark.slow
+def test_grpo_cli_refuses_a_dataset_too_small_for_one_batch(tiny_model_dir, tmp_path, capsys):
+    data = tmp_path / "one.jsonl"
+    data.write_text(json.dumps({"prompt": "1+1=", "solution": "2"}) + "\n")
+    out = tmp_path / "run"
+    code = cli_main(
+        ["grpo", "--model_name_or_path", tiny_model_dir, "--dataset_name", str(data), "--output_dir", str(out)]
+        + ["--reward_funcs", "math_accuracy", *COMMON]
+    )
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "train dataset has 1 prompts, but one generation batch needs 2" in captured.err
+    assert "Training completed" not in captured.out
+
+
+LORA_RECIPE = Path(__file__).parents[1] / "recipes" / "variants" / "qwen2.5-math-1.5b-gsm8k-lze-lora-24gb.yaml"
+
+
+@pytest.mark.slow
+def test_lora_recipe_runs_on_cpu_with_the_overrides_its_header_names(tiny_model_dir, tmp_path):
+    header = [line for line in LORA_RECIPE.read_text().splitlines() if line.startswith("# CPU")]
+    assert header, "the LoRA recipe's header must say how to run it on a CPU"
+    cpu_flags = header[0].split("`")[1].split()[len(["lze-trl", "grpo", "--config", "..."]) :]
+    assert cpu_flags[:2] == ["--use_cpu", "true"]
+    # The tiny model and a local GSM8K file stand in for the Hub ones; the batch is shrunk to the file's 8 rows.
+    shrink = ["--model_name_or_path", tiny_model_dir, "--dataset_name", GSM8K_TRAIN, "--dataset_kind", "gsm8k"]
+    shrink += ["--generation_batch_size", "8", "--gradient_accumulation_steps", "1", "--num_generations", "4"]
+    shrink += ["--max_completion_length", "8", "--max_steps", "1", "--output_dir", str(tmp_path / "out")]
+    shrink += ["--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--lora_r", "4"]
+    assert cli_main(["grpo", "--config", str(LORA_RECIPE), *cpu_flags, *shrink]) == 0
+    assert (tmp_path / "out" / "adapter_model.safetensors").is_file()

@@ -151,6 +151,10 @@ def test_arguments_are_checked():
         EvalArguments(model_name_or_path=["m"], num_samples=2)
     with pytest.raises(ValueError, match="Unknown benchmarks"):
         EvalArguments(model_name_or_path=["m"], benchmarks=["mmlu"])
+    with pytest.raises(
+        ValueError, match="--dataset_source, e.g. `--benchmarks amc23 --dataset_source amc23=my.jsonl`"
+    ):
+        EvalArguments(model_name_or_path=["m"], benchmarks=["my.jsonl"])
     with pytest.raises(ValueError, match="kind=value"):
         EvalArguments(model_name_or_path=["m"], benchmarks=["amc23"], dataset_source=["amc23"])
     with pytest.raises(ValueError, match="not among the benchmarks"):

@@ -264,3 +264,28 @@ def test_real_run_tables_and_callback_pngs(tmp_path, tiny):
         for name in ("pass_rate_vs_energy", "learning_zone", "selected_by"):
             assert_png(tmp_path / "pngs" / f"step-{step}" / f"{name}.png")
     assert not (tmp_path / "pngs" / "step-1").exists() and not (tmp_path / "pngs" / "step-3").exists()
+
+
+@pytest.mark.parametrize("bins", [4, 8, 16])
+def test_learning_zone_histogram_labels_match_its_bins(bins):
+    import re
+
+    from lze_trl.plotting import learning_zone_histogram, zone_bin_labels, zone_bin_row
+
+    labels = zone_bin_labels(bins)
+    rates = np.array([k / 8 for k in range(9)] + [k / 16 for k in range(17)] + [0.01, 0.33, 0.5, 0.99])
+    for p, row in zip(rates, zone_bin_row(rates, bins)):
+        label = labels[row]
+        if label in ("0", "1"):
+            assert p == float(label)
+            continue
+        lo, hi = map(float, re.findall(r"[\d.]+", label))
+        assert lo <= p < hi or (row == bins and p < 1), (p, label)
+        assert 0 < p < 1
+    log = pd.DataFrame(
+        {"step": np.repeat(np.arange(3), 9), "pass_rate": np.tile(rates[:9], 3), "selected": False, "weight": 0.0}
+    )
+    fig = learning_zone_histogram(log, bins=bins)
+    shown = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    positions = fig.axes[0].get_yticks()
+    assert all(labels[int(round(y))] == text for y, text in zip(positions, shown))

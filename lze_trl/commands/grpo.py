@@ -39,6 +39,8 @@ from urllib.parse import urlencode
 
 from trl import ScriptArguments
 
+from ..state import LZEStateError
+
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +108,10 @@ class LZEGRPOScriptArguments(ScriptArguments):
 
         if self.dataset_kind is not None and self.dataset_kind not in KINDS:
             raise ValueError(f"dataset_kind={self.dataset_kind!r} is invalid: use one of {sorted(KINDS)}.")
+
+
+class UsageError(ValueError):
+    """A setting or the data does not fit: `main` prints the message and exits with status 2."""
 
 
 def make_parser(prog: str | None = "lze-trl grpo"):
@@ -360,16 +366,22 @@ def train(script_args: LZEGRPOScriptArguments, training_args: Any, model_args: A
     training_args.model_init_kwargs = model_init_kwargs
 
     train_dataset, eval_dataset = load_datasets(script_args, training_args, dataset_args)
-    trainer = LZEGRPOTrainer(
-        model=model_args.model_name_or_path,
-        reward_funcs=reward_funcs,
-        args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
-        quantization_config=get_quantization_config(model_args),
-        peft_config=get_peft_config(model_args),
-    )
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    try:
+        trainer = LZEGRPOTrainer(
+            model=model_args.model_name_or_path,
+            reward_funcs=reward_funcs,
+            args=training_args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            quantization_config=get_quantization_config(model_args),
+            peft_config=get_peft_config(model_args),
+        )
+    except ValueError as error:  # a setting or the data does not fit: say so, no traceback
+        raise UsageError(str(error)) from error
+    try:
+        trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    except LZEStateError as error:  # the checkpoint's LZE state does not fit this run
+        raise UsageError(str(error)) from error
     trainer.accelerator.print("Training completed.")
 
     trainer.save_model(training_args.output_dir)
@@ -387,7 +399,11 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = make_parser()
     script_args, training_args, model_args, dataset_args = parser.parse_args_and_config(argv)
-    trainer = train(script_args, training_args, model_args, dataset_args)
+    try:
+        trainer = train(script_args, training_args, model_args, dataset_args)
+    except UsageError as error:
+        print(f"lze-trl grpo: error: {error}", file=sys.stderr)
+        return 2
     if Version(transformers.__version__) >= Version("5.18.0"):
         trainer.end()  # finishes the trackers and destroys the process group, as `trl grpo` does
     return 0

@@ -153,7 +153,15 @@ class EvalArguments:
             )
         unknown = [b for b in self.benchmarks if b not in KINDS]
         if unknown or not self.benchmarks:
-            raise ValueError(f"Unknown benchmarks {unknown}; valid ones are {sorted(KINDS)}.")
+            files = [b for b in unknown if "/" in b or "." in b or "://" in b]
+            hint = ""
+            if files:
+                hint = (
+                    f" {files[0]!r} looks like a file or URL: benchmarks are named by kind, and a kind's data is read "
+                    f"from another source with --dataset_source, e.g. `--benchmarks amc23 --dataset_source "
+                    f"amc23={files[0]}`."
+                )
+            raise ValueError(f"Unknown benchmarks {unknown}; valid ones are {sorted(KINDS)}.{hint}")
         self.sources = _key_values(self.dataset_source, "dataset_source", self.benchmarks)
         self.splits = _key_values(self.dataset_split, "dataset_split", self.benchmarks)
         if self.num_samples < 1:
