@@ -7,7 +7,6 @@ import pytest
 import torch
 from conftest import count_grad_rows, lze_args, make_trainer, mixed_reward, prompt_dataset, prompt_number
 from datasets import Dataset
-from trl import GRPOConfig, GRPOTrainer
 
 from lze_trl import LZEGRPOTrainer
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
@@ -46,45 +45,6 @@ def test_update_rows_drop_to_selection_ratio(tmp_path):
     assert sum(logged(lze, "lze/update_rows")) <= lze_rows
     saved = logged(lze, "lze/update_tokens_saved_frac")
     assert all(0.5 < s < 1.0 for s in saved)
-
-
-def test_selector_none_reproduces_grpo_trainer(tmp_path):
-    def run(trainer_cls, args_cls, **extra):
-        tokenizer = char_tokenizer()
-        model = tiny_qwen2(tokenizer)
-        args = args_cls(
-            output_dir=str(tmp_path / trainer_cls.__name__),
-            per_device_train_batch_size=8,
-            num_generations=4,
-            max_completion_length=6,
-            max_steps=3,
-            logging_steps=1,
-            report_to="none",
-            learning_rate=1e-2,
-            save_strategy="no",
-            use_cpu=True,
-            seed=0,
-            disable_tqdm=True,
-            **extra,
-        )
-        trainer = trainer_cls(
-            model=model,
-            reward_funcs=text_reward,
-            args=args,
-            train_dataset=prompt_dataset(8),
-            processing_class=tokenizer,
-        )
-        trainer.train()
-        return trainer
-
-    from lze_trl import LZEGRPOConfig
-
-    grpo = run(GRPOTrainer, GRPOConfig)
-    ours = run(LZEGRPOTrainer, LZEGRPOConfig, selector="none")
-    assert logged(ours, "loss") == logged(grpo, "loss")
-    assert logged(ours, "reward") == logged(grpo, "reward")
-    for a, b in zip(grpo.model.parameters(), ours.model.parameters()):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_step_with_nothing_selected_leaves_weights_unchanged(tmp_path):
