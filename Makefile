@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.lze-installed
 
-.PHONY: install test demo lint clean
+.PHONY: install test test-fast demo lint clean
 
 install: $(STAMP)
 
@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 
 test: install
 	$(PY) -m pytest
+
+# The edit loop: everything but the tests that train a model or launch processes (`slow`, `distributed` markers).
+test-fast: install
+	$(PY) -m pytest -m "not slow and not distributed"
 
 demo: install
 	$(VENV)/bin/lze-trl demo

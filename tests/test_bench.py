@@ -100,6 +100,7 @@ def test_selection_micro_benchmark_reports_time_and_memory():
         assert row["capacity"] >= row["pool_size"]
 
 
+@pytest.mark.slow
 def test_bench_command_end_to_end(tmp_path):
     from lze_trl.commands.bench import main
 
@@ -143,6 +144,7 @@ def test_bench_command_sets_demo_and_warm_start_fields():
         build_config(parse_args(["train", "--warm", "width=3"]))
 
 
+@pytest.mark.slow
 def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, capsys):
     from lze_trl.commands.bench import main
     from lze_trl.demo.sweep import classify

@@ -182,6 +182,7 @@ def test_count_parameters_counts_tied_embeddings_once(tiny):
     assert count_parameters(model, non_embedding=True) == total - vocab * hidden
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("selector", ["none", "lze"])
 def test_metered_trainer_counts_the_rows_of_the_update(tmp_path, tiny, selector):
     model, tokenizer = tiny
@@ -274,6 +275,7 @@ def test_time_and_flops_to_the_baseline_target():
 
 
 # ----------------------------------------------------------------------------------------------- end to end
+@pytest.mark.slow
 def test_demo_command_end_to_end(tmp_path):
     from lze_trl.commands.demo import main
 
@@ -321,6 +323,7 @@ class CountingTrainer(MeteredLZEGRPOTrainer):
         CountingTrainer.instances += 1
 
 
+@pytest.mark.slow
 def test_a_method_can_train_with_its_own_trainer_class(tmp_path):
     methods = [MethodSpec("grpo", {"selector": "none"}), MethodSpec("custom", {"selector": "lze"}, CountingTrainer)]
     config = DemoConfig.tiny(methods=methods, cache_dir=str(tmp_path / "cache"))

@@ -80,6 +80,7 @@ def expected_arrays(version: int) -> dict[str, np.ndarray]:
     return {f"scorer.a{i}": rng.random(20_000) for i in range(8)}
 
 
+@pytest.mark.slow
 def test_sigkill_during_saves_leaves_a_complete_state_or_a_loud_refusal(tmp_path):
     """A process killed with SIGKILL at random instants of its save loop, 24 times: each resume is exact or refused."""
     script = tmp_path / "save_loop.py"
