@@ -60,7 +60,30 @@ BASE = dict(
 )
 
 
-def run(tmp_path, trainer_cls, args_cls, reward, dataset=None, **extra):
+def tiny_moe(tokenizer):
+    """A tiny Qwen3-MoE: its router's auxiliary loss makes TRL log `aux_loss`."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    config = Qwen3MoeConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        moe_intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=128,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        output_router_logits=True,
+    )
+    torch.manual_seed(0)
+    return Qwen3MoeForCausalLM(config)
+
+
+def run(tmp_path, trainer_cls, args_cls, reward, dataset=None, model_fn=tiny_qwen2, **extra):
     calls = []
 
     def reward_func(prompts, completions, **kwargs):
@@ -72,7 +95,7 @@ def run(tmp_path, trainer_cls, args_cls, reward, dataset=None, **extra):
     tokenizer = char_tokenizer()
     cls = recording(trainer_cls)
     trainer = cls(
-        model=tiny_qwen2(tokenizer),
+        model=model_fn(tokenizer),
         reward_funcs=reward_func,
         args=args_cls(**values),
         train_dataset=prompt_dataset(8) if dataset is None else dataset,
@@ -147,8 +170,9 @@ def test_refill_rounds_hide_the_prompt_id_too(tmp_path):
         dict(entropy_coef=0.01),
         dict(entropy_coef=0.05, use_adaptive_entropy=True, entropy_coef_delta=0.01, entropy_coef_min=0.0),
         dict(loss_type="cispo"),
+        dict(model_fn=tiny_moe),
     ],
-    ids=["entropy-bonus", "adaptive-entropy", "cispo"],
+    ids=["entropy-bonus", "adaptive-entropy", "cispo", "moe-aux-loss"],
 )
 def test_skipped_windows_keep_every_log_key(tmp_path, extra):
     # Every group is all-correct: LZE removes every row and skips every optimizer window.
@@ -158,6 +182,8 @@ def test_skipped_windows_keep_every_log_key(tmp_path, extra):
     stock_rows = [e for e in grpo.state.log_history if "loss" in e and "train_runtime" not in e]
     our_rows = [e for e in ours.state.log_history if "loss" in e and "train_runtime" not in e]
     assert len(our_rows) == len(stock_rows) == 3
+    if "model_fn" in extra:
+        assert all("aux_loss" in row for row in stock_rows)
     for theirs, mine in zip(stock_rows, our_rows):
         assert set(theirs) <= set(mine), sorted(set(theirs) - set(mine))
         assert mine["loss"] == 0.0
@@ -188,7 +214,8 @@ def test_adaptive_entropy_controller_advances_once_per_optimizer_step(tmp_path):
 def stock_update_keys(tmp_path, extra) -> tuple[set[str], GRPOTrainer]:
     """The metric keys stock `GRPOTrainer._compute_loss` logs in one training step with settings `extra`."""
     tokenizer = char_tokenizer()
-    model = tiny_qwen2(tokenizer)
+    extra = dict(extra)
+    model = extra.pop("model_fn", tiny_qwen2)(tokenizer)
     if extra.get("beta"):  # TRL loads the reference model by name: give it a local folder
         model.save_pretrained(tmp_path / "model")
         model = str(tmp_path / "model")
@@ -225,8 +252,9 @@ def stock_update_keys(tmp_path, extra) -> tuple[set[str], GRPOTrainer]:
         dict(beta=0.1),
         dict(loss_type="cispo"),
         dict(loss_type="grpo", use_adaptive_entropy=True, entropy_coef=0.01),
+        dict(model_fn=tiny_moe),
     ],
-    ids=["default", "entropy-bonus", "kl", "cispo", "adaptive"],
+    ids=["default", "entropy-bonus", "kl", "cispo", "adaptive", "moe"],
 )
 def test_update_metric_keys_mirror_trl_compute_loss(tmp_path, extra):
     """Fails when the installed TRL's `_compute_loss` logs other keys than `update_metric_keys` says."""
