@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import zlib
 
+import numpy as np
 import pytest
 import torch
 from conftest import count_grad_rows, lze_args, mixed_reward, prompt_dataset, prompt_number
@@ -53,16 +54,18 @@ def vllm_trainer(tmp_path, model_dir, selector="lze", reward=mixed_reward, datas
 
 def record_vllm(trainer):
     """
-    Records the prompts of every vLLM generation call (as prompt numbers) and the weight syncs; fails the test if the
-    policy's own `generate` is ever used.
+    Records the prompts of every vLLM generation call (as prompt numbers), the prompts pruned at that time, and the
+    weight syncs; fails the test if the policy's own `generate` is ever used.
     """
-    calls = {"prompts": [], "syncs": 0}
+    calls = {"prompts": [], "pruned": [], "syncs": 0}
     engine = trainer.vllm_generation
     generate, sync = engine.generate, engine.sync_weights
     tokenizer = trainer.processing_class
 
     def recording_generate(prompts, *args, **kwargs):
         calls["prompts"].append([prompt_number(tokenizer.decode(p)) for p in prompts])
+        if trainer.pruner is not None:
+            calls["pruned"].append(set(np.flatnonzero(trainer.pruner.pruned).tolist()))
         return generate(prompts, *args, **kwargs)
 
     def recording_sync():
@@ -135,7 +138,7 @@ def test_dapo_refill_generates_with_vllm(tmp_path, model_dir):
     calls = record_vllm(trainer)
     rows = count_grad_rows(trainer.model)
     trainer.train()
-    refills = logged(trainer, "lze/refill_rounds")
+    refills = [int(r) for r in logged(trainer, "lze/refill_rounds")]
     assert len(refills) == 2 and max(refills) > 0
     assert len(calls["prompts"]) == 2 + sum(refills)  # each refill round is one more vLLM generation
     log = trainer.selection_log.to_pandas()
@@ -173,8 +176,10 @@ def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir
     )
     calls = record_vllm(trainer)
     trainer.train()
-    assert trainer.pruner.num_pruned == 4 and trainer._lze_rollouts_skipped > 0
-    first_epoch = {n for prompts in calls["prompts"][:4] for n in prompts}
-    assert first_epoch == set(range(8))
-    later = {n for prompts in calls["prompts"][4:] for n in prompts}
-    assert later and all(n % 2 == 1 for n in later)  # pruned (even) prompts are never rolled out again
+    assert trainer._lze_rollouts_skipped > 0
+    assert {n for prompts in calls["prompts"][:4] for n in prompts} == set(range(8))  # epoch 0: every prompt
+    assert calls["pruned"][4] >= set(range(0, 8, 2))  # every even prompt was solved and pruned after epoch 0
+    later = [n for prompts in calls["prompts"][4:] for n in prompts]
+    assert later and all(n % 2 == 1 for n in later)
+    for prompts, pruned in zip(calls["prompts"], calls["pruned"]):
+        assert not set(prompts) & pruned  # a pruned prompt never reaches vLLM
