@@ -183,3 +183,53 @@ def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir
     assert later and all(n % 2 == 1 for n in later)
     for prompts, pruned in zip(calls["prompts"], calls["pruned"]):
         assert not set(prompts) & pruned  # a pruned prompt never reaches vLLM
+
+
+@pytest.mark.parametrize("correction", [True, False])
+def test_vllm_importance_sampling_correction(tmp_path, model_dir, correction):
+    trainer = vllm_trainer(tmp_path, model_dir, "lze", vllm_importance_sampling_correction=correction)
+    batches = []
+    compute_loss = trainer.compute_loss
+
+    def recording_compute_loss(model, inputs, *args, **kwargs):
+        batches.append({k: v.detach().clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)})
+        return compute_loss(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = recording_compute_loss
+    trainer.train()
+    assert batches
+    ratios = logged(trainer, "sampling/importance_sampling_ratio/mean")
+    if not correction:
+        assert not ratios and not any("importance_sampling_ratio" in b for b in batches)
+        return
+    assert len(ratios) == 2
+    for batch in batches:
+        # TRL's default sequence_mask mode: exp of the summed log-prob gap (trainer minus vLLM) of each kept row,
+        # zeroed above clip_max 3. The rows LZE packs for the update carry their own ratios.
+        mask = batch["completion_mask"].float()
+        rows = mask.sum(1) > 0  # zero-weight padding rows have no loss tokens
+        gap = ((batch["old_per_token_logps"] - batch["sampling_per_token_logps"]) * mask).sum(1, keepdim=True)
+        expected = torch.exp(gap).masked_fill(torch.exp(gap) > 3.0, 0.0)
+        torch.testing.assert_close(batch["importance_sampling_ratio"][rows], expected[rows])
+        assert (gap[rows].abs() < 10 * SYNC_TOLERANCE).all()  # vLLM sampled with the trainer's weights
+
+
+def test_resume_with_vllm_is_exact(tmp_path, model_dir):
+    def history(trainer, after_step):
+        keys = ("loss", "reward", "lze/selected_frac", "lze/energy_mean", "lze/update_tokens")
+        return [
+            {k: e[k] for k in keys if k in e}
+            for e in trainer.state.log_history
+            if "loss" in e and e["step"] > after_step
+        ]
+
+    settings = dict(max_steps=4, save_strategy="steps", save_steps=1, learning_rate=1e-2)
+    full = vllm_trainer(tmp_path / "full", model_dir, "lze", **settings)
+    full.train()
+    resumed = vllm_trainer(tmp_path / "full", model_dir, "lze", **settings)  # reads full's checkpoints
+    resumed.args.output_dir = str(tmp_path / "resumed")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / "checkpoint-2"))
+    assert len(history(full, 2)) == 2
+    assert history(resumed, 2) == history(full, 2)
+    for a, b in zip(full.model.parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
