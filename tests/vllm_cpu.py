@@ -56,7 +56,9 @@ def apply_cpu_workarounds() -> None:
     _APPLIED = True
 
 
-def save_tiny_model(path, tie_word_embeddings: bool = True, chat_template: str | None = None):
+def save_tiny_model(
+    path, tie_word_embeddings: bool = True, chat_template: str | None = None, max_position_embeddings: int = 512
+):
     """
     Saves a tiny random Qwen2 and its character tokenizer to `path` as vLLM loads them (head_dim 64, which vLLM's
     attention kernels take; float32, which vLLM runs in bfloat16). Returns `(model, tokenizer)`.
@@ -66,7 +68,7 @@ def save_tiny_model(path, tie_word_embeddings: bool = True, chat_template: str |
     tokenizer = char_tokenizer()
     if chat_template is not None:
         tokenizer.chat_template = chat_template
-    model = tiny_qwen2(tokenizer, hidden_size=128, max_position_embeddings=512)
+    model = tiny_qwen2(tokenizer, hidden_size=128, max_position_embeddings=max_position_embeddings)
     model.config.tie_word_embeddings = tie_word_embeddings
     if not tie_word_embeddings:
         model.lm_head.weight = torch.nn.Parameter(model.model.embed_tokens.weight.detach().clone())
