@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import zlib
 
@@ -122,10 +123,16 @@ def pytest_runtest_setup(item):
     """Tests marked `vllm` run where vLLM is installed (`make test-vllm`), with the CPU workarounds of `vllm_cpu`."""
     if item.get_closest_marker("vllm") is None:
         return
-    import importlib.util
-
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("vLLM is not installed: `make test-vllm` runs these tests in their own environment")
-    from vllm_cpu import apply_cpu_workarounds
+    from vllm_cpu import apply_cpu_workarounds, track_vllm_engines
 
     apply_cpu_workarounds()
+    track_vllm_engines()
+
+
+def pytest_runtest_teardown(item):
+    if item.get_closest_marker("vllm") is not None and importlib.util.find_spec("vllm") is not None:
+        from vllm_cpu import release_vllm_engines
+
+        release_vllm_engines()

