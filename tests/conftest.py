@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import zlib
 
@@ -116,3 +117,22 @@ def run_torchrun(script, *script_args, timeout: int = 300):
         stdout, stderr = proc.communicate()
         pytest.fail(f"torchrun {script} timed out after {timeout} s:\n{stderr[-4000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def pytest_runtest_setup(item):
+    """Tests marked `vllm` run where vLLM is installed (`make test-vllm`), with the CPU workarounds of `vllm_cpu`."""
+    if item.get_closest_marker("vllm") is None:
+        return
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not installed: `make test-vllm` runs these tests in their own environment")
+    from vllm_cpu import apply_cpu_workarounds, track_vllm_engines
+
+    apply_cpu_workarounds()
+    track_vllm_engines()
+
+
+def pytest_runtest_teardown(item):
+    if item.get_closest_marker("vllm") is not None and importlib.util.find_spec("vllm") is not None:
+        from vllm_cpu import release_vllm_engines
+
+        release_vllm_engines()

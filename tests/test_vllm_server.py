@@ -1,0 +1,135 @@
+"""
+LZE training with vLLM in server mode: `trl vllm-serve` started on the loopback interface with a tiny local Qwen2
+(untied embeddings, see `tests/vllm_cpu.py`), the trainer generating through it (`vllm_mode="server"`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+import torch
+from conftest import count_grad_rows, lze_args, mixed_reward, prompt_dataset
+from vllm_cpu import max_logp_gap, model_sequence_logps, on_cpu, save_tiny_model, server_metadata_dir
+
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+SYNC_TOLERANCE = 0.05  # as in test_vllm_colocate: bfloat16 in vLLM vs float32 in the trainer
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`trl vllm-serve` of a saved tiny model on a free loopback port; yields `(base_url, model_dir)`."""
+    model_dir = tmp_path_factory.mktemp("vllm-server-model")
+    save_tiny_model(model_dir, tie_word_embeddings=False)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+    if on_cpu():
+        metadata = server_metadata_dir(tmp_path_factory.mktemp("vllm-metadata"))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (metadata, env.get("PYTHONPATH")) if p)
+    log = open(tmp_path_factory.mktemp("vllm-server-log") / "server.log", "w+")
+    trl = os.path.join(os.path.dirname(sys.executable), "trl")  # the `trl` command of this environment
+    command = [trl, "vllm-serve", "--model", str(model_dir), "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--max_model_len", "512", "--gpu_memory_utilization", "0.3"]
+    proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 400
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                pytest.fail(f"trl vllm-serve exited with {proc.returncode}:\n{log.read()[-4000:]}")
+            try:
+                if requests.get(f"{base_url}/health", timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                log.seek(0)
+                pytest.fail(f"trl vllm-serve did not come up in 400 s:\n{log.read()[-4000:]}")
+            time.sleep(2)
+        yield base_url, str(model_dir)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def server_trainer(tmp_path, server, selector="lze", **overrides):
+    from transformers import AutoTokenizer
+
+    from lze_trl import LZEGRPOTrainer
+
+    base_url, model_dir = server
+    values = dict(use_vllm=True, vllm_mode="server", vllm_server_base_url=base_url, max_steps=2)
+    values.update(overrides)
+    return LZEGRPOTrainer(
+        model=model_dir,
+        reward_funcs=mixed_reward,
+        args=lze_args(tmp_path, selector=selector, **values),
+        train_dataset=prompt_dataset(),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+    )
+
+
+def server_sequence_logps(base_url, sequences):
+    """The server's log-probabilities of `sequences[i][1:]` (prompt logprobs of `/v1/completions`)."""
+    model = requests.get(f"{base_url}/v1/models", timeout=30).json()["data"][0]["id"]
+    logps = []
+    for seq in sequences:
+        body = {"model": model, "prompt": seq, "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0}
+        response = requests.post(f"{base_url}/v1/completions", json=body, timeout=60)
+        response.raise_for_status()
+        steps = response.json()["choices"][0]["prompt_logprobs"]
+        logps.append(torch.tensor([step[str(token)]["logprob"] for step, token in zip(steps[1:], seq[1:])]))
+    return logps
+
+
+def test_server_weight_sync(tmp_path, server):
+    trainer = server_trainer(tmp_path, server, "none")
+    base_url = server[0]
+    tokenizer = trainer.processing_class
+    sequences = [tokenizer.encode(text) for text in ("12+5=17", "3+3=6 ok", "(4*2)-1=7")]
+    model = trainer.model
+    trainer.vllm_generation.sync_weights()  # an earlier test may have left other weights on the server
+    assert max_logp_gap(server_sequence_logps(base_url, sequences), model_sequence_logps(model, sequences)) < (
+        SYNC_TOLERANCE
+    )
+    with torch.no_grad():
+        generator = torch.Generator().manual_seed(0)
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=generator))
+    stale = max_logp_gap(server_sequence_logps(base_url, sequences), model_sequence_logps(model, sequences))
+    assert stale > 0.5
+    trainer.vllm_generation.sync_weights()
+    synced = max_logp_gap(server_sequence_logps(base_url, sequences), model_sequence_logps(model, sequences))
+    assert synced < SYNC_TOLERANCE, f"after sync: {synced:.4f} (before: {stale:.4f})"
+
+
+@pytest.mark.parametrize("selector", ["none", "lze"])
+def test_server_training(tmp_path, server, selector):
+    trainer = server_trainer(tmp_path, server, selector, learning_rate=1e-2)
+    rows = count_grad_rows(trainer.model)
+    trainer.train()
+    assert trainer.state.global_step == 2
+    gaps = [e["sampling/sampling_logp_difference/max"] for e in trainer.state.log_history if "loss" in e]
+    assert len(gaps) == 2 and max(gaps) < SYNC_TOLERANCE  # step 2 generated with step 1's update
+    log = trainer.selection_log.to_pandas()
+    if selector == "none":
+        assert log["selected"].all() and rows["rows"] == 2 * 8
+    else:
+        kept = int(log["selected"].sum())
+        assert 0 < kept < len(log) and rows["rows"] == kept * 4
