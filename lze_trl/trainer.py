@@ -22,6 +22,7 @@ from .batching import active_positions, concat_batches, pack_kept_rows, plan_mic
 from .callbacks import add_plot_callback
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .energy import EnergyScorer
+from .engines import SkippedWindowCallback, warn_if_not_sharded, window_skipped
 from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
 from .pruning import PromptPruner
 from .sampler import LZERepeatSampler
@@ -160,6 +161,8 @@ class LZEGRPOTrainer(GRPOTrainer):
         self._lze_rollouts_skipped = 0
         self._lze_resume: dict[str, Any] | None = None  # pending resume: sampler position and RNG reload
         self.add_callback(_StopAtLastEpoch(self))
+        self.add_callback(SkippedWindowCallback(self))  # DeepSpeed's counters over skipped optimizer windows
+        warn_if_not_sharded(self)
         add_plot_callback(self)  # learning-zone histograms and plots in wandb/trackio when either is a reporter
 
     def _resolve_correctness_reward(self, spec: str | int | None) -> int:
@@ -413,6 +416,11 @@ class LZEGRPOTrainer(GRPOTrainer):
             self._step += 1  # GRPOTrainer.training_step's counter, which paces generation
             return torch.zeros((), device=self.args.device)
         return super().training_step(model, inputs, num_items_in_batch)
+
+    def _get_grad_norm(self, model, grad_norm=None):
+        if window_skipped(self):
+            return 0.0  # nothing was back-propagated: the same on every engine (see `engines.py`)
+        return super()._get_grad_norm(model, grad_norm=grad_norm)
 
     def _count_batch(self) -> None:
         epoch = self.train_sampler.epoch if self.train_sampler is not None else None
