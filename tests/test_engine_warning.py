@@ -59,6 +59,7 @@ def test_requested_engine_reads_args_and_launcher_environment(tmp_path, monkeypa
 
 @pytest.mark.slow
 @pytest.mark.distributed
+@pytest.mark.engines
 def test_fsdp_recipe_launched_without_gpus_warns(tmp_path):
     """`accelerate launch` with recipes/accelerate/fsdp.yaml without GPUs runs DDP: one warning says so."""
     root = Path(__file__).parents[1]

@@ -89,8 +89,11 @@ def test_sharded_engine_matches_ddp(runs, engine, case):
     for key in arrays:
         if key != "params":
             np.testing.assert_array_equal(arrays[key], ddp_arrays[key], err_msg=key)
-    # the same updates, up to float32 rounding (the gradients are reduced in a different order)
-    np.testing.assert_allclose(arrays["params"], ddp_arrays["params"], rtol=0, atol=2e-5)
+    # the same updates, up to float32 rounding (the gradients are reduced in a different order; AdamW magnifies the
+    # rounding of near-zero gradients: seen up to 5e-7 for FSDP2, 1.3e-5 for ZeRO-3, while an AdamW update of these
+    # runs moves the median weight by ~3e-3)
+    atol = {"fsdp2": 1e-5, "zero3": 1e-4}[engine]
+    np.testing.assert_allclose(arrays["params"], ddp_arrays["params"], rtol=0, atol=atol)
     logged, reference = steps(info), steps(ddp)
     assert [e["step"] for e in logged] == [e["step"] for e in reference] == list(range(1, MAX_STEPS + 1))
     for key in ("loss", "grad_norm", "learning_rate"):
