@@ -23,6 +23,7 @@ from .batching import active_positions, concat_batches, pack_kept_rows, plan_mic
 from .callbacks import add_plot_callback
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .energy import EnergyScorer
+from .engines import SkippedWindowCallback, warn_if_not_sharded, window_skipped
 from .guards import DeadRunDetector, check_dataset_fits_batch, checked_reward_func
 from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
 from .pruning import PromptPruner
@@ -196,6 +197,8 @@ class LZEGRPOTrainer(GRPOTrainer):
         self._lze_rollouts_skipped = 0
         self._lze_resume: dict[str, Any] | None = None  # pending resume: sampler position and RNG reload
         self.add_callback(_StopAtLastEpoch(self))
+        self.add_callback(SkippedWindowCallback(self))  # DeepSpeed's counters over skipped optimizer windows
+        warn_if_not_sharded(self)
         add_plot_callback(self)  # learning-zone histograms and plots in wandb/trackio when either is a reporter
 
     def _resolve_correctness_reward(self, spec: str | int | None) -> int:
@@ -501,6 +504,11 @@ class LZEGRPOTrainer(GRPOTrainer):
         if self.model.training:
             self._lze_skipped_windows = 0
         super().log(logs, start_time)
+
+    def _get_grad_norm(self, model, grad_norm=None):
+        if window_skipped(self):
+            return 0.0  # nothing was back-propagated: the same on every engine (see `engines.py`)
+        return super()._get_grad_norm(model, grad_norm=grad_norm)
 
     def _count_batch(self) -> None:
         epoch = self.train_sampler.epoch if self.train_sampler is not None else None
