@@ -51,7 +51,7 @@ def server(tmp_path_factory):
             try:
                 if requests.get(f"{base_url}/health", timeout=2).status_code == 200:
                     break
-            except requests.ConnectionError:
+            except requests.RequestException:  # not up yet: refused, or accepted but not answering yet
                 pass
             if time.monotonic() > deadline:
                 log.seek(0)
