@@ -6,6 +6,7 @@ import json
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import lze_args, mixed_reward, prompt_dataset
@@ -311,6 +312,30 @@ def test_demo_command_end_to_end(tmp_path):
         with open(path, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert "in-domain test acc" in format_table(results)
+    # the machine-readable summary (README: "demo_results.json")
+    summary = results["summary"]
+    hist = results["start"]["train_pass_rate_histogram"]
+    assert summary["start"] == {
+        "learning_zone_share": hist["learning_zone_frac"],
+        "test_accuracy": results["start"]["test_accuracy"],
+        "ood_accuracy": results["start"]["ood_accuracy"],
+        "test_size": config.n_test,
+        "ood_size": config.n_ood,
+    }
+    assert summary["task"] == "carries" and list(summary["methods"]) == ["grpo", "lze", "lze+prune"]
+    for name, row in summary["methods"].items():
+        full = results["methods"][name]["summary"]
+        assert row["test_accuracy"] == full["final_test_accuracy"]
+        assert row["ood_accuracy"] == full["final_ood_accuracy"]
+        assert row["update_tokens_ratio"] == pytest.approx(full["update_tokens"] / grpo["update_tokens"])
+        assert row["total_flops_ratio"] == pytest.approx(full["total_flops"] / grpo["total_flops"])
+        assert row["rollouts_ratio"] == pytest.approx(full["rollouts"] / grpo["rollouts"])
+        log = pd.read_parquet(out / "runs" / name / "lze_selection_log.parquet")
+        assert row["dead_share"] == pytest.approx(((log["pass_rate"] == 0) | (log["pass_rate"] == 1)).mean())
+        reached = full["reach_test_rollouts"]
+        assert row["rollouts_to_grpo_final"] == (None if reached is None else pytest.approx(reached / grpo["rollouts"]))
+    assert summary["methods"]["grpo"]["update_tokens_ratio"] == 1.0
+    assert summary["methods"]["grpo"]["rollouts_to_grpo_final"] is not None  # grpo reaches its own final accuracy
 
 
 class CountingTrainer(MeteredLZEGRPOTrainer):
