@@ -76,6 +76,8 @@ def test_splits_are_disjoint_balanced_and_reproducible():
 def test_warm_start_forgets_each_carry_with_the_given_probability():
     clean = warm_start_examples(3000, seed=0)
     assert {len(t.split("+")[0]) for t in clean} == {2, 3}
+    with pytest.raises(ValueError, match="numbers of carries"):
+        warm_start_examples(3, levels=[3])
     assert clean == warm_start_examples(3000, seed=0, carry_drop_prob=0.0)
     assert all(eval(t.split("=")[0]) == int(t.split("=")[1]) for t in clean)
     assert not any(is_test_prompt(t.split("=")[0] + "=") for t in clean)

@@ -262,6 +262,7 @@ def test_uniform_live_run_updates_only_live_groups(tmp_path):
     assert not (log["selected"] & ~live).any()
     kept = log.groupby("generation")["selected"].sum().to_numpy()
     np.testing.assert_array_equal(kept, np.minimum(3, live.groupby(log["generation"]).sum().to_numpy()))
+    assert kept.sum() > 0 and (live.sum() > kept.sum() or kept.max() == 3)
     assert rows["rows"] == 4 * kept.sum()  # only the kept groups' rollouts reach the backward
 
 

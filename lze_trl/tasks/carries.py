@@ -20,7 +20,7 @@ Levels (both operands of `d` digits, drawn uniformly and redrawn until the colum
 
 The RL prompts (train and test) are levels 0-4. The OOD split (levels 5-6) has more carries than any RL prompt of its
 length: level 5 is a setting the warm start was shown (with slips) but RL never trains on, level 6 (three carries) a
-setting nothing was ever shown. The warm start sees levels 0-5.
+setting nothing was ever shown. The warm start sees levels 0-5 (zero to two carries, two or three digits).
 
 Train and test prompts are separated by the seed-independent rule of [`~lze_trl.tasks.arithmetic.is_test_prompt`];
 the warm start only sees train-side prompts.
@@ -39,7 +39,9 @@ from .arithmetic import is_test_prompt
 
 TRAIN_LEVELS: tuple[int, ...] = (0, 1, 2, 3, 4)
 OOD_LEVELS: tuple[int, ...] = (5, 6)
-WARM_START_LEVELS: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+WARM_START_LEVELS: tuple[int, ...] = (0, 1, 2)
+"""For the warm start, a level is a number of carries, with operands of 2 or 3 digits (uniformly): levels 0-2 cover
+task levels 0-5, never three carries."""
 NUM_LEVELS: int = 7
 _STREAMS: dict[str, int] = {"train": 10, "test": 11, "ood": 12, "warm_start": 13, "slip": 14}
 _MAX_DRAWS: int = 100_000
@@ -95,6 +97,21 @@ def _level_digits(rng: np.random.Generator, level: int) -> tuple[int, int]:
     return LEVELS[level]
 
 
+def _warm_start_problem(rng: np.random.Generator, carries: int) -> dict[str, Any]:
+    """A problem with `carries` carries and operands of 2 or 3 digits (uniformly): the warm start's draw."""
+    digits = int(rng.integers(2, 4))
+    return _draw(rng, digits, carries, difficulty=carries)
+
+
+def _draw(rng: np.random.Generator, digits: int, carries: int, difficulty: int) -> dict[str, Any]:
+    low, high = 10 ** (digits - 1), 10**digits
+    for _ in range(_MAX_DRAWS):
+        a, b = int(rng.integers(low, high)), int(rng.integers(low, high))
+        if count_carries(a, b) == carries:
+            return {"prompt": f"{a}+{b}=", "answer": str(a + b), "difficulty": int(difficulty)}
+    raise RuntimeError(f"Could not draw a problem with {digits} digits and {carries} carries.")  # pragma: no cover
+
+
 def make_problem(rng: np.random.Generator, difficulty: int) -> dict[str, Any]:
     """
     Draws one addition problem of the given level (see the module docstring).
@@ -119,16 +136,15 @@ def make_problem(rng: np.random.Generator, difficulty: int) -> dict[str, Any]:
     ```
     """
     digits, carries = _level_digits(rng, int(difficulty))
-    low, high = 10 ** (digits - 1), 10**digits
-    for _ in range(_MAX_DRAWS):
-        a, b = int(rng.integers(low, high)), int(rng.integers(low, high))
-        if count_carries(a, b) == carries:
-            return {"prompt": f"{a}+{b}=", "answer": str(a + b), "difficulty": int(difficulty)}
-    raise RuntimeError(f"Could not draw a problem of level {difficulty}.")  # pragma: no cover
+    return _draw(rng, digits, carries, int(difficulty))
 
 
-def _generate(n: int, seed: int, levels: Sequence[int], stream: str, partition: str | None) -> list[dict[str, Any]]:
-    """Draws `n` problems, round-robin over `levels` then shuffled, keeping only prompts of `partition`."""
+def _generate(
+    n: int, seed: int, levels: Sequence[int], stream: str, partition: str | None, draw=None
+) -> list[dict[str, Any]]:
+    """Draws `n` problems with `draw(rng, level)` (default [`make_problem`]), round-robin over `levels` then
+    shuffled, keeping only prompts of `partition`."""
+    draw = draw or make_problem
     if n < 0:
         raise ValueError(f"`n` must be non-negative, got {n}.")
     levels = [int(level) for level in levels]
@@ -139,7 +155,7 @@ def _generate(n: int, seed: int, levels: Sequence[int], stream: str, partition: 
     for i in range(n):
         level = levels[i % len(levels)]
         for _ in range(1000):
-            problem = make_problem(rng, level)
+            problem = draw(rng, level)
             if partition is None or is_test_prompt(problem["prompt"]) == (partition == "test"):
                 problems.append(problem)
                 break
@@ -198,7 +214,8 @@ def warm_start_examples(
         seed (`int`, *optional*, defaults to `0`):
             Random seed (streams distinct from the dataset splits).
         levels (`Sequence[int]`, *optional*, defaults to `WARM_START_LEVELS`):
-            Levels to draw from.
+            Numbers of carries to draw (round-robin), each with operands of 2 or 3 digits (uniformly); so the warm
+            start covers task levels 0-5 and never shows three carries.
         carry_drop_prob (`float`, *optional*, defaults to `0.0`):
             Probability of forgetting each carry, in [0, 1].
 
@@ -207,7 +224,9 @@ def warm_start_examples(
     """
     if not 0.0 <= carry_drop_prob <= 1.0:
         raise ValueError(f"`carry_drop_prob` must be in [0, 1], got {carry_drop_prob}.")
-    problems = _generate(n, seed, levels, stream="warm_start", partition="train")
+    if any(int(level) not in WARM_START_LEVELS for level in levels):
+        raise ValueError(f"Warm-start levels are numbers of carries in {list(WARM_START_LEVELS)}, got {list(levels)}.")
+    problems = _generate(n, seed, levels, stream="warm_start", partition="train", draw=_warm_start_problem)
     slips = np.random.default_rng([seed, _STREAMS["slip"]]).random((n, 8)) < carry_drop_prob
     texts = []
     for problem, row in zip(problems, slips):
