@@ -172,6 +172,13 @@ def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, c
     assert classify(rows["uniform"]) == ("selector", "uniform")
     assert (out / "sweep.png").stat().st_size > 10_000
     assert "`lze:selection_ratio=0.5`" in (out / "sweep.md").read_text()
+    # the columns that tell selectors apart: OOD gain, groups kept, dead groups, rollouts to the baseline's final
+    for seed_stat in ("ood_gain", "kept_share", "dead_share", "rollouts_to_base_test", "rollouts_to_base_ood"):
+        assert seed_stat in rows["lze"]
+    assert rows["none"]["kept_share"]["mean"] == 1.0  # the baseline keeps every group
+    assert rows["none"]["rollouts_to_base_test"]["n"] == 2  # it reaches its own final accuracy
+    assert rows["lze"]["kept_share"]["mean"] <= 0.5
+    assert "OOD gain" in (out / "sweep.md").read_text()
     capsys.readouterr()
     assert main(["report", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2
     assert "bench_train.json not found" in capsys.readouterr().err

@@ -333,7 +333,8 @@ def test_demo_command_end_to_end(tmp_path):
         log = pd.read_parquet(out / "runs" / name / "lze_selection_log.parquet")
         assert row["dead_share"] == pytest.approx(((log["pass_rate"] == 0) | (log["pass_rate"] == 1)).mean())
         reached = full["reach_test_rollouts"]
-        assert row["rollouts_to_grpo_final"] == (None if reached is None else pytest.approx(reached / grpo["rollouts"]))
+        expected = None if reached is None else pytest.approx(reached / grpo["rollouts"])
+        assert row["rollouts_to_grpo_final"] == expected
     assert summary["methods"]["grpo"]["update_tokens_ratio"] == 1.0
     assert summary["methods"]["grpo"]["rollouts_to_grpo_final"] is not None  # grpo reaches its own final accuracy
 

@@ -46,7 +46,8 @@ def batch(pass_rates, ids=None, rewards=None, seed=0, G=4):
 
 # ----------------------------------------------------------------------------------------------- units
 def test_registry_has_the_peers():
-    assert {"none", "lze", "uniform", "uniform_live", "dapo", "reinforce_rej", "prefilter", "softmax"} <= set(SELECTORS)
+    names = {"none", "lze", "uniform", "uniform_live", "dapo", "reinforce_rej", "prefilter", "softmax"}
+    assert names <= set(SELECTORS)
     assert get_selector("dapo") is DAPOSelector
     with pytest.raises(ValueError, match="selector='raft' is invalid"):
         get_selector("raft")

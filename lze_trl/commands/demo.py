@@ -41,7 +41,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def build_config(args: argparse.Namespace):
     """The [`DemoConfig`] of the command-line arguments."""
     from lze_trl.demo import DemoConfig
-
     from lze_trl.demo.runner import default_warm_start
 
     if args.tiny:

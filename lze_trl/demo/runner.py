@@ -465,6 +465,10 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _reach(value: float | None) -> str:
+    return "not reached" if value is None else _fmt(value, "ratio")
+
+
 def format_headline(summary: dict[str, Any]) -> str:
     """The headline table of a `summary` (see [`headline_summary`]): one row per method."""
     start = summary["start"]
@@ -496,8 +500,8 @@ def format_headline(summary: dict[str, Any]) -> str:
                 _fmt(m["rollouts_ratio"], "ratio"),
                 _fmt(m["total_flops_ratio"], "ratio"),
                 "n/a" if m["dead_share"] is None else f"{m['dead_share']:.0%}",
-                _fmt(m["rollouts_to_grpo_final"], "ratio") if m["rollouts_to_grpo_final"] is not None else "not reached",
-                _fmt(m["flops_to_grpo_final"], "ratio") if m["flops_to_grpo_final"] is not None else "not reached",
+                _reach(m["rollouts_to_grpo_final"]),
+                _reach(m["flops_to_grpo_final"]),
             ]
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

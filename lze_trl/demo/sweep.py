@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .runner import _first_reaching
+
 
 ENERGY_TERMS = ("anchor", "uncertainty", "momentum")
 LZE_RATIO = 0.4
@@ -117,10 +119,16 @@ def sweep_table(loaded: dict[str, Any], window: int = 3) -> list[dict[str, Any]]
             add("dead_share", summary.get("dead_share"))
             kept = [step["lze/selected_frac"] for step in run.get("steps", []) if "lze/selected_frac" in step]
             add("kept_share", float(np.mean(kept)) if kept else None)
-            # Rollouts spent until the run first reached the baseline's final accuracy, over the baseline's total.
+            # Rollouts spent until the run first reached the baseline's final accuracy (mean of its last `window`
+            # evaluations; the run's curve smoothed the same way), over the baseline's total. Computed here from the
+            # curves, so that runs of folders with another baseline compare with this one.
             for split in ("test", "ood"):
-                reached = summary.get(f"reach_{split}_rollouts")
-                add(f"rollouts_to_base_{split}", None if reached is None else reached / base_summary["rollouts"])
+                key = f"{split}_accuracy"
+                reached = _first_reaching(run["curve"], key, _late(base["curve"], key, window), window)
+                add(
+                    f"rollouts_to_base_{split}",
+                    None if reached is None else reached["rollouts"] / base_summary["rollouts"],
+                )
         row = {"name": name, "overrides": dict(next(iter(per_seed.values()))["overrides"]), "seeds": seeds}
         row.update({key: _stat(values) for key, values in cols.items()})
         rows.append(row)

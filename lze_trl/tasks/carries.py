@@ -6,10 +6,10 @@ when its digits plus the incoming carry reach 10). Every level is the same skill
 the carry has to be remembered.
 
 The warm start (see [`warm_start_examples`]) shows sums written by a solver that forgets each carry, independently,
-with probability `carry_drop_prob`. A policy that copies that solver solves a prompt with `k` carries with probability
-`(1 - carry_drop_prob) ** k` when it samples, so the training prompts spread over the whole pass-rate range by their number
-of carries, and RL, by lowering the slip probability, improves every level at once (held-out and out of distribution
-included).
+with probability `carry_drop_prob` (`q`). A policy that copies that solver solves a prompt with `k` carries with
+probability `(1 - q) ** k` when it samples, so the training prompts spread over the whole pass-rate range by their
+number of carries, and RL, by lowering the slip probability, improves every level at once (held-out and out of
+distribution included).
 
 Levels (both operands of `d` digits, drawn uniformly and redrawn until the column addition makes exactly `k` carries):
 
