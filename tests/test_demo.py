@@ -275,11 +275,16 @@ def test_time_and_flops_to_the_baseline_target():
 
 
 # ----------------------------------------------------------------------------------------------- end to end
-def test_demo_command_end_to_end(tmp_path):
+def test_demo_command_end_to_end(tmp_path, capsys):
     from lze_trl.commands.demo import main
 
     out = tmp_path / "demo"
     assert main(["--tiny", "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    printed = capsys.readouterr().out
+    # the headline table comes last, one row per method
+    headline = printed[printed.index("Headline (task carries") :]
+    assert "in the learning zone" in headline and "rollouts to target" in headline
+    assert all(f"\n{name} " in headline for name in ("grpo", "lze", "lze+prune"))
     results = json.loads((out / "demo_results.json").read_text())
     assert list(results["methods"]) == ["grpo", "lze", "lze+prune"]
     assert results["baseline"] == "grpo"

@@ -736,13 +736,13 @@ def to_jsonable(obj: Any) -> Any:
 
 def prepare(config: DemoConfig) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
     """Loads (or trains and caches) the warm start and builds the splits. Returns `model, tokenizer, splits, meta`."""
-    torch.set_num_threads(config.torch_threads)
-    model, tokenizer, meta = load_warm_start(config.warm_start, config.cache_dir, progress=config.progress)
     if config.warm_start.task != config.task:
         raise ValueError(
             f"DemoConfig.task={config.task!r} but its warm start was trained on task={config.warm_start.task!r}: "
             f"set warm_start=default_warm_start({config.task!r}) (on the command line, --demo task=... does)."
         )
+    torch.set_num_threads(config.torch_threads)
+    model, tokenizer, meta = load_warm_start(config.warm_start, config.cache_dir, progress=config.progress)
     splits = get_task(config.task).make_splits(config.n_train, config.n_test, config.n_ood, seed=config.data_seed)
     splits["train_eval"] = splits["train"].select(range(min(config.n_train_eval, config.n_train)))
     return model, tokenizer, splits, meta
