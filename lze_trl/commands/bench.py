@@ -128,7 +128,7 @@ def build_config(args: argparse.Namespace):
 
         get_task(config.task)  # a clear error on an unknown task
         if args.tiny:
-            config.warm_start.task = config.task
+            config.warm_start = DemoConfig.tiny(task=config.task).warm_start
         else:
             config.warm_start = default_warm_start(config.task)
     _assign(config.warm_start, args.warm_overrides, "--warm")

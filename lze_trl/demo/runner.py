@@ -170,7 +170,14 @@ class DemoConfig:
         task = kwargs.get("task", "carries")
         values: dict[str, Any] = dict(
             warm_start=WarmStartConfig(
-                hidden_size=16, num_layers=1, num_heads=2, num_examples=256, steps=20, carry_drop_prob=0.6, task=task
+                hidden_size=16,
+                num_layers=1,
+                num_heads=2,
+                num_examples=256,
+                steps=20,
+                carry_drop_prob=0.6,
+                levels=list(get_task(task).WARM_START_LEVELS),
+                task=task,
             ),
             n_train=32,
             n_test=16,
