@@ -26,7 +26,8 @@ class LZEGRPOConfig(GRPOConfig):
             How prompt groups are chosen for the update, by the name of a registered selector (see
             `lze_trl.selectors`): `"lze"` (top `selection_ratio` by energy; restrict `energy_terms` for the paper's
             ablations), `"none"` (every group, exactly as `GRPOTrainer`), or one of the paper's peers and controls:
-            `"uniform"` (a random `selection_ratio` of the groups), `"dapo"` (DAPO's dynamic filtering of groups whose
+            `"uniform"` (a random `selection_ratio` of the groups), `"uniform_live"` (LZE's quota drawn at random among
+            the informative groups), `"dapo"` (DAPO's dynamic filtering of groups whose
             rewards do not vary), `"reinforce_rej"` (online rejection of all-correct / all-wrong prompts),
             `"prefilter"` (offline removal judged once before training, see `prefilter_mode`), `"softmax"` (every group
             weighted by `softmax(-|ema - 0.5| / softmax_temperature)`, the skill card's soft variant).

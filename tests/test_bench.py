@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 
 import numpy as np
@@ -10,7 +12,9 @@ import pytest
 from lze_trl.demo import DemoConfig, MethodSpec
 from lze_trl.demo.bench import aggregate, bench_selection, parse_method, parse_overrides
 from lze_trl.demo.runner import lze_config
+from lze_trl.demo.warmstart import WARMSTART_FORMAT
 from lze_trl.selectors import SELECTORS
+from lze_trl.tasks import CHARSET
 
 
 def test_overrides_are_typed_like_the_config_fields():
@@ -144,6 +148,31 @@ def test_bench_command_sets_demo_and_warm_start_fields():
         build_config(parse_args(["train", "--warm", "width=3"]))
 
 
+def test_the_task_flag_picks_the_task_and_its_warm_start():
+    from lze_trl.commands.bench import build_config, parse_args
+    from lze_trl.commands.demo import build_config as demo_config
+    from lze_trl.commands.demo import parse_args as demo_args
+    from lze_trl.demo.runner import default_warm_start, prepare
+
+    assert build_config(parse_args(["train"])).task == "carries"
+    old = build_config(parse_args(["train", "--demo", "task=arithmetic", "--warm", "steps=500"]))
+    assert old.task == "arithmetic" and old.warm_start.task == "arithmetic"
+    assert old.warm_start.carry_drop_prob == 0.6 and old.warm_start.steps == 500  # --warm applies after the switch
+    # the first task's cache key has no `task` field: caches made before the field existed stay valid
+    legacy = {k: v for k, v in dataclasses.asdict(default_warm_start("arithmetic")).items() if k != "task"}
+    payload = {"config": legacy, "charset": CHARSET, "format": WARMSTART_FORMAT}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+    assert default_warm_start("arithmetic").cache_key() == digest != default_warm_start("carries").cache_key()
+    with pytest.raises(ValueError, match="task='sums' is not an embedded task"):
+        build_config(parse_args(["train", "--demo", "task=sums"]))
+    demo = demo_config(demo_args(["--task", "arithmetic"]))
+    assert demo.task == "arithmetic" and demo.warm_start == default_warm_start("arithmetic")
+    mismatched = DemoConfig.tiny()
+    mismatched.task = "arithmetic"
+    with pytest.raises(ValueError, match="warm start was trained on task='carries'"):
+        prepare(mismatched)
+
+
 @pytest.mark.slow
 def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, capsys):
     from lze_trl.commands.bench import main
@@ -174,6 +203,13 @@ def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, c
     assert classify(rows["uniform"]) == ("selector", "uniform")
     assert (out / "sweep.png").stat().st_size > 10_000
     assert "`lze:selection_ratio=0.5`" in (out / "sweep.md").read_text()
+    # the columns that tell selectors apart: OOD gain, groups kept, dead groups, rollouts to the baseline's final
+    for seed_stat in ("ood_gain", "kept_share", "dead_share", "rollouts_to_base_test", "rollouts_to_base_ood"):
+        assert seed_stat in rows["lze"]
+    assert rows["none"]["kept_share"]["mean"] == 1.0  # the baseline keeps every group
+    assert rows["none"]["rollouts_to_base_test"]["n"] == 2  # it reaches its own final accuracy
+    assert rows["lze"]["kept_share"]["mean"] <= 0.5
+    assert "OOD gain" in (out / "sweep.md").read_text()
     capsys.readouterr()
     assert main(["report", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2
     assert "bench_train.json not found" in capsys.readouterr().err

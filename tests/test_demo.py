@@ -6,6 +6,7 @@ import json
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import lze_args, mixed_reward, prompt_dataset
@@ -276,11 +277,16 @@ def test_time_and_flops_to_the_baseline_target():
 
 # ----------------------------------------------------------------------------------------------- end to end
 @pytest.mark.slow
-def test_demo_command_end_to_end(tmp_path):
+def test_demo_command_end_to_end(tmp_path, capsys):
     from lze_trl.commands.demo import main
 
     out = tmp_path / "demo"
     assert main(["--tiny", "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
+    printed = capsys.readouterr().out
+    # the headline table comes last, one row per method
+    headline = printed[printed.index("Headline (task carries") :]
+    assert "in the learning zone" in headline and "rollouts to target" in headline
+    assert all(f"\n{name} " in headline for name in ("grpo", "lze", "lze+prune"))
     results = json.loads((out / "demo_results.json").read_text())
     assert list(results["methods"]) == ["grpo", "lze", "lze+prune"]
     assert results["baseline"] == "grpo"
@@ -313,6 +319,31 @@ def test_demo_command_end_to_end(tmp_path):
         with open(path, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert "in-domain test acc" in format_table(results)
+    # the machine-readable summary (README: "demo_results.json")
+    summary = results["summary"]
+    hist = results["start"]["train_pass_rate_histogram"]
+    assert summary["start"] == {
+        "learning_zone_share": hist["learning_zone_frac"],
+        "test_accuracy": results["start"]["test_accuracy"],
+        "ood_accuracy": results["start"]["ood_accuracy"],
+        "test_size": config.n_test,
+        "ood_size": config.n_ood,
+    }
+    assert summary["task"] == "carries" and list(summary["methods"]) == ["grpo", "lze", "lze+prune"]
+    for name, row in summary["methods"].items():
+        full = results["methods"][name]["summary"]
+        assert row["test_accuracy"] == full["final_test_accuracy"]
+        assert row["ood_accuracy"] == full["final_ood_accuracy"]
+        assert row["update_tokens_ratio"] == pytest.approx(full["update_tokens"] / grpo["update_tokens"])
+        assert row["total_flops_ratio"] == pytest.approx(full["total_flops"] / grpo["total_flops"])
+        assert row["rollouts_ratio"] == pytest.approx(full["rollouts"] / grpo["rollouts"])
+        log = pd.read_parquet(out / "runs" / name / "lze_selection_log.parquet")
+        assert row["dead_share"] == pytest.approx(((log["pass_rate"] == 0) | (log["pass_rate"] == 1)).mean())
+        reached = full["reach_test_rollouts"]
+        expected = None if reached is None else pytest.approx(reached / grpo["rollouts"])
+        assert row["rollouts_to_grpo_final"] == expected
+    assert summary["methods"]["grpo"]["update_tokens_ratio"] == 1.0
+    assert summary["methods"]["grpo"]["rollouts_to_grpo_final"] is not None  # grpo reaches its own final accuracy
 
 
 class CountingTrainer(MeteredLZEGRPOTrainer):

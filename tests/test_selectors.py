@@ -16,6 +16,7 @@ from lze_trl.selectors.peers import (
     PrefilterSelector,
     ReinforceRejSelector,
     SoftmaxSelector,
+    UniformLiveSelector,
     UniformSelector,
     group_reward_std,
 )
@@ -45,7 +46,8 @@ def batch(pass_rates, ids=None, rewards=None, seed=0, G=4):
 
 # ----------------------------------------------------------------------------------------------- units
 def test_registry_has_the_peers():
-    assert {"none", "lze", "uniform", "dapo", "reinforce_rej", "prefilter", "softmax"} <= set(SELECTORS)
+    names = {"none", "lze", "uniform", "uniform_live", "dapo", "reinforce_rej", "prefilter", "softmax"}
+    assert names <= set(SELECTORS)
     assert get_selector("dapo") is DAPOSelector
     with pytest.raises(ValueError, match="selector='raft' is invalid"):
         get_selector("raft")
@@ -65,6 +67,29 @@ def test_uniform_keeps_the_quota_drawn_over_all_groups():
     np.testing.assert_array_equal(selector.select(batch(p, seed=7)), selector.select(batch(p, seed=7)))
     assert not UniformSelector.needs_pass_rates
     assert UniformSelector(settings(selection_ratio=0.05, min_selection_ratio=0.0)).select(batch(p)).sum() == 1
+
+
+def test_uniform_live_draws_lzes_quota_among_live_groups_only():
+    p = [0.0, 1.0, 0.5, 0.25, 0.0, 0.75, 1.0, 0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 0.25, 0.0, 0.5]  # 16 groups, 9 live
+    live = (np.asarray(p) > 0) & (np.asarray(p) < 1)
+    selector = UniformLiveSelector(settings())
+    counts = np.zeros(len(p))
+    for seed in range(2000):
+        weights = selector.select(batch(p, seed=seed))
+        assert set(np.unique(weights)) <= {0.0, 1.0} and weights.sum() == 6  # int(16 * 0.4), as LZE keeps
+        counts += weights
+    assert counts[~live].sum() == 0  # a dead group is never drawn
+    np.testing.assert_allclose(counts[live] / 2000, 6 / 9, atol=0.05)  # every live group equally often
+    # the same number of groups as LZE on the same batch (the quota binds: 6 of 9 live groups)
+    lze = get_selector("lze")(settings(selection_noise=0.05))
+    energies = 4 * np.asarray(p) * (1 - np.asarray(p))
+    lze_batch = GroupBatch(np.arange(16), np.asarray(p), batch(p).rewards, energies, np.random.default_rng(0))
+    assert lze.select(lze_batch).sum() == 6
+    # fewer live groups than the quota: all of them, nothing else
+    few = [0.0, 1.0, 0.5, 1.0, 0.0, 0.0, 1.0, 0.25, 0.0, 1.0]
+    np.testing.assert_array_equal(selector.select(batch(few)), [0, 0, 1, 0, 0, 0, 0, 1, 0, 0])
+    assert selector.select(batch([0.0, 1.0, 1.0])).sum() == 0  # no live group: nothing kept
+    np.testing.assert_array_equal(selector.select(batch(p, seed=3)), selector.select(batch(p, seed=3)))
 
 
 def test_group_reward_std_matches_nanstd_and_needs_two_rollouts():
@@ -226,6 +251,20 @@ def test_uniform_run_keeps_the_draw_of_each_generation(tmp_path):
         expected[np.random.default_rng([0, generation]).choice(8, size=3, replace=False)] = True
         np.testing.assert_array_equal(groups["selected"].to_numpy(), expected)
     assert rows["rows"] == 2 * 3 * 4  # 3 groups of 4 rollouts per step: the others never reach the backward
+
+
+@pytest.mark.slow
+def test_uniform_live_run_updates_only_live_groups(tmp_path):
+    trainer = make_trainer(tmp_path, "uniform_live", gradient_accumulation_steps=4, max_steps=2)  # 8 groups per step
+    rows = count_grad_rows(trainer.model)
+    trainer.train()
+    log = trainer.selection_log.to_pandas()
+    live = (log["pass_rate"] > 0) & (log["pass_rate"] < 1)
+    assert not (log["selected"] & ~live).any()
+    kept = log.groupby("generation")["selected"].sum().to_numpy()
+    np.testing.assert_array_equal(kept, np.minimum(3, live.groupby(log["generation"]).sum().to_numpy()))
+    assert kept.sum() > 0 and (live.sum() > kept.sum() or kept.max() == 3)
+    assert rows["rows"] == 4 * kept.sum()  # only the kept groups' rollouts reach the backward
 
 
 @pytest.mark.slow

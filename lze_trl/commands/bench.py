@@ -119,8 +119,18 @@ def build_config(args: argparse.Namespace):
     config.cache_dir = args.cache_dir
     if args.threads is not None:
         config.torch_threads = args.threads
-    # Runs are chosen with --selectors and the warm start with --warm.
+    # Runs are chosen with --selectors and the warm start with --warm; `--demo task=...` also picks that task's
+    # warm start (before the --warm overrides).
     _assign(config, args.demo_overrides, "--demo", exclude=("methods", "warm_start", "overrides", "baseline"))
+    if config.task != config.warm_start.task:
+        from lze_trl.demo.runner import default_warm_start
+        from lze_trl.tasks import get_task
+
+        get_task(config.task)  # a clear error on an unknown task
+        if args.tiny:
+            config.warm_start = DemoConfig.tiny(task=config.task).warm_start
+        else:
+            config.warm_start = default_warm_start(config.task)
     _assign(config.warm_start, args.warm_overrides, "--warm")
     return config
 

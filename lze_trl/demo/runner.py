@@ -22,15 +22,16 @@ import torch
 from transformers import TrainerCallback
 
 from ..config import LZEGRPOConfig
-from ..tasks.arithmetic import arithmetic_reward, make_splits
+from ..tasks import get_task
+from ..tasks.arithmetic import arithmetic_reward
 from .accounting import GENERATION_FLOPS_PER_TOKEN, UPDATE_FLOPS_PER_TOKEN, MeteredLZEGRPOTrainer, count_parameters
 from .evaluation import AccuracyCallback, greedy_accuracy, pass_rate_histogram, sampled_pass_rates
-from .warmstart import WarmStartConfig, load_warm_start
+from .warmstart import CARRIES_WARM_START, WarmStartConfig, load_warm_start
 
 
 EVAL_SPLITS = ("test", "ood", "train")
-"""Evaluated splits: the in-domain held-out test (levels 0-5), the out-of-distribution split (levels 6-7) and a fixed
-sample of the RL training prompts themselves."""
+"""Evaluated splits: the in-domain held-out test, the out-of-distribution split and a fixed sample of the RL training
+prompts themselves."""
 SPLIT_LABELS = {"test": "in-domain test", "ood": "OOD", "train": "train prompts"}
 
 
@@ -62,25 +63,41 @@ def default_methods() -> list[MethodSpec]:
     ]
 
 
+def default_warm_start(task: str = "carries") -> WarmStartConfig:
+    """
+    The demo's warm start for an embedded task.
+
+    - `"carries"`: the shipped warm start (see [`~lze_trl.demo.warmstart.SHIPPED`]), each carry forgotten with
+      probability `CARRIES_SLIP_PROB` in its supervision.
+    - `"arithmetic"`: the first demo's, `WarmStartConfig(hidden_size=128, num_layers=2, carry_drop_prob=0.6)`.
+    """
+    get_task(task)
+    if task == "arithmetic":
+        return WarmStartConfig(hidden_size=128, num_layers=2, carry_drop_prob=0.6)
+    return WarmStartConfig(**CARRIES_WARM_START)
+
+
 @dataclass
 class DemoConfig:
     r"""
     Everything a demo or benchmark comparison depends on.
 
     Parameters:
+        task (`str`, *optional*, defaults to `"carries"`):
+            Embedded task (see [`~lze_trl.tasks.get_task`]): `"carries"` (column addition graded by the number of
+            carries, the default) or `"arithmetic"` (the first demo task, kept to reproduce older measurements).
+            Set the matching warm start with [`default_warm_start`] (the command line does).
         warm_start ([`WarmStartConfig`], *optional*):
-            The supervised warm start every method starts from; defaults to
-            `WarmStartConfig(hidden_size=128, num_layers=2, carry_drop_prob=0.6)`. Its supervision drops the carry
-            or borrow in 60% of the examples that have one, so the starting policy has learned the right procedure
-            and a common slip side by side, and RL has something general to learn: it raises held-out accuracy, not
-            only the training prompts' (with clean supervision, RL on this task only memorises training prompts;
-            see BENCHMARKS.md).
+            The supervised warm start every method starts from; defaults to [`default_warm_start`]`("carries")`,
+            whose supervision forgets each carry with probability `carry_drop_prob`, so the starting policy has
+            learned the right procedure and a common slip side by side and solves a prompt less often the more carries
+            it has: RL has something general to learn, which carries over to held-out and OOD prompts.
         n_train (`int`, *optional*, defaults to `1024`):
-            Training prompts (levels 0-5), revisited every 16 steps (7.5 epochs in the default 120 steps).
+            Training prompts (the task's training levels).
         n_test (`int`, *optional*, defaults to `600`):
-            In-domain held-out prompts (levels 0-5, disjoint from training prompts).
+            In-domain held-out prompts (the training levels, disjoint from training prompts).
         n_ood (`int`, *optional*, defaults to `200`):
-            Out-of-distribution prompts (levels 6-7).
+            Out-of-distribution prompts (the task's OOD levels).
         n_train_eval (`int`, *optional*, defaults to `256`):
             Training prompts evaluated by greedy decoding (the first ones of the training set).
         data_seed (`int`, *optional*, defaults to `0`):
@@ -123,9 +140,8 @@ class DemoConfig:
             Show tqdm progress bars.
     """
 
-    warm_start: WarmStartConfig = field(
-        default_factory=lambda: WarmStartConfig(hidden_size=128, num_layers=2, carry_drop_prob=0.6)
-    )
+    task: str = "carries"
+    warm_start: WarmStartConfig = field(default_factory=lambda: default_warm_start("carries"))
     n_train: int = 1024
     n_test: int = 600
     n_ood: int = 200
@@ -151,9 +167,17 @@ class DemoConfig:
     @classmethod
     def tiny(cls, **kwargs: Any) -> DemoConfig:
         """A seconds-long configuration for tests and smoke runs (a few steps of a very small model)."""
+        task = kwargs.get("task", "carries")
         values: dict[str, Any] = dict(
             warm_start=WarmStartConfig(
-                hidden_size=16, num_layers=1, num_heads=2, num_examples=256, steps=20, carry_drop_prob=0.6
+                hidden_size=16,
+                num_layers=1,
+                num_heads=2,
+                num_examples=256,
+                steps=20,
+                carry_drop_prob=0.6,
+                levels=list(get_task(task).WARM_START_LEVELS),
+                task=task,
             ),
             n_train=32,
             n_test=16,
@@ -391,6 +415,115 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+def dead_share(selection_log: Any) -> float | None:
+    """
+    Share of the generated groups that were dead (every scorable rollout correct, or every one wrong), over every
+    generation batch of a run's selection log; `None` without a log or a scored group.
+    """
+    if selection_log is None or len(selection_log) == 0 or "pass_rate" not in selection_log:
+        return None
+    p = selection_log["pass_rate"].to_numpy(dtype=np.float64)
+    p = p[np.isfinite(p)]
+    return float(np.mean((p <= 0.0) | (p >= 1.0))) if len(p) else None
+
+
+def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
+    """
+    The machine-readable `summary` of a comparison (written into `demo_results.json`): the starting state and, per
+    method, its final accuracies and its costs relative to the baseline.
+
+    Returns:
+        `dict[str, Any]`: `start` (`learning_zone_share`: share of the training groups with a sampled pass rate in
+        (0, 1) at the start; `test_accuracy`, `ood_accuracy`: greedy; `test_size`, `ood_size`: prompts evaluated) and
+        `methods.<name>` (`test_accuracy`, `ood_accuracy`: final greedy; `update_tokens_ratio`, `rollouts_ratio`,
+        `total_flops_ratio`: to the baseline's totals; `dead_share`: share of the generated groups that were
+        all-correct or all-wrong; `rollouts_to_grpo_final`, `flops_to_grpo_final`: rollouts and FLOPs spent until
+        the run first reached the baseline's final in-domain test accuracy, as ratios to the baseline's totals,
+        `None` when never reached; `rollouts_to_grpo_final_ood`, `flops_to_grpo_final_ood`: the same on OOD).
+    """
+    start, config = results["start"], results["config"]
+    base = results["methods"][results["baseline"]]["summary"]
+    out: dict[str, Any] = {
+        "baseline": results["baseline"],
+        "task": config.get("task"),
+        "start": {
+            "learning_zone_share": start["train_pass_rate_histogram"]["learning_zone_frac"],
+            "test_accuracy": start["test_accuracy"],
+            "ood_accuracy": start["ood_accuracy"],
+            "test_size": config["n_test"],
+            "ood_size": config["n_ood"],
+        },
+        "methods": {},
+    }
+    for name, method in results["methods"].items():
+        row = method["summary"]
+        out["methods"][name] = {
+            "test_accuracy": row["final_test_accuracy"],
+            "ood_accuracy": row["final_ood_accuracy"],
+            "update_tokens_ratio": _ratio(row["update_tokens"], base["update_tokens"]),
+            "rollouts_ratio": _ratio(row["rollouts"], base["rollouts"]),
+            "total_flops_ratio": _ratio(row["total_flops"], base["total_flops"]),
+            "dead_share": row.get("dead_share"),
+            "rollouts_to_grpo_final": _ratio(row.get("reach_test_rollouts"), base["rollouts"]),
+            "flops_to_grpo_final": _ratio(row.get("reach_test_flops"), base["total_flops"]),
+            "rollouts_to_grpo_final_ood": _ratio(row.get("reach_ood_rollouts"), base["rollouts"]),
+            "flops_to_grpo_final_ood": _ratio(row.get("reach_ood_flops"), base["total_flops"]),
+        }
+    return out
+
+
+def _reach(value: float | None) -> str:
+    return "not reached" if value is None else _fmt(value, "ratio")
+
+
+def format_headline(summary: dict[str, Any]) -> str:
+    """The headline table of a `summary` (see [`headline_summary`]): one row per method."""
+    start = summary["start"]
+    base = summary["baseline"]
+    lines = [
+        f"Start: {start['learning_zone_share']:.0%} of the training groups in the learning zone; greedy accuracy "
+        f"in-domain {start['test_accuracy']:.3f} ({start['test_size']} prompts), OOD {start['ood_accuracy']:.3f} "
+        f"({start['ood_size']} prompts).",
+    ]
+    header = [
+        "method",
+        "in-domain",
+        "OOD",
+        "update tokens",
+        "rollouts",
+        "total FLOPs",
+        "dead groups",
+        "rollouts to target",
+        "FLOPs to target",
+    ]
+    rows = []
+    for name, m in summary["methods"].items():
+        rows.append(
+            [
+                name,
+                _fmt(m["test_accuracy"], "acc"),
+                _fmt(m["ood_accuracy"], "acc"),
+                _fmt(m["update_tokens_ratio"], "ratio"),
+                _fmt(m["rollouts_ratio"], "ratio"),
+                _fmt(m["total_flops_ratio"], "ratio"),
+                "n/a" if m["dead_share"] is None else f"{m['dead_share']:.0%}",
+                _reach(m["rollouts_to_grpo_final"]),
+                _reach(m["flops_to_grpo_final"]),
+            ]
+        )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    lines += [line(header), "  ".join("-" * w for w in widths), *[line(r) for r in rows]]
+    lines.append(
+        f"Ratios are to {base}'s totals; 'to target' counts what a run spent until it first reached {base}'s final "
+        "in-domain accuracy (mean of its last evaluations)."
+    )
+    return "\n".join(lines)
+
+
 def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_window: int = 1) -> dict[str, Any]:
     """
     The figures of one run's table row: accuracies, tokens, FLOPs, times, and time/FLOPs to reach the baseline's
@@ -423,6 +556,7 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
         "selection_seconds": totals["selection_seconds"],
         "selection_share_of_step": totals["selection_seconds"] / max(totals["step_seconds"], 1e-12),
         "rollouts": totals["rollouts"],
+        "dead_share": dead_share(run.get("selection_log")),
         "rollout_tokens": totals["rollout_completion_tokens"],
         "rollout_prompt_tokens": totals["rollout_prompt_tokens"],
         "update_tokens": totals["update_tokens"],
@@ -455,6 +589,7 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
             row[f"reach_{split}_step"] = reached["step"] if reached else None
             row[f"reach_{split}_seconds"] = reached["train_seconds"] if reached else None
             row[f"reach_{split}_flops"] = reached["total_flops"] if reached else None
+            row[f"reach_{split}_rollouts"] = reached.get("rollouts") if reached else None
             # A target that a plateau one prompt lower never reaches is fragile: also the time to 90% of the
             # baseline's gain (start + 0.9 * (target - start)), meaningful only when the baseline gained.
             start = base_curve[0][key]
@@ -473,6 +608,7 @@ RATIO_KEYS = (
     "final_train_accuracy",
     "train_seconds",
     "train_cpu_seconds",
+    "rollouts",
     "rollout_tokens",
     "update_tokens",
     "update_tokens_per_step",
@@ -480,6 +616,9 @@ RATIO_KEYS = (
     "total_flops",
     "reach_test_seconds",
     "reach_test_flops",
+    "reach_test_rollouts",
+    "reach_ood_flops",
+    "reach_ood_rollouts",
     "reach_train_seconds",
     "reach_train_flops",
     "reach90_train_seconds",
@@ -604,9 +743,14 @@ def to_jsonable(obj: Any) -> Any:
 
 def prepare(config: DemoConfig) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
     """Loads (or trains and caches) the warm start and builds the splits. Returns `model, tokenizer, splits, meta`."""
+    if config.warm_start.task != config.task:
+        raise ValueError(
+            f"DemoConfig.task={config.task!r} but its warm start was trained on task={config.warm_start.task!r}: "
+            f"set warm_start=default_warm_start({config.task!r}) (on the command line, --demo task=... does)."
+        )
     torch.set_num_threads(config.torch_threads)
     model, tokenizer, meta = load_warm_start(config.warm_start, config.cache_dir, progress=config.progress)
-    splits = make_splits(config.n_train, config.n_test, config.n_ood, seed=config.data_seed)
+    splits = get_task(config.task).make_splits(config.n_train, config.n_test, config.n_ood, seed=config.data_seed)
     splits["train_eval"] = splits["train"].select(range(min(config.n_train_eval, config.n_train)))
     return model, tokenizer, splits, meta
 
@@ -719,6 +863,7 @@ def run_demo(config: DemoConfig, output_dir: str | os.PathLike, figures: bool = 
     # the method learns what it is trained on as fast (the figure that moves at this scale, see BENCHMARKS.md).
     results["target"] = {m: _verdict(results, m, "test") for m in names if m != config.baseline}
     results["target_train_prompts"] = {m: _verdict(results, m, "train") for m in names if m != config.baseline}
+    results["summary"] = headline_summary(results)
     results["total_seconds"] = time.perf_counter() - wall_start
     results = to_jsonable(results)
     with open(output_dir / "demo_results.json", "w") as f:

@@ -6,7 +6,12 @@ computes per run, mean and sample standard deviation over seeds:
 
 - held-out in-domain test accuracy at the end and averaged over the last `window` evaluations (one evaluation of 600
   prompts moves by about 0.02 from one to the next),
-- OOD and train-prompt accuracy at the end,
+- OOD accuracy at the end, its gain over the start and its mean over the last `window` evaluations; train-prompt
+  accuracy at the end,
+- the share of groups kept for the update and the share of generated groups that were dead (all-correct or
+  all-wrong),
+- the rollouts spent until the run first reached the baseline's final in-domain test and OOD accuracy, over the
+  baseline's total rollouts (mean over the seeds that reached it),
 - update tokens per step, total FLOPs and training CPU time, as ratios to the baseline's of the same seed.
 
 [`sweep_markdown`] writes the Table-2-style table, [`plot_sweep`] a three-panel figure: each energy term removed in
@@ -20,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .runner import _first_reaching
 
 
 ENERGY_TERMS = ("anchor", "uncertainty", "momentum")
@@ -107,6 +114,21 @@ def sweep_table(loaded: dict[str, Any], window: int = 3) -> list[dict[str, Any]]
             add("total_flops_ratio", summary["total_flops"] / base_summary["total_flops"])
             add("cpu_seconds_ratio", summary["train_cpu_seconds"] / base_summary["train_cpu_seconds"])
             add("rollouts_ratio", summary["rollouts"] / base_summary["rollouts"])
+            add("ood_gain", summary["final_ood_accuracy"] - summary["start_ood_accuracy"])
+            add("late_ood_accuracy", _late(run["curve"], "ood_accuracy", window))
+            add("dead_share", summary.get("dead_share"))
+            kept = [step["lze/selected_frac"] for step in run.get("steps", []) if "lze/selected_frac" in step]
+            add("kept_share", float(np.mean(kept)) if kept else None)
+            # Rollouts spent until the run first reached the baseline's final accuracy (mean of its last `window`
+            # evaluations; the run's curve smoothed the same way), over the baseline's total. Computed here from the
+            # curves, so that runs of folders with another baseline compare with this one.
+            for split in ("test", "ood"):
+                key = f"{split}_accuracy"
+                reached = _first_reaching(run["curve"], key, _late(base["curve"], key, window), window)
+                add(
+                    f"rollouts_to_base_{split}",
+                    None if reached is None else reached["rollouts"] / base_summary["rollouts"],
+                )
         row = {"name": name, "overrides": dict(next(iter(per_seed.values()))["overrides"]), "seeds": seeds}
         row.update({key: _stat(values) for key, values in cols.items()})
         rows.append(row)
@@ -122,15 +144,27 @@ def _pm(stat: dict[str, Any], digits: int = 3, suffix: str = "") -> str:
 def sweep_markdown(rows: list[dict[str, Any]], baseline: str, window: int = 3) -> str:
     """The Table-2-style Markdown table of [`sweep_table`]'s rows (mean ± sample std over seeds)."""
     header = (
-        f"| run | test acc, final | test acc, last {window} evals | OOD acc | train acc | update tokens / step "
-        f"| update tokens / {baseline} | total FLOPs / {baseline} | CPU time / {baseline} | rollouts / {baseline} |"
+        f"| run | test acc, final | test acc, last {window} evals | OOD acc, final | OOD gain | OOD acc, last "
+        f"{window} evals | train acc | groups kept | dead groups | rollouts to {baseline}'s final test acc "
+        f"| rollouts to {baseline}'s final OOD acc | update tokens / {baseline} | total FLOPs / {baseline} "
+        f"| CPU time / {baseline} | rollouts / {baseline} |"
     )
-    lines = [header, "|" + "---|" * 10]
+    lines = [header, "|" + "---|" * 15]
+
+    def reach(stat: dict[str, Any], n: int) -> str:
+        # Mean over the seeds that reached the target, with how many did.
+        if stat.get("n", 0) == 0:
+            return f"not reached (0/{n})"
+        return _pm(stat, 2, "x") + ("" if stat["n"] == n else f" ({stat['n']}/{n} seeds)")
+
     for row in rows:
+        n = len(row["seeds"])
         lines.append(
             f"| `{row['name']}` | {_pm(row['final_test_accuracy'])} | {_pm(row['late_test_accuracy'])} "
-            f"| {_pm(row['final_ood_accuracy'])} | {_pm(row['final_train_accuracy'])} "
-            f"| {row['update_tokens_per_step']['mean']:,.0f} | {_pm(row['update_tokens_ratio'], 2, 'x')} "
+            f"| {_pm(row['final_ood_accuracy'])} | {_pm(row['ood_gain'], 3)} | {_pm(row['late_ood_accuracy'])} "
+            f"| {_pm(row['final_train_accuracy'])} | {_pm(row['kept_share'], 2)} | {_pm(row['dead_share'], 2)} "
+            f"| {reach(row['rollouts_to_base_test'], n)} | {reach(row['rollouts_to_base_ood'], n)} "
+            f"| {_pm(row['update_tokens_ratio'], 2, 'x')} "
             f"| {_pm(row['total_flops_ratio'], 2, 'x')} | {_pm(row['cpu_seconds_ratio'], 2, 'x')} "
             f"| {_pm(row['rollouts_ratio'], 2, 'x')} |"
         )

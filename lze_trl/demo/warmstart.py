@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from ..tasks.arithmetic import CHARSET, WARM_START_LEVELS, warm_start_examples
+from ..tasks import get_task
+from ..tasks.arithmetic import CHARSET, WARM_START_LEVELS
 from ..tiny import char_tokenizer, tiny_qwen2
 
 
@@ -26,6 +27,20 @@ CACHE_ENV = "LZE_TRL_CACHE"
 WARMSTART_FORMAT = 1
 """Bumped whenever the warm-start procedure changes, so stale caches are not reused."""
 META_FILE = "warmstart.json"
+SHIPPED_DIR = Path(__file__).parent / "weights"
+"""Warm starts shipped with the package, one folder per cache key (weights as safetensors, the config that produced
+them and its metadata): [`load_warm_start`] loads them instead of training, so every machine starts from the same
+weights whatever its CPU (training the same config on another CPU gives slightly different floats)."""
+
+CARRIES_WARM_START: dict[str, Any] = dict(
+    hidden_size=128,
+    num_layers=2,
+    steps=1500,
+    carry_drop_prob=0.3,
+    levels=[0, 1, 2],
+    task="carries",
+)
+"""The demo's warm start on the `"carries"` task (its weights are shipped, see `SHIPPED_DIR`)."""
 
 
 @dataclass
@@ -66,6 +81,9 @@ class WarmStartConfig:
             wrong procedure next to the right one, as models do from imperfect pretraining data.
         seed (`int`, *optional*, defaults to `0`):
             Seed of the initialisation, the examples and the batch draws.
+        task (`str`, *optional*, defaults to `"arithmetic"`):
+            Embedded task whose `warm_start_examples` supervise the model (see [`~lze_trl.tasks.get_task`]); on
+            `"carries"`, `carry_drop_prob` is the probability of forgetting each carry.
     """
 
     hidden_size: int = 64
@@ -82,10 +100,17 @@ class WarmStartConfig:
     weight_decay: float = 0.0
     carry_drop_prob: float = 0.0
     seed: int = 0
+    task: str = "arithmetic"
+
+    def __post_init__(self) -> None:
+        get_task(self.task)  # a clear error on an unknown task
 
     def cache_key(self) -> str:
         """Hex digest (16 characters) of the config, the charset and the procedure's version."""
-        payload = {"config": asdict(self), "charset": CHARSET, "format": WARMSTART_FORMAT}
+        config = asdict(self)
+        if config["task"] == "arithmetic":
+            del config["task"]  # the first task's keys predate the field: its caches stay valid
+        payload = {"config": config, "charset": CHARSET, "format": WARMSTART_FORMAT}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -93,6 +118,12 @@ def default_cache_dir() -> Path:
     """`$LZE_TRL_CACHE/warmstart`, else `~/.cache/lze-trl/warmstart`."""
     root = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "lze-trl")
     return Path(root) / "warmstart"
+
+
+def shipped_path(config: WarmStartConfig) -> Path | None:
+    """The folder of `config`'s shipped weights under `SHIPPED_DIR`, or `None` when none is shipped."""
+    folder = SHIPPED_DIR / config.cache_key()
+    return folder if (folder / META_FILE).is_file() else None
 
 
 def encode_examples(texts: list[str], tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -153,7 +184,7 @@ def train_warm_start(config: WarmStartConfig, tokenizer=None, progress: bool = F
         max_position_embeddings=config.max_position_embeddings,
         seed=config.seed,
     )
-    texts = warm_start_examples(
+    texts = get_task(config.task).warm_start_examples(
         config.num_examples, seed=config.seed, levels=config.levels, carry_drop_prob=config.carry_drop_prob
     )
     input_ids, attention_mask, labels = encode_examples(texts, tokenizer)
@@ -217,6 +248,9 @@ def load_warm_start(
     tokenizer = char_tokenizer(CHARSET)
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     folder = folder / config.cache_key()
+    shipped = shipped_path(config)
+    if shipped is not None:
+        folder = shipped
     meta_path = folder / META_FILE
     if meta_path.is_file():
         with open(meta_path) as f:
@@ -225,7 +259,7 @@ def load_warm_start(
         model.generation_config.pad_token_id = tokenizer.pad_token_id
         model.generation_config.eos_token_id = tokenizer.eos_token_id
         model.eval()
-        return model, tokenizer, {**meta, "path": str(folder), "from_cache": True}
+        return model, tokenizer, {**meta, "path": str(folder), "from_cache": True, "shipped": shipped is not None}
     model, summary = train_warm_start(config, tokenizer, progress=progress)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
@@ -237,4 +271,4 @@ def load_warm_start(
     for path in sorted(tmp.iterdir(), key=lambda p: p.name == META_FILE):
         os.replace(path, folder / path.name)
     tmp.rmdir()
-    return model, tokenizer, {**meta, "path": str(folder), "from_cache": False}
+    return model, tokenizer, {**meta, "path": str(folder), "from_cache": False, "shipped": False}

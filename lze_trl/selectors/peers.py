@@ -1,6 +1,8 @@
 """The paper's peers and controls as selectors (Table 2 of the LZE paper), plus the skill card's soft variant.
 
 - `"uniform"`: a random `selection_ratio` of the groups (the paper's uniform-40% control).
+- `"uniform_live"`: LZE's quota drawn at random among the informative groups only (isolates LZE's ranking from its
+  removal of dead groups).
 - `"dapo"`: DAPO's dynamic filtering (drop groups whose rewards do not vary), optionally refilled with extra rollouts.
 - `"reinforce_rej"`: Reinforce-Rej, online rejection of all-correct / all-wrong prompts, never rolled out again.
 - `"prefilter"`: Pre-Filter, offline removal of all-wrong / all-right prompts judged once with the initial policy.
@@ -51,6 +53,32 @@ class UniformSelector(Selector):
         k = num_to_select(n, n, self.args.selection_ratio, self.args.min_selection_ratio)
         weights = np.zeros(n)
         weights[batch.rng.choice(n, size=k, replace=False)] = 1.0
+        return weights
+
+
+@register_selector
+class UniformLiveSelector(Selector):
+    """
+    `"uniform_live"`: LZE's quota drawn uniformly at random among the live groups only, the control that separates
+    LZE's ranking from its removal of dead groups. A group is live when its correctness rewards vary (standard
+    deviation `> dapo_std_epsilon`, DAPO's rule; for binary rewards, pass rate strictly between 0 and 1).
+
+    It keeps exactly as many groups as `"lze"` would on the same batch, `k = min(max(int(n * selection_ratio),
+    int(n * min_selection_ratio), 1), n_live)` of the `n` groups, so the two differ only in which live groups they
+    keep: by energy, or at random. When fewer than `k` groups are live it keeps all of them, as LZE and DAPO do. The
+    draw uses the batch's generator, so every process keeps the same groups.
+    """
+
+    name = "uniform_live"
+
+    def select(self, batch: GroupBatch) -> np.ndarray:
+        std = group_reward_std(batch.rewards)
+        live = np.flatnonzero(np.nan_to_num(std, nan=0.0) > self.args.dapo_std_epsilon)
+        n = batch.num_groups
+        k = num_to_select(n, len(live), self.args.selection_ratio, self.args.min_selection_ratio)
+        weights = np.zeros(n)
+        if k:
+            weights[batch.rng.choice(live, size=k, replace=False)] = 1.0
         return weights
 
 

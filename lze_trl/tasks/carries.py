@@ -1,0 +1,235 @@
+"""Column addition with a graded number of carries: the embedded task on which the selectors can be told apart.
+
+A prompt is `a+b=` with two operands of the same number of digits, e.g. `"473+259="`, and the completion is the sum,
+`"732"`. The difficulty of a prompt is the number of **carries** its column-by-column addition makes (a column carries
+when its digits plus the incoming carry reach 10). Every level is the same skill; a level only says how many times
+the carry has to be remembered.
+
+The warm start (see [`warm_start_examples`]) shows sums written by a solver that forgets each carry, independently,
+with probability `carry_drop_prob` (`q`). A policy that copies that solver solves a prompt with `k` carries with
+probability `(1 - q) ** k` when it samples, so the training prompts spread over the whole pass-rate range by their
+number of carries, and RL, by lowering the slip probability, improves every level at once (held-out and out of
+distribution included).
+
+Levels (both operands of `d` digits, drawn uniformly and redrawn until the column addition makes exactly `k` carries):
+
+| level | 0 | 1 | 2 | 3 | 4 | 5 (OOD) | 6 (OOD) |
+|---|---|---|---|---|---|---|---|
+| digits `d` | 2 | 2 | 2 | 3 | 3 | 3 | 3 |
+| carries `k` | 0 | 1 | 2 | 0 | 1 | 2 | 3 |
+
+The RL prompts (train and test) are levels 0-4. The OOD split (levels 5-6) has more carries than any RL prompt of its
+length: level 5 is a setting the warm start was shown (with slips) but RL never trains on, level 6 (three carries) a
+setting nothing was ever shown. The warm start sees levels 0-5 (zero to two carries, two or three digits).
+
+Train and test prompts are separated by the seed-independent rule of [`~lze_trl.tasks.arithmetic.is_test_prompt`];
+the warm start only sees train-side prompts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from datasets import Dataset
+
+from .arithmetic import is_test_prompt
+
+
+TRAIN_LEVELS: tuple[int, ...] = (0, 1, 2, 3, 4)
+OOD_LEVELS: tuple[int, ...] = (5, 6)
+WARM_START_LEVELS: tuple[int, ...] = (0, 1, 2)
+"""For the warm start, a level is a number of carries, with operands of 2 or 3 digits (uniformly): levels 0-2 cover
+task levels 0-5, never three carries."""
+NUM_LEVELS: int = 7
+_STREAMS: dict[str, int] = {"train": 10, "test": 11, "ood": 12, "warm_start": 13, "slip": 14}
+_MAX_DRAWS: int = 100_000
+
+
+def column_sum(a: int, b: int, slips: Sequence[bool] | None = None) -> tuple[int, int]:
+    """
+    `a + b` computed column by column, least significant first.
+
+    Args:
+        a (`int`), b (`int`):
+            Non-negative operands.
+        slips (`Sequence[bool]`, *optional*):
+            For the `i`-th carry made (in order), whether it is forgotten (not added to the next column). `None`
+            forgets none.
+
+    Returns:
+        `tuple[int, int]`: the (possibly slipped) sum and the number of carries made.
+    """
+    if a < 0 or b < 0:
+        raise ValueError(f"Operands must be non-negative, got {a} and {b}.")
+    digits_a, digits_b = str(a)[::-1], str(b)[::-1]
+    width = max(len(digits_a), len(digits_b))
+    carry, carries, out = 0, 0, []
+    for i in range(width):
+        x = int(digits_a[i]) if i < len(digits_a) else 0
+        y = int(digits_b[i]) if i < len(digits_b) else 0
+        total = x + y + carry
+        out.append(total % 10)
+        carry = total // 10
+        if carry:
+            if slips is not None and carries < len(slips) and slips[carries]:
+                carry = 0
+            carries += 1
+    if carry:
+        out.append(carry)
+    return int("".join(str(d) for d in reversed(out))), carries
+
+
+def count_carries(a: int, b: int) -> int:
+    """Number of carries of the exact column addition of `a + b` (e.g. `count_carries(95, 17) == 2`)."""
+    return column_sum(a, b)[1]
+
+
+LEVELS: dict[int, tuple[int, int]] = {0: (2, 0), 1: (2, 1), 2: (2, 2), 3: (3, 0), 4: (3, 1), 5: (3, 2), 6: (3, 3)}
+"""`level: (digits of each operand, carries)`."""
+
+
+def _level_digits(rng: np.random.Generator, level: int) -> tuple[int, int]:
+    """(number of digits, number of carries) of one draw of `level`."""
+    if level not in LEVELS:
+        raise ValueError(f"`difficulty` must be in [0, {NUM_LEVELS - 1}], got {level}.")
+    return LEVELS[level]
+
+
+def _warm_start_problem(rng: np.random.Generator, carries: int) -> dict[str, Any]:
+    """A problem with `carries` carries and operands of 2 or 3 digits (uniformly): the warm start's draw."""
+    digits = int(rng.integers(2, 4))
+    return _draw(rng, digits, carries, difficulty=carries)
+
+
+def _draw(rng: np.random.Generator, digits: int, carries: int, difficulty: int) -> dict[str, Any]:
+    low, high = 10 ** (digits - 1), 10**digits
+    for _ in range(_MAX_DRAWS):
+        a, b = int(rng.integers(low, high)), int(rng.integers(low, high))
+        if count_carries(a, b) == carries:
+            return {"prompt": f"{a}+{b}=", "answer": str(a + b), "difficulty": int(difficulty)}
+    raise RuntimeError(f"Could not draw a problem with {digits} digits and {carries} carries.")  # pragma: no cover
+
+
+def make_problem(rng: np.random.Generator, difficulty: int) -> dict[str, Any]:
+    """
+    Draws one addition problem of the given level (see the module docstring).
+
+    Args:
+        rng (`np.random.Generator`):
+            Random generator to draw from (advanced in place).
+        difficulty (`int`):
+            Level in [0, 6] (see `LEVELS`).
+
+    Returns:
+        `dict[str, Any]`: `{"prompt": "473+259=", "answer": "732", "difficulty": 5}`-style problem.
+
+    Example:
+
+    ```python
+    >>> import numpy as np
+    >>> problem = make_problem(np.random.default_rng(0), difficulty=5)
+    >>> a, b = map(int, problem["prompt"][:-1].split("+"))
+    >>> len(str(a)), count_carries(a, b), int(problem["answer"]) == a + b
+    (3, 2, True)
+    ```
+    """
+    digits, carries = _level_digits(rng, int(difficulty))
+    return _draw(rng, digits, carries, int(difficulty))
+
+
+def _generate(
+    n: int, seed: int, levels: Sequence[int], stream: str, partition: str | None, draw=None
+) -> list[dict[str, Any]]:
+    """Draws `n` problems with `draw(rng, level)` (default [`make_problem`]), round-robin over `levels` then
+    shuffled, keeping only prompts of `partition`."""
+    draw = draw or make_problem
+    if n < 0:
+        raise ValueError(f"`n` must be non-negative, got {n}.")
+    levels = [int(level) for level in levels]
+    if not levels:
+        raise ValueError("`levels` must not be empty.")
+    rng = np.random.default_rng([seed, _STREAMS[stream]])
+    problems = []
+    for i in range(n):
+        level = levels[i % len(levels)]
+        for _ in range(1000):
+            problem = draw(rng, level)
+            if partition is None or is_test_prompt(problem["prompt"]) == (partition == "test"):
+                problems.append(problem)
+                break
+        else:  # pragma: no cover
+            raise RuntimeError(f"Could not draw a {partition} problem of level {level}.")
+    order = rng.permutation(n)
+    return [problems[i] for i in order]
+
+
+def make_dataset(n: int, seed: int = 0, levels: Sequence[int] | None = None, split: str = "train") -> Dataset:
+    """
+    Builds a dataset of addition problems in TRL's standard prompt format.
+
+    Args:
+        n (`int`):
+            Number of rows, spread round-robin over `levels` and then shuffled.
+        seed (`int`, *optional*, defaults to `0`):
+            Random seed; the same `(n, seed, levels, split)` always yields the same dataset.
+        levels (`Sequence[int]`, *optional*):
+            Levels to draw from. Defaults to `TRAIN_LEVELS` (0-4) for `"train"` and `"test"`, `OOD_LEVELS` (5-6) for
+            `"ood"`.
+        split (`str`, *optional*, defaults to `"train"`):
+            `"train"`, `"test"` or `"ood"`; `"train"` and `"test"` never share a prompt.
+
+    Returns:
+        [`~datasets.Dataset`]: Columns `prompt`, `answer` and `difficulty` (the level).
+    """
+    if split not in ("train", "test", "ood"):
+        raise ValueError(f"`split` must be one of 'train', 'test', 'ood', got {split!r}.")
+    if levels is None:
+        levels = OOD_LEVELS if split == "ood" else TRAIN_LEVELS
+    partition = None if split == "ood" else split
+    problems = _generate(n, seed, levels, stream=split, partition=partition)
+    return Dataset.from_dict({key: [p[key] for p in problems] for key in ("prompt", "answer", "difficulty")})
+
+
+def make_splits(n_train: int, n_test: int, n_ood: int, seed: int = 0) -> dict[str, Dataset]:
+    """The train (levels 0-4), test (levels 0-4, disjoint prompts) and OOD (levels 5-6) datasets."""
+    return {
+        "train": make_dataset(n_train, seed, split="train"),
+        "test": make_dataset(n_test, seed, split="test"),
+        "ood": make_dataset(n_ood, seed, split="ood"),
+    }
+
+
+def warm_start_examples(
+    n: int, seed: int = 0, levels: Sequence[int] = WARM_START_LEVELS, carry_drop_prob: float = 0.0
+) -> list[str]:
+    """
+    Supervised strings `prompt + answer + "\\n"` written by a solver that forgets each carry with probability
+    `carry_drop_prob`, independently per carry (train-side prompts only).
+
+    Args:
+        n (`int`):
+            Number of strings.
+        seed (`int`, *optional*, defaults to `0`):
+            Random seed (streams distinct from the dataset splits).
+        levels (`Sequence[int]`, *optional*, defaults to `WARM_START_LEVELS`):
+            Numbers of carries to draw (round-robin), each with operands of 2 or 3 digits (uniformly); so the warm
+            start covers task levels 0-5 and never shows three carries.
+        carry_drop_prob (`float`, *optional*, defaults to `0.0`):
+            Probability of forgetting each carry, in [0, 1].
+
+    Returns:
+        `list[str]`: Strings such as `"38+25=53\\n"` (the carry forgotten) or `"38+25=63\\n"`.
+    """
+    if not 0.0 <= carry_drop_prob <= 1.0:
+        raise ValueError(f"`carry_drop_prob` must be in [0, 1], got {carry_drop_prob}.")
+    if any(int(level) not in WARM_START_LEVELS for level in levels):
+        raise ValueError(f"Warm-start levels are numbers of carries in {list(WARM_START_LEVELS)}, got {list(levels)}.")
+    problems = _generate(n, seed, levels, stream="warm_start", partition="train", draw=_warm_start_problem)
+    slips = np.random.default_rng([seed, _STREAMS["slip"]]).random((n, 8)) < carry_drop_prob
+    texts = []
+    for problem, row in zip(problems, slips):
+        a, b = map(int, problem["prompt"][:-1].split("+"))
+        texts.append(f"{problem['prompt']}{column_sum(a, b, row.tolist())[0]}\n")
+    return texts

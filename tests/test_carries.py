@@ -1,0 +1,103 @@
+"""The `carries` task: levels by number of carries, the slipping warm-start solver, splits and the task registry."""
+
+import numpy as np
+import pytest
+
+from lze_trl.tasks import TASKS, arithmetic_reward, carries, get_task, is_test_prompt
+from lze_trl.tasks.carries import (
+    LEVELS,
+    OOD_LEVELS,
+    TRAIN_LEVELS,
+    WARM_START_LEVELS,
+    column_sum,
+    count_carries,
+    make_dataset,
+    make_problem,
+    make_splits,
+    warm_start_examples,
+)
+
+
+def operands(prompt):
+    a, b = prompt[:-1].split("+")
+    return int(a), int(b)
+
+
+def test_column_sum_counts_carries_and_forgets_the_chosen_ones():
+    assert column_sum(38, 25) == (63, 1)
+    assert column_sum(999, 1) == (1000, 3)  # a carry chain: every column carries
+    assert count_carries(95, 17) == 2 and count_carries(12, 34) == 0
+    assert column_sum(38, 25, [True]) == (53, 1)  # the carry forgotten: 8+5 -> 3, 3+2 -> 5
+    assert column_sum(287, 790, [True]) == (977, 1)  # the tens' carry forgotten: no chain into the hundreds
+    assert column_sum(95, 17, [False, True]) == (12, 2)  # the last carry forgotten: the leading 1 is lost
+    with pytest.raises(ValueError, match="non-negative"):
+        column_sum(-1, 2)
+
+
+@pytest.mark.parametrize("level", [*TRAIN_LEVELS, *OOD_LEVELS])
+def test_each_level_has_its_digits_and_carries(level):
+    rng = np.random.default_rng(level)
+    digits, carries_wanted = LEVELS[level]
+    for _ in range(100):
+        problem = make_problem(rng, level)
+        a, b = operands(problem["prompt"])
+        assert int(problem["answer"]) == a + b == eval(problem["prompt"][:-1])
+        assert len(str(a)) == len(str(b)) == digits
+        assert count_carries(a, b) == carries_wanted
+    with pytest.raises(ValueError, match="difficulty"):
+        make_problem(rng, 9)
+
+
+def test_the_ood_levels_carry_more_often_than_any_training_prompt_of_their_length():
+    most = {}
+    for level in TRAIN_LEVELS:
+        digits, k = LEVELS[level]
+        most[digits] = max(most.get(digits, 0), k)
+    for level in OOD_LEVELS:
+        digits, k = LEVELS[level]
+        assert k > most[digits]
+    assert max(LEVELS[level][1] for level in WARM_START_LEVELS) < LEVELS[max(OOD_LEVELS)][1]
+
+
+def test_splits_are_disjoint_balanced_and_reproducible():
+    splits = make_splits(300, 120, 60, seed=0)
+    train, test, ood = (set(splits[k]["prompt"]) for k in ("train", "test", "ood"))
+    assert not train & test
+    assert not any(is_test_prompt(p) for p in train) and all(is_test_prompt(p) for p in test)
+    assert sorted(set(splits["train"]["difficulty"])) == list(TRAIN_LEVELS)
+    assert sorted(set(splits["ood"]["difficulty"])) == list(OOD_LEVELS)
+    assert np.bincount(splits["train"]["difficulty"]).tolist() == [60] * 5
+    assert make_dataset(50, seed=0)[:] == make_dataset(50, seed=0)[:]
+    assert make_dataset(50, seed=0)["prompt"] != make_dataset(50, seed=1)["prompt"]
+    with pytest.raises(ValueError, match="split"):
+        make_dataset(5, split="valid")
+
+
+def test_warm_start_forgets_each_carry_with_the_given_probability():
+    clean = warm_start_examples(3000, seed=0)
+    assert {len(t.split("+")[0]) for t in clean} == {2, 3}
+    with pytest.raises(ValueError, match="numbers of carries"):
+        warm_start_examples(3, levels=[3])
+    assert clean == warm_start_examples(3000, seed=0, carry_drop_prob=0.0)
+    assert all(eval(t.split("=")[0]) == int(t.split("=")[1]) for t in clean)
+    assert not any(is_test_prompt(t.split("=")[0] + "=") for t in clean)
+    q = 0.4
+    slipped = warm_start_examples(3000, seed=0, carry_drop_prob=q)
+    by_carries: dict[int, list[bool]] = {}
+    for text in slipped:
+        prompt, answer = text.rstrip("\n").split("=")
+        a, b = operands(prompt + "=")
+        by_carries.setdefault(count_carries(a, b), []).append(int(answer) == a + b)
+    # a prompt with k carries is written correctly with probability (1 - q) ** k
+    for k, correct in by_carries.items():
+        assert np.mean(correct) == pytest.approx((1 - q) ** k, abs=0.05), k
+    assert max(by_carries) == 2  # the warm start never sees three carries
+    with pytest.raises(ValueError, match="carry_drop_prob"):
+        warm_start_examples(3, carry_drop_prob=1.5)
+
+
+def test_registry_and_reward():
+    assert get_task("carries") is carries and set(TASKS) == {"carries", "arithmetic"}
+    with pytest.raises(ValueError, match="task='sums' is not an embedded task"):
+        get_task("sums")
+    assert arithmetic_reward(["63", "53", " 63"], ["63", "63", "63"]) == [1.0, 0.0, 1.0]
