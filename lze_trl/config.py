@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from trl import GRPOConfig
 
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
+from .rollout_filter import ROLLOUT_FILTER_MODES
 from .selectors import PREFILTER_MODES, SELECTORS
 from .state import RESUME_MODES
 
@@ -94,6 +95,26 @@ class LZEGRPOConfig(GRPOConfig):
             (rounded by largest remainders; 0 skips a prompt for the epoch, 2 or more rolls it out that many times,
             spread over the epoch), and prompts never seen get one. The epoch keeps its length. Needs a map-style
             train dataset.
+        rollout_filter (`str`, *optional*, defaults to `"none"`):
+            Rollout-side selection: predict before generation which prompts would come back dead (all rollouts
+            correct or all wrong) and skip them for the epoch, so generation is spent on the learning zone (see
+            `lze_trl.rollout_filter`). `"none"`: every prompt is rolled out. `"lze"`: skip a prompt when its predicted
+            dead probability (a Beta-binomial on its pass-rate state, with momentum and a prior for unseen prompts)
+            exceeds `rollout_filter_threshold`. `"greso"`: the GRESO-like baseline, skip with probability
+            `1 - max(0.5 ** k, 0.01)` after `k` consecutive dead observations. Needs a map-style train dataset. The
+            rollout stage then does the selecting: pair it with `selection_ratio=1.0` so that every alive group it
+            paid for reaches the update (the backward top-k would otherwise drop most of them again).
+        rollout_filter_threshold (`float`, *optional*, defaults to `0.6`):
+            `rollout_filter="lze"`: predicted dead probability above which a prompt is skipped, in (0, 1).
+        rollout_filter_retry_epochs (`int`, *optional*, defaults to `8`):
+            Exploration floor: a skipped prompt is rolled out again after at most this many epochs without one, >= 1.
+            Skipping shortens epochs, so an epoch here is a full dataset's worth of generated groups.
+        rollout_filter_audit (`float`, *optional*, defaults to `0.02`):
+            Share of the skipped prompts rolled out anyway to count wrong skips (`rollout_filter/wrong_skip_rate`),
+            in [0, 1].
+        rollout_filter_prior_column (`str`, *optional*):
+            Train dataset column (e.g. `"difficulty"`) whose values group prompts never rolled out for their prior:
+            the share of dead first observations among prompts with the same value. Default: one group.
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
             Rows (one per prompt group and generation batch) kept in the selection log, oldest dropped first; 0
             disables it. Saved as `lze_selection_log.parquet` with each checkpoint and at the end of training, and
@@ -174,6 +195,25 @@ class LZEGRPOConfig(GRPOConfig):
     softmax_allocate_rollouts: bool = field(
         default=False,
         metadata={"help": "selector='softmax': share each epoch's rollouts out in proportion to the weights."},
+    )
+    rollout_filter: str = field(
+        default="none",
+        metadata={
+            "help": "Rollout-side selection: skip prompts predicted dead before generating them.",
+            "choices": list(ROLLOUT_FILTER_MODES),
+        },
+    )
+    rollout_filter_threshold: float = field(
+        default=0.6, metadata={"help": "rollout_filter='lze': skip when the predicted dead probability exceeds this."}
+    )
+    rollout_filter_retry_epochs: int = field(
+        default=8, metadata={"help": "Roll every skipped prompt out again after this many epochs, >= 1."}
+    )
+    rollout_filter_audit: float = field(
+        default=0.02, metadata={"help": "Share of skipped prompts generated anyway to count wrong skips, in [0, 1]."}
+    )
+    rollout_filter_prior_column: str | None = field(
+        default=None, metadata={"help": "Dataset column grouping unseen prompts for their prior (e.g. difficulty)."}
     )
 
     selection_log_max_rows: int = field(
@@ -327,4 +367,30 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "softmax_allocate_rollouts",
         args.softmax_allocate_rollouts,
         f"use it with selector='softmax' (got selector={args.selector!r}), or leave it False.",
+    )
+    _check(
+        args.rollout_filter in ROLLOUT_FILTER_MODES,
+        "rollout_filter",
+        args.rollout_filter,
+        f"use one of {list(ROLLOUT_FILTER_MODES)} ('none' rolls every prompt out).",
+    )
+    _check(
+        _finite(args.rollout_filter_threshold) and 0 < args.rollout_filter_threshold < 1,
+        "rollout_filter_threshold",
+        args.rollout_filter_threshold,
+        "use a probability in (0, 1), e.g. 0.6 (higher skips fewer prompts).",
+    )
+    _check(
+        isinstance(args.rollout_filter_retry_epochs, int)
+        and not isinstance(args.rollout_filter_retry_epochs, bool)
+        and args.rollout_filter_retry_epochs >= 1,
+        "rollout_filter_retry_epochs",
+        args.rollout_filter_retry_epochs,
+        "use an integer >= 1, e.g. 8 (every skipped prompt is retried at least that often, in epochs).",
+    )
+    _check(
+        _finite(args.rollout_filter_audit) and 0 <= args.rollout_filter_audit <= 1,
+        "rollout_filter_audit",
+        args.rollout_filter_audit,
+        "use a fraction in [0, 1], e.g. 0.02 (0 disables the audit of skipped prompts).",
     )

@@ -52,6 +52,10 @@ class LZERepeatSampler(Sampler[int]):
         rollout_counts (`Callable[[int, int], np.ndarray | None]`, *optional*):
             Groups per prompt: called with `(num_samples, epoch)`, returns non-negative integer counts or `None` (a
             selector's [`~Selector.rollout_counts`]).
+        rollout_planner (`Callable[..., np.ndarray]`, *optional*):
+            Rollout-side selection applied last: called as `(epoch, available, exempt=replays)` with the pool left by
+            pruning and `rollout_filter` (`None`: every prompt) and the epoch's pruning replays, returns the boolean
+            mask of prompts the epoch rolls out ([`~lze_trl.rollout_filter.RolloutFilter.plan_epoch`]).
     """
 
     def __init__(
@@ -65,6 +69,7 @@ class LZERepeatSampler(Sampler[int]):
         pruner: PromptPruner | None = None,
         rollout_filter: Callable[[int, int], np.ndarray | None] | None = None,
         rollout_counts: Callable[[int, int], np.ndarray | None] | None = None,
+        rollout_planner: Callable[..., np.ndarray] | None = None,
     ) -> None:
         self.num_samples = num_samples
         self.mini_repeat_count = mini_repeat_count
@@ -75,6 +80,7 @@ class LZERepeatSampler(Sampler[int]):
         self.pruner = pruner
         self.rollout_filter = rollout_filter
         self.rollout_counts = rollout_counts
+        self.rollout_planner = rollout_planner
         self.epoch = 0
         self.epoch_offset = 0
         self.skip_batches = 0  # dataloader batches to skip at the start of the next iteration (resume)
@@ -179,6 +185,9 @@ class LZERepeatSampler(Sampler[int]):
         extra = self.rollout_filter(self.num_samples, epoch) if self.rollout_filter is not None else None
         if extra is not None:
             keep = extra if keep is None else keep & extra
+        if self.rollout_planner is not None:
+            replays = self.pruner.replayed if self.pruner is not None else None
+            keep = self.rollout_planner(epoch, keep, exempt=replays)
         return keep
 
     def __iter__(self) -> Iterator[int]:

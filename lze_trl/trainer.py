@@ -27,6 +27,7 @@ from .engines import SkippedWindowCallback, warn_if_not_sharded, window_skipped
 from .guards import DeadRunDetector, check_dataset_fits_batch, checked_reward_func
 from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
 from .pruning import PromptPruner
+from .rollout_filter import build_rollout_filter
 from .sampler import LZERepeatSampler
 from .selection import group_pass_rates, reward_spread_energies
 from .selection_log import SelectionLog
@@ -187,6 +188,8 @@ class LZEGRPOTrainer(GRPOTrainer):
                 "even out processes and micro-batches after selection dilute it slightly. loss_type='dapo' (TRL's "
                 "default) is exact."
             )
+        # Rollout-side selection (`rollout_filter`): skips prompts predicted dead before generating them
+        self.rollout_filter = build_rollout_filter(args, self.train_dataset, self.num_generations)
         self.train_sampler: LZERepeatSampler | None = None
         self._lze_generation = 0  # generation batches selected so far: seeds each selection's noise
         # Micro-steps of the buffered generation batch that run (hold kept rows), and their rows; others are skipped
@@ -234,6 +237,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             pruner=self.pruner,
             rollout_filter=self.selector.rollout_mask,
             rollout_counts=self.selector.rollout_counts,
+            rollout_planner=self.rollout_filter.plan_epoch if self.rollout_filter is not None else None,
         )
         if self._lze_resume is not None:
             self.train_sampler.resume(
@@ -246,7 +250,8 @@ class LZEGRPOTrainer(GRPOTrainer):
 
     def set_initial_training_values(self, args, dataloader):
         values = list(super().set_initial_training_values(args, dataloader))
-        if (self.pruner is not None or self.selector.masks_rollouts) and args.max_steps > 0:
+        skips = self.pruner is not None or self.selector.masks_rollouts or self.rollout_filter is not None
+        if skips and args.max_steps > 0:
             values[0] = sys.maxsize  # pruned epochs are shorter: run epochs until max_steps, not a precomputed count
         return tuple(values)
 
@@ -293,6 +298,8 @@ class LZEGRPOTrainer(GRPOTrainer):
             metrics["lze/replayed_prompts"] = self.train_sampler.epoch_stats["replayed_prompts"]
         if self.train_sampler is not None:
             metrics["lze/rollouts_skipped"] = self._lze_rollouts_skipped
+        if self.rollout_filter is not None:
+            metrics.update({f"lze/{k}": v for k, v in self.rollout_filter.metrics().items()})
 
         tokens_before = output["num_items_in_batch"].item()
         if refills > 0 or not np.all(weights == 1.0):  # plain GRPO keeps its rows untouched
@@ -335,6 +342,8 @@ class LZEGRPOTrainer(GRPOTrainer):
         message = self._lze_dead_run.observe(pass_rates, rewards)
         if message is not None and self.accelerator.is_main_process:
             warnings.warn(message, UserWarning, stacklevel=2)
+        if self.rollout_filter is not None:
+            self.rollout_filter.observe(group_ids, pass_rates)
         return group_ids, rewards, pass_rates, energies
 
     def _lze_select(self, group_ids, pass_rates, rewards, energies, refill_round: int) -> np.ndarray:
@@ -526,6 +535,8 @@ class LZEGRPOTrainer(GRPOTrainer):
         arrays.update({f"selector.{k}": v for k, v in self.selector.state_dict().items()})
         if self.pruner is not None:
             arrays.update({f"pruner.{k}": v for k, v in self.pruner.state_dict().items()})
+        if self.rollout_filter is not None:
+            arrays.update({f"rollout_filter.{k}": v for k, v in self.rollout_filter.state_dict().items()})
         if self.train_sampler is not None and self.train_sampler.epoch_keep is not None:
             arrays["sampler.epoch_keep"] = self.train_sampler.epoch_keep.copy()
         if self.train_sampler is not None and self.train_sampler.epoch_counts is not None:
@@ -621,6 +632,10 @@ class LZEGRPOTrainer(GRPOTrainer):
         if self.pruner is not None:
             self.pruner.load_state_dict({k[len("pruner.") :]: v for k, v in arrays.items() if k.startswith("pruner.")})
         self.selection_log.load_pandas(log_frame)
+        if self.rollout_filter is not None:
+            prefix = "rollout_filter."
+            state = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+            self.rollout_filter.load_state_dict(state)
         self._lze_generation = counters["generation"]
         self._step = counters["step"]
         self._lze_epoch = counters["epoch"]

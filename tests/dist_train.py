@@ -14,10 +14,11 @@ from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 def reward(prompts, completions, **kwargs):
+    # prompt i passes on (i % 9) of 8 completion buckets: i = 0 never passes and i = 8 always does (dead groups)
     return [float(zlib.crc32(c.encode()) % 8 < int(p.split("+")[0]) % 9) for p, c in zip(prompts, completions)]
 
 
-def main(out_dir: str, prune: bool) -> None:
+def main(out_dir: str, mode: str) -> None:
     tokenizer = char_tokenizer()
     model = tiny_qwen2(tokenizer)
     rows = {"n": 0}
@@ -33,7 +34,7 @@ def main(out_dir: str, prune: bool) -> None:
         gradient_accumulation_steps=2,
         num_generations=4,
         max_completion_length=6,
-        max_steps=4,
+        max_steps=8 if mode == "rollout" else 4,  # rollout: past epoch 0, where skipping starts
         logging_steps=1,
         learning_rate=1e-2,
         report_to="none",
@@ -41,8 +42,10 @@ def main(out_dir: str, prune: bool) -> None:
         use_cpu=True,
         seed=0,
         disable_tqdm=True,
-        prune_solved=prune,
+        prune_solved=mode == "prune",
         prune_after_epochs=1,
+        rollout_filter="lze" if mode == "rollout" else "none",
+        rollout_filter_audit=0.5,  # seeded draws: both ranks must take the same ones
     )
     dataset = Dataset.from_dict({"prompt": [f"{i}+{i % 7}=" for i in range(16)]})
     trainer = LZEGRPOTrainer(
@@ -59,4 +62,4 @@ def main(out_dir: str, prune: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], prune=len(sys.argv) > 2 and sys.argv[2] == "prune")
+    main(sys.argv[1], mode=sys.argv[2] if len(sys.argv) > 2 else "select")

@@ -22,7 +22,7 @@ def even_solved_reward(prompts, completions, **kwargs):
     ]
 
 
-def make_trainer(out_dir, prune):
+def make_trainer(out_dir, prune, rollout_filter="none"):
     tokenizer = char_tokenizer()
     args = lze_args(
         out_dir,
@@ -33,10 +33,12 @@ def make_trainer(out_dir, prune):
         prune_solved=prune,
         prune_after_epochs=1,
         prune_replay_fraction=0.5,
+        rollout_filter=rollout_filter,
+        rollout_filter_audit=0.5,  # audits draw random numbers: resume must replay them too
     )
     return LZEGRPOTrainer(
         model=tiny_qwen2(tokenizer),
-        reward_funcs=even_solved_reward if prune else mixed_reward,
+        reward_funcs=even_solved_reward if prune or rollout_filter != "none" else mixed_reward,
         args=args,
         train_dataset=prompt_dataset(8),  # 2 groups per step: 4 steps per unpruned epoch
         processing_class=tokenizer,
@@ -50,16 +52,23 @@ def history(trainer, after_step):
     ]
 
 
-@pytest.mark.parametrize("prune, checkpoints", [(False, (3, 4, 6)), (True, (4, 6, 7))])
-def test_resume_is_exact(tmp_path, prune, checkpoints):
-    full = make_trainer(tmp_path / "full", prune)
+@pytest.mark.parametrize(
+    "prune, rollout_filter, checkpoints",
+    [(False, "none", (3, 4, 6)), (True, "none", (4, 6, 7)), (False, "lze", (4, 6, 7))],
+)
+def test_resume_is_exact(tmp_path, prune, rollout_filter, checkpoints):
+    full = make_trainer(tmp_path / "full", prune, rollout_filter)
     full.train()
     if prune:
         # even prompts were pruned after epoch 0, so later epochs are shorter than the Trainer's arithmetic assumes
         assert full.pruner.num_pruned > 0 and full._lze_rollouts_skipped > 0
+    if rollout_filter != "none":
+        # even prompts (always solved) were predicted dead and skipped: later epochs are shorter too
+        assert full.rollout_filter.totals["skipped"] > 0 and full._lze_rollouts_skipped > 0
     full_arrays, full_counters = full.lze_state()
     for step in checkpoints:
-        resumed = make_trainer(tmp_path / "full", prune)  # same output_dir: checkpoints are read from it
+        # same output_dir: checkpoints are read from it
+        resumed = make_trainer(tmp_path / "full", prune, rollout_filter)
         resumed.args.output_dir = str(tmp_path / f"resumed-{step}")
         resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / f"checkpoint-{step}"))
         assert history(resumed, step) == history(full, step), f"resumed from checkpoint-{step}"

@@ -11,7 +11,7 @@ from conftest import run_torchrun
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
-@pytest.mark.parametrize("mode", ["select", "prune"])
+@pytest.mark.parametrize("mode", ["select", "prune", "rollout"])
 def test_two_processes_end_with_identical_state(tmp_path, mode):
     result = run_torchrun(Path(__file__).with_name("dist_train.py"), tmp_path, mode, timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -26,5 +26,9 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
     for key in ranks[0].files:
         np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=key)
     # selection kept a fraction of the 16 rows x 2 ranks generated per step
+    if mode == "rollout":
+        # both ranks skipped the same prompts predicted dead (their filter state is compared above)
+        assert "rollout_filter.last_pass_rate" in ranks[0].files
+        assert max(e.get("lze/rollout_filter/skipped_total", 0) for e in infos[0]["log"]) > 0
     selected = [e["lze/selected_frac"] for e in infos[0]["log"] if "lze/selected_frac" in e]
     assert selected and all(0 < s <= 0.5 for s in selected)

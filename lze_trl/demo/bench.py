@@ -35,6 +35,10 @@ from .runner import (
 ALIASES: dict[str, dict[str, Any]] = {
     "grpo": {"selector": "none"},
     "lze+prune": {"selector": "lze", "prune_solved": True},
+    # Rollout-side selection: the rollout stage picks the learning zone, the update keeps every alive group of it.
+    "lze+rollout": {"selector": "lze", "rollout_filter": "lze", "selection_ratio": 1.0},
+    # GRESO-like baseline: skip probability from consecutive dead observations only, dead groups filtered (DAPO).
+    "greso": {"selector": "dapo", "rollout_filter": "greso"},
 }
 
 
@@ -149,6 +153,8 @@ SUMMARY_KEYS = (
     "update_flops",
     "total_flops",
     "reach_test_seconds",
+    "reach_test_flops",
+    "reach_test_rollout_tokens",
     "reach_train_seconds",
     "reach_train_flops",
     "reach_train_step",
@@ -156,6 +162,9 @@ SUMMARY_KEYS = (
     "reach90_train_flops",
     "reach90_train_step",
     "selection_share_of_step",
+    "utilisation",
+    "dead_share",
+    "dead_share_last_quarter",
 )
 
 
@@ -208,6 +217,12 @@ BENCH_ROWS = (
     ("time to 90% of gain, train acc", "reach90_train_seconds", "s"),
     ("FLOPs to 90% of gain, train acc", "reach90_train_flops", ""),
     ("selection share of step", "selection_share_of_step", "pct"),
+    ("rollout tokens to target test acc", "reach_test_rollout_tokens", ""),
+    ("FLOPs to target test acc", "reach_test_flops", ""),
+    ("time to target test acc", "reach_test_seconds", "s"),
+    ("utilisation (update / generated completion tokens)", "utilisation", "pct"),
+    ("dead groups, whole run", "dead_share", "pct"),
+    ("dead groups, last quarter", "dead_share_last_quarter", "pct"),
 )
 
 

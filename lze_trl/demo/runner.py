@@ -310,6 +310,12 @@ def _step_metrics(log_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "lze/update_tokens_saved_frac",
         "lze/pruned_prompts",
         "lze/rollouts_skipped",
+        "lze/rollout_filter/predicted_dead_frac",
+        "lze/rollout_filter/observed_dead_frac",
+        "lze/rollout_filter/brier",
+        "lze/rollout_filter/epoch_skipped",
+        "lze/rollout_filter/audited_total",
+        "lze/rollout_filter/audited_alive_total",
         "completions/mean_length",
         "num_tokens",
         "step_time",
@@ -415,16 +421,23 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
-def dead_share(selection_log: Any) -> float | None:
+def dead_shares(log: Any) -> dict[str, float | None]:
     """
-    Share of the generated groups that were dead (every scorable rollout correct, or every one wrong), over every
-    generation batch of a run's selection log; `None` without a log or a scored group.
+    Share of the generated groups (every generation round, refills included) that were dead (pass rate 0 or 1), over
+    the run and over its last quarter of optimizer steps, from a selection log (`None` values without one).
     """
-    if selection_log is None or len(selection_log) == 0 or "pass_rate" not in selection_log:
-        return None
-    p = selection_log["pass_rate"].to_numpy(dtype=np.float64)
-    p = p[np.isfinite(p)]
-    return float(np.mean((p <= 0.0) | (p >= 1.0))) if len(p) else None
+    if log is None or len(log) == 0:
+        return {"dead_share": None, "dead_share_last_quarter": None, "generated_groups": None}
+    rates = log["pass_rate"].to_numpy(dtype=float)
+    steps = log["step"].to_numpy()
+    scored = ~np.isnan(rates)
+    dead = scored & ((rates <= 0.0) | (rates >= 1.0))
+    last = steps >= steps.min() + 0.75 * (steps.max() - steps.min() + 1)
+    return {
+        "dead_share": float(dead.sum() / max(scored.sum(), 1)),
+        "dead_share_last_quarter": float(dead[last].sum() / max((scored & last).sum(), 1)),
+        "generated_groups": int(len(rates)),
+    }
 
 
 def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
@@ -556,7 +569,6 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
         "selection_seconds": totals["selection_seconds"],
         "selection_share_of_step": totals["selection_seconds"] / max(totals["step_seconds"], 1e-12),
         "rollouts": totals["rollouts"],
-        "dead_share": dead_share(run.get("selection_log")),
         "rollout_tokens": totals["rollout_completion_tokens"],
         "rollout_prompt_tokens": totals["rollout_prompt_tokens"],
         "update_tokens": totals["update_tokens"],
@@ -567,6 +579,9 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
         "update_flops": totals["update_flops"],
         "total_flops": totals["total_flops"],
         "seconds_per_step": totals["train_seconds"] / steps,
+        # Share of the generated completion tokens that went through an update's forward/backward.
+        "utilisation": totals["update_completion_tokens"] / max(totals["rollout_completion_tokens"], 1),
+        **dead_shares(run.get("selection_log")),
     }
     for split in EVAL_SPLITS:
         row[f"start_{split}_accuracy"] = first[f"{split}_accuracy"]
@@ -590,6 +605,7 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
             row[f"reach_{split}_seconds"] = reached["train_seconds"] if reached else None
             row[f"reach_{split}_flops"] = reached["total_flops"] if reached else None
             row[f"reach_{split}_rollouts"] = reached.get("rollouts") if reached else None
+            row[f"reach_{split}_rollout_tokens"] = reached.get("rollout_completion_tokens") if reached else None
             # A target that a plateau one prompt lower never reaches is fragile: also the time to 90% of the
             # baseline's gain (start + 0.9 * (target - start)), meaningful only when the baseline gained.
             start = base_curve[0][key]
@@ -614,6 +630,7 @@ RATIO_KEYS = (
     "update_tokens_per_step",
     "update_flops",
     "total_flops",
+    "reach_test_rollout_tokens",
     "reach_test_seconds",
     "reach_test_flops",
     "reach_test_rollouts",

@@ -1,0 +1,394 @@
+r"""Rollout-side selection: predict, before generation, which prompts will come back dead, and skip them.
+
+A prompt group is *dead* when all `G` rollouts are correct or all are wrong (pass rate 0 or 1): its GRPO advantages
+are all zero and its rollouts teach nothing. [`RolloutFilter`] keeps a small state per prompt (dataset index) from
+the groups observed so far and, at the start of every epoch, decides which prompts the epoch rolls out. The train
+sampler then builds the epoch's generation batches from the kept prompts only, so every generation batch is full and
+mostly alive; the prompts skipped cost no generation at all.
+
+The model (all per prompt `i`, `G` = rollouts per group):
+
+    state after each observation (pass rate p of a scored group):
+        p_last <- p
+        ema    <- beta * ema + (1 - beta) * p         (ema <- p at the first observation), beta = 0.9
+        k      <- k + 1 if p in {0, 1} and the previous observation was dead on the same side, 1 if p in {0, 1}
+                  (a new streak), 0 otherwise          (consecutive dead observations)
+
+    predicted pass rate (between the long-run EMA and the last observation: the momentum p_last - ema moves it,
+    so a prompt that just improved comes back, and one dead once after a live history is not written off):
+        q = clip(ema + mu * (p_last - ema), 0, 1),  mu = 0.5
+
+    evidence: the streak accumulates it, an alive observation counts once:
+        n = G * min(max(k, 1), k_max),  k_max = 4
+        a = eps + n * q,  b = eps + n * (1 - q),  eps = 0.5        (a Beta(a, b) belief about the pass rate)
+
+    predicted probability that the next group is dead (Beta-binomial, all wrong + all correct):
+        pi = B(a, b + G) / B(a, b) + B(a + G, b) / B(a, b)
+           = prod_{j<G} (b + j) / (a + b + j) + prod_{j<G} (a + j) / (a + b + j)
+
+    prompts never observed (prior): the running share of dead FIRST observations, per value of a difficulty
+    column when one is given (`prior_buckets`), else over all prompts, with a Laplace prior:
+        pi = (dead_first[bucket] + 1) / (first[bucket] + 2)
+
+With a dead streak of `k` and `q = 0`, `pi ~ sqrt(k G / (k G + G)) = sqrt(k / (k + 1))` grows in `k`, as GRESO's skip
+probability does; a prompt dead once after a live history keeps part of its EMA in `q`, and one observed alive
+again (audit, retry) restarts at `k = 0`.
+
+Skipping shortens epochs, so "epochs" below are passes' worth of generation: `progress` counts the prompt groups
+planned so far divided by the dataset size `N` (a full epoch adds 1, an epoch that keeps a quarter adds 0.25), and
+`visit_i` is the progress when prompt `i` was last rolled out. Decision at the start of epoch `e` (mode `"lze"`),
+with `u` uniform draws seeded by `(seed, e)` and `h_i` a fixed per-prompt draw in [0, 1) seeded by `seed`:
+
+    skip_i   = pi_i > threshold
+    retry_i  = progress - visit_i >= M * (1 + h_i) / 2   (exploration floor: every prompt at least every M passes,
+                                                          staggered so the skipped prompts do not all return at once)
+    audit_i  = skip_i and not retry_i and u_i < audit * kept / N
+                                                        (generated anyway, to count wrong skips: `audit` of the
+                                                         skipped prompts per pass of generation)
+    keep_i   = not skip_i or retry_i or audit_i
+
+Mode `"greso"` (the GRESO-like baseline, no energy state): `skip_i = u'_i < 1 - max(base ** k_i, 0.01)`, base 0.5,
+with the same floor and audit. Both modes log the same `pi` as their prediction, so their calibration compares.
+
+Cap: when fewer than `min_pool` prompts would be kept (a generation batch needs `min_pool` distinct prompts), the
+skipped prompts with the lowest `pi` are put back until it holds. Every decision is a function of the state and of
+`(seed, epoch)`, so all processes take the same one, and [`~RolloutFilter.state_dict`] resumes it exactly.
+
+Plain numpy, no TRL or torch import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+ROLLOUT_FILTER_MODES = ("none", "lze", "greso")
+MOMENTUM = 0.5  # mu
+MAX_STREAK_EVIDENCE = 4  # k_max
+PRIOR_EPS = 0.5  # eps
+GRESO_BASE = 0.5
+GRESO_MIN_KEEP = 0.01
+
+
+def beta_binomial_dead(q: np.ndarray, n: np.ndarray, num_generations: int) -> np.ndarray:
+    """
+    Probability that `num_generations` rollouts are all wrong or all correct, under `Beta(eps + n q, eps + n (1 - q))`.
+
+    Args:
+        q (`np.ndarray`):
+            Predicted pass rates, in [0, 1].
+        n (`np.ndarray`):
+            Evidence (pseudo-rollouts) behind each prediction, >= 0.
+        num_generations (`int`):
+            Group size `G`.
+
+    Returns:
+        `np.ndarray`: the probabilities, float64, in (0, 1].
+    """
+    q = np.asarray(q, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    a = PRIOR_EPS + n * q
+    b = PRIOR_EPS + n * (1.0 - q)
+    all_wrong = np.ones_like(a)
+    all_right = np.ones_like(a)
+    for j in range(num_generations):
+        all_wrong *= (b + j) / (a + b + j)
+        all_right *= (a + j) / (a + b + j)
+    return np.minimum(all_wrong + all_right, 1.0)
+
+
+class RolloutFilter:
+    """
+    Per-prompt dead-group predictor and the epoch-level skip decision of rollout-side selection (see the module
+    docstring for the model).
+
+    Args:
+        num_prompts (`int`):
+            Size of the (map-style) train dataset; prompts are dataset indices.
+        num_generations (`int`):
+            Rollouts per group `G`.
+        mode (`str`, *optional*, defaults to `"lze"`):
+            `"lze"`: skip prompts whose predicted dead probability exceeds `threshold`; `"greso"`: skip with
+            probability `1 - max(0.5 ** k, 0.01)` from the dead streak `k` only.
+        threshold (`float`, *optional*, defaults to `0.6`):
+            `"lze"`: a prompt is skipped when `pi > threshold`.
+        retry_epochs (`int`, *optional*, defaults to `8`):
+            Exploration floor `M`: a prompt not rolled out for `M` passes' worth of generation is rolled out again.
+        audit_fraction (`float`, *optional*, defaults to `0.02`):
+            Share of the skipped prompts generated anyway (per pass of generation) to measure wrong skips.
+        min_pool (`int`, *optional*, defaults to `1`):
+            Fewest prompts an epoch keeps (the distinct prompts of one generation batch).
+        prior_buckets (`np.ndarray`, *optional*):
+            Integer bucket of each prompt (e.g. a difficulty column's value codes) for the prior of unseen prompts.
+        ema_decay (`float`, *optional*, defaults to `0.9`):
+            Decay `beta` of the pass-rate EMA.
+        seed (`int`, *optional*, defaults to `0`):
+            Seed of the audit and GRESO draws (with the epoch).
+    """
+
+    def __init__(
+        self,
+        num_prompts: int,
+        num_generations: int,
+        mode: str = "lze",
+        threshold: float = 0.6,
+        retry_epochs: int = 8,
+        audit_fraction: float = 0.02,
+        min_pool: int = 1,
+        prior_buckets: np.ndarray | None = None,
+        ema_decay: float = 0.9,
+        seed: int = 0,
+    ) -> None:
+        if mode not in ROLLOUT_FILTER_MODES[1:]:
+            raise ValueError(f"Unknown rollout filter mode {mode!r}; expected one of {ROLLOUT_FILTER_MODES[1:]}.")
+        self.num_prompts = num_prompts
+        self.num_generations = num_generations
+        self.mode = mode
+        self.threshold = threshold
+        self.retry_epochs = retry_epochs
+        self.audit_fraction = audit_fraction
+        self.min_pool = min_pool
+        self.ema_decay = ema_decay
+        self.seed = seed
+        if prior_buckets is None:
+            prior_buckets = np.zeros(num_prompts, dtype=np.int64)
+        prior_buckets = np.asarray(prior_buckets, dtype=np.int64)
+        if prior_buckets.shape != (num_prompts,) or (prior_buckets < 0).any():
+            raise ValueError(f"prior_buckets must hold {num_prompts} non-negative integers.")
+        self.prior_buckets = prior_buckets
+        num_buckets = int(prior_buckets.max(initial=0)) + 1
+        # Per-prompt state
+        self.last_pass_rate = np.full(num_prompts, np.nan)
+        self.ema_pass_rate = np.zeros(num_prompts)
+        self.dead_streak = np.zeros(num_prompts, dtype=np.int64)
+        self.last_epoch = np.full(num_prompts, -1, dtype=np.int64)  # last epoch that rolled the prompt out
+        self.progress = 0.0  # groups planned so far / num_prompts
+        self.visit = np.zeros(num_prompts)  # progress when the prompt was last rolled out
+        self.stagger = np.random.default_rng([seed, 0x57A6]).random(num_prompts)  # h_i
+        # Prior of unseen prompts: first observations per bucket
+        self.first_dead = np.zeros(num_buckets, dtype=np.int64)
+        self.first_seen = np.zeros(num_buckets, dtype=np.int64)
+        # The current epoch's plan: prediction and audit flags (for metrics)
+        self.epoch_prediction = np.full(num_prompts, np.nan)
+        self.epoch_audit = np.zeros(num_prompts, dtype=bool)
+        # Run totals
+        self.totals = dict.fromkeys(("skipped", "audited", "audited_alive", "observed", "brier_sum"), 0.0)
+        self._batch: dict[str, float] = {}
+        self._reset_batch()
+
+    # ----------------------------------------------------------------------------------------------- prediction
+    def predict_pass_rate(self) -> np.ndarray:
+        """Predicted pass rate `q` of every prompt (NaN for prompts never observed)."""
+        trend = self.last_pass_rate - self.ema_pass_rate
+        return np.clip(self.ema_pass_rate + MOMENTUM * trend, 0.0, 1.0)
+
+    def predict_dead(self) -> np.ndarray:
+        """Predicted probability `pi` that each prompt's next group is dead."""
+        seen = ~np.isnan(self.last_pass_rate)
+        prior = (self.first_dead + 1.0) / (self.first_seen + 2.0)
+        pi = prior[self.prior_buckets].astype(np.float64)
+        if seen.any():
+            evidence = self.num_generations * np.clip(self.dead_streak[seen], 1, MAX_STREAK_EVIDENCE)
+            pi[seen] = beta_binomial_dead(self.predict_pass_rate()[seen], evidence, self.num_generations)
+        return pi
+
+    # ----------------------------------------------------------------------------------------------- decision
+    def plan_epoch(
+        self, epoch: int, available: np.ndarray | None = None, exempt: np.ndarray | None = None
+    ) -> np.ndarray:
+        """
+        The prompts epoch `epoch` rolls out.
+
+        Args:
+            epoch (`int`):
+                The epoch (seeds the draws with `seed`).
+            available (`np.ndarray`, *optional*):
+                Prompts still eligible (e.g. not pruned); `None` for all.
+            exempt (`np.ndarray`, *optional*):
+                Prompts never skipped (e.g. forward pruning's replays).
+
+        Returns:
+            `np.ndarray`: boolean keep mask of shape `(num_prompts,)`, a subset of `available`.
+        """
+        n = self.num_prompts
+        available = np.ones(n, dtype=bool) if available is None else np.asarray(available, dtype=bool)
+        rng = np.random.default_rng([self.seed, epoch, 0x5F17])
+        u_audit, u_skip = rng.random(n), rng.random(n)
+        pi = self.predict_dead()
+        if self.mode == "lze":
+            skip = pi > self.threshold
+        else:
+            skip = u_skip < 1.0 - np.maximum(GRESO_BASE**self.dead_streak, GRESO_MIN_KEEP)
+        retry = self.progress - self.visit >= self.retry_epochs * (1.0 + self.stagger) / 2.0
+        skip &= available & ~retry
+        if exempt is not None:
+            skip &= ~np.asarray(exempt, dtype=bool)
+        kept_share = int((available & ~skip).sum()) / max(n, 1)
+        audit = skip & (u_audit < self.audit_fraction * kept_share)
+        skip &= ~audit
+        keep = available & ~skip
+        short = min(self.min_pool, int(available.sum())) - int(keep.sum())
+        if short > 0:  # cap: put back the skipped prompts least likely dead
+            candidates = np.flatnonzero(skip)
+            back = candidates[np.lexsort((candidates, pi[candidates]))[:short]]
+            keep[back], skip[back] = True, False
+        self.epoch_prediction = pi
+        self.epoch_audit = audit
+        self.last_epoch[keep] = epoch
+        self.visit[keep] = self.progress
+        self.progress += int(keep.sum()) / max(n, 1)
+        self.totals["skipped"] += int(skip.sum())
+        self.totals["audited"] += int(audit.sum())
+        self._epoch_skipped = int(skip.sum())
+        return keep
+
+    # ----------------------------------------------------------------------------------------------- observation
+    def observe(self, indices: np.ndarray, pass_rates: np.ndarray) -> None:
+        """Updates the state with scored groups (all processes' groups; NaN pass rates are ignored) and the metrics."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        p = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
+        valid = ~np.isnan(p) & (idx >= 0) & (idx < self.num_prompts)
+        idx, p = idx[valid], p[valid]
+        if len(idx) == 0:
+            return
+        dead = (p <= 0.0) | (p >= 1.0)
+        pi = self.epoch_prediction[idx]
+        pi = np.where(np.isnan(pi), self.predict_dead()[idx], pi)
+        audited = self.epoch_audit[idx]
+        b = self._batch
+        b["groups"] += len(idx)
+        b["observed_dead"] += int(dead.sum())
+        b["predicted_dead"] += float(pi.sum())
+        b["brier"] += float(((pi - dead) ** 2).sum())
+        b["audited"] += int(audited.sum())
+        b["audited_alive"] += int((audited & ~dead).sum())
+        self.totals["observed"] += len(idx)
+        self.totals["brier_sum"] += float(((pi - dead) ** 2).sum())
+        self.totals["audited_alive"] += int((audited & ~dead).sum())
+        self.epoch_audit[idx] = False  # an audit counts once
+
+        # Prior: first observations per bucket (first occurrence in this call wins)
+        first_idx, first_pos = np.unique(idx, return_index=True)
+        new = np.isnan(self.last_pass_rate[first_idx])
+        np.add.at(self.first_seen, self.prior_buckets[first_idx[new]], 1)
+        np.add.at(self.first_dead, self.prior_buckets[first_idx[new]], dead[first_pos[new]].astype(np.int64))
+        for i, rate, is_dead in zip(idx.tolist(), p.tolist(), dead.tolist()):
+            previous = self.last_pass_rate[i]
+            if np.isnan(previous):
+                self.ema_pass_rate[i] = rate
+            else:
+                self.ema_pass_rate[i] = self.ema_decay * self.ema_pass_rate[i] + (1.0 - self.ema_decay) * rate
+            same_side = is_dead and not np.isnan(previous) and (previous >= 1.0) == (rate >= 1.0)
+            self.dead_streak[i] = (self.dead_streak[i] + 1 if same_side else 1) if is_dead else 0
+            self.last_pass_rate[i] = rate
+
+    def _reset_batch(self) -> None:
+        self._batch = dict.fromkeys(
+            ("groups", "observed_dead", "predicted_dead", "brier", "audited", "audited_alive"), 0.0
+        )
+
+    def metrics(self) -> dict[str, float]:
+        """Metrics of the groups observed since the last call (one generation batch), then a reset."""
+        b, t = self._batch, self.totals
+        groups = max(b["groups"], 1.0)
+        out = {
+            "rollout_filter/predicted_dead_frac": b["predicted_dead"] / groups,
+            "rollout_filter/observed_dead_frac": b["observed_dead"] / groups,
+            "rollout_filter/brier": b["brier"] / groups,
+            "rollout_filter/audited": b["audited"],
+            "rollout_filter/audited_alive": b["audited_alive"],
+            "rollout_filter/skipped_total": t["skipped"],
+            "rollout_filter/epoch_skipped": float(getattr(self, "_epoch_skipped", 0)),
+            "rollout_filter/audited_total": t["audited"],
+            "rollout_filter/audited_alive_total": t["audited_alive"],
+            "rollout_filter/wrong_skip_rate": t["audited_alive"] / t["audited"] if t["audited"] else 0.0,
+            "rollout_filter/brier_total": t["brier_sum"] / t["observed"] if t["observed"] else 0.0,
+        }
+        self._reset_batch()
+        return out
+
+    # ----------------------------------------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The state as plain arrays, for checkpoints."""
+        return {
+            "last_pass_rate": self.last_pass_rate.copy(),
+            "ema_pass_rate": self.ema_pass_rate.copy(),
+            "dead_streak": self.dead_streak.copy(),
+            "last_epoch": self.last_epoch.copy(),
+            "progress": np.asarray(self.progress),
+            "visit": self.visit.copy(),
+            "first_dead": self.first_dead.copy(),
+            "first_seen": self.first_seen.copy(),
+            "epoch_prediction": self.epoch_prediction.copy(),
+            "epoch_audit": self.epoch_audit.copy(),
+            "epoch_skipped": np.asarray(getattr(self, "_epoch_skipped", 0)),
+            "totals": np.asarray([self.totals[k] for k in sorted(self.totals)], dtype=np.float64),
+            "batch": np.asarray([self._batch[k] for k in sorted(self._batch)], dtype=np.float64),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores a state produced by [`~RolloutFilter.state_dict`]."""
+        if len(state["last_pass_rate"]) != self.num_prompts:
+            raise ValueError(
+                f"The saved rollout filter state covers {len(state['last_pass_rate'])} prompts, the train dataset "
+                f"has {self.num_prompts}: resume with the same dataset."
+            )
+        self.last_pass_rate = np.asarray(state["last_pass_rate"], dtype=np.float64).copy()
+        self.ema_pass_rate = np.asarray(state["ema_pass_rate"], dtype=np.float64).copy()
+        self.dead_streak = np.asarray(state["dead_streak"], dtype=np.int64).copy()
+        self.last_epoch = np.asarray(state["last_epoch"], dtype=np.int64).copy()
+        self.progress = float(state["progress"])
+        self.visit = np.asarray(state["visit"], dtype=np.float64).copy()
+        self.first_dead = np.asarray(state["first_dead"], dtype=np.int64).copy()
+        self.first_seen = np.asarray(state["first_seen"], dtype=np.int64).copy()
+        self.epoch_prediction = np.asarray(state["epoch_prediction"], dtype=np.float64).copy()
+        self.epoch_audit = np.asarray(state["epoch_audit"], dtype=bool).copy()
+        self._epoch_skipped = int(state["epoch_skipped"])
+        self.totals = dict(zip(sorted(self.totals), np.asarray(state["totals"], dtype=np.float64).tolist()))
+        self._batch = dict(zip(sorted(self._batch), np.asarray(state["batch"], dtype=np.float64).tolist()))
+
+
+def prior_buckets_from_column(values: list[Any]) -> np.ndarray:
+    """Integer bucket codes of a dataset column's values (each distinct value its own bucket, in sorted order)."""
+    keys = sorted({repr(v) for v in values})
+    code = {k: i for i, k in enumerate(keys)}
+    return np.asarray([code[repr(v)] for v in values], dtype=np.int64)
+
+
+def build_rollout_filter(args: Any, train_dataset: Any, num_generations: int) -> RolloutFilter | None:
+    """
+    The [`RolloutFilter`] an [`LZEGRPOConfig`] asks for (`None` when `rollout_filter="none"` or without a dataset).
+
+    Its `min_pool` is the distinct prompts of one generation batch (`generation_batch_size // num_generations`), and
+    `rollout_filter_prior_column`, when set, must be a column of the (map-style) train dataset.
+    """
+    if args.rollout_filter == "none" or train_dataset is None:
+        return None
+    if not hasattr(train_dataset, "__len__") or not hasattr(train_dataset, "column_names"):
+        raise ValueError(
+            f"rollout_filter={args.rollout_filter!r} needs a map-style train dataset (it skips prompts by index); got "
+            f"{type(train_dataset).__name__}. Pass a `datasets.Dataset` or set rollout_filter='none'."
+        )
+    buckets = None
+    column = args.rollout_filter_prior_column
+    if column is not None:
+        if column not in train_dataset.column_names:
+            raise ValueError(
+                f"rollout_filter_prior_column={column!r} is not a column of the train dataset "
+                f"{train_dataset.column_names}: name one of them or leave it unset."
+            )
+        buckets = prior_buckets_from_column(list(train_dataset[column]))
+    return RolloutFilter(
+        len(train_dataset),
+        num_generations,
+        mode=args.rollout_filter,
+        threshold=args.rollout_filter_threshold,
+        retry_epochs=args.rollout_filter_retry_epochs,
+        audit_fraction=args.rollout_filter_audit,
+        min_pool=max(1, args.generation_batch_size // num_generations),
+        prior_buckets=buckets,
+        ema_decay=args.energy_ema_decay,
+        seed=args.seed,
+    )

@@ -1,0 +1,108 @@
+"""Rollout-side selection in the trainer: fewer dead groups generated, with refill and pruning."""
+
+import zlib
+
+import numpy as np
+import pytest
+from conftest import make_trainer, prompt_dataset, prompt_number
+
+
+pytestmark = pytest.mark.slow
+
+
+def three_quarters_solved(prompts, completions, **kwargs):
+    """Prompts with i % 4 != 0 are always solved (dead groups); the others pass on half the completion buckets."""
+    return [
+        1.0 if prompt_number(p) % 4 else float(zlib.crc32(c.encode()) % 2 == 0) for p, c in zip(prompts, completions)
+    ]
+
+
+def dead_share_after_first_epoch(trainer, steps_per_epoch):
+    log = trainer.selection_log.to_pandas()
+    later = log[log["generation"] >= steps_per_epoch]
+    rates = later["pass_rate"].to_numpy()
+    assert len(rates) > 0
+    return float(((rates <= 0) | (rates >= 1)).mean())
+
+
+def train(tmp_path, **overrides):
+    # 32 prompts, 4 per generation batch: 8 steps per unfiltered epoch
+    trainer = make_trainer(
+        tmp_path,
+        reward=three_quarters_solved,
+        dataset=prompt_dataset(32),
+        per_device_train_batch_size=16,
+        max_steps=14,
+        **overrides,
+    )
+    trainer.train()
+    return trainer
+
+
+def test_rollout_filter_generates_fewer_dead_groups(tmp_path):
+    plain = train(tmp_path / "plain", selector="lze", selection_ratio=1.0)
+    filtered = train(tmp_path / "filtered", selector="lze", selection_ratio=1.0, rollout_filter="lze")
+    assert plain.rollout_filter is None
+    dead_plain = dead_share_after_first_epoch(plain, 8)
+    dead_filtered = dead_share_after_first_epoch(filtered, 8)
+    assert dead_plain > 0.6  # three quarters of the prompts are always solved
+    assert dead_filtered < 0.35 and dead_filtered < dead_plain - 0.3
+    # the always-solved prompts were predicted dead and skipped; the metrics say so
+    f = filtered.rollout_filter
+    assert f.totals["skipped"] > 0
+    logs = [e for e in filtered.state.log_history if "lze/rollout_filter/brier" in e]
+    assert logs and logs[-1]["lze/rollout_filter/skipped_total"] > 0
+    late = [e for e in logs if e["step"] > 8]
+    assert np.mean([e["lze/rollout_filter/predicted_dead_frac"] for e in late]) < 0.5
+    # the epoch's pool excludes most always-solved prompts (a few may be audited or put back by the cap)
+    keep = filtered.train_sampler.epoch_keep
+    assert keep is not None and keep[0::4].sum() >= 6 and keep.sum() - keep[0::4].sum() <= 4
+
+
+def test_greso_mode_and_refill_and_pruning_work_together(tmp_path):
+    trainer = make_trainer(
+        tmp_path,
+        reward=three_quarters_solved,
+        dataset=prompt_dataset(32),
+        per_device_train_batch_size=16,
+        max_steps=14,
+        selector="dapo",
+        dapo_max_resample=1,
+        prune_solved=True,
+        prune_after_epochs=1,
+        rollout_filter="greso",
+    )
+    plans = []
+    plan_epoch = trainer.rollout_filter.plan_epoch
+
+    def recording_plan(epoch, available=None, exempt=None):
+        keep = plan_epoch(epoch, available, exempt=exempt)
+        plans.append((available.copy(), None if exempt is None else exempt.copy(), keep.copy()))
+        return keep
+
+    trainer.rollout_filter.plan_epoch = recording_plan
+    trainer.train()
+    assert trainer.state.global_step == 14
+    logs = [e for e in trainer.state.log_history if "lze/refill_rounds" in e]
+    assert any(e["lze/refill_rounds"] > 0 for e in logs)
+    # the filter sees the pool left by forward pruning, keeps a subset of it and never skips a replay
+    assert trainer.pruner.num_pruned > 0 and len(plans) >= 2
+    for available, exempt, keep in plans:
+        assert not (keep & ~available).any()
+        if exempt is not None:
+            assert keep[exempt & available].all()
+    assert any(not available.all() for available, _, _ in plans)
+    assert trainer.rollout_filter.totals["observed"] > 0
+
+
+def test_rollout_filter_needs_a_map_style_dataset(tmp_path):
+    from datasets import IterableDataset
+
+    stream = IterableDataset.from_generator(lambda: ({"prompt": f"{i}+1="} for i in range(8)))
+    with pytest.raises(ValueError, match="rollout_filter='lze' needs a map-style train dataset"):
+        make_trainer(tmp_path, dataset=stream, rollout_filter="lze", max_steps=2)
+
+
+def test_prior_column_must_exist(tmp_path):
+    with pytest.raises(ValueError, match="rollout_filter_prior_column='difficulty' is not a column"):
+        make_trainer(tmp_path, rollout_filter="lze", rollout_filter_prior_column="difficulty")
