@@ -233,3 +233,44 @@ def test_resume_with_vllm_is_exact(tmp_path, model_dir):
     assert history(resumed, 2) == history(full, 2)
     for a, b in zip(full.model.parameters(), resumed.model.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def three_quarters_solved(prompts, completions, **kwargs):
+    """Prompts with i % 4 != 0 are always solved (dead groups); the others pass on half the completion buckets."""
+    return [
+        1.0 if prompt_number(p) % 4 else float(zlib.crc32(c.encode()) % 2 == 0) for p, c in zip(prompts, completions)
+    ]
+
+
+def test_rollout_filter_chooses_the_batch_before_vllm_sees_it(tmp_path, model_dir):
+    """Rollout-side selection: prompts predicted dead are left out of the pool, so vLLM never generates them."""
+    trainer = vllm_trainer(
+        tmp_path,
+        model_dir,
+        "lze",
+        reward=three_quarters_solved,
+        dataset=prompt_dataset(16),  # 4 groups per step: the first, unfiltered epoch is 4 steps
+        per_device_train_batch_size=16,
+        max_steps=7,
+        selection_ratio=1.0,
+        rollout_filter="lze",
+        rollout_filter_audit=0.0,
+    )
+    calls = record_vllm(trainer)
+    pools = []
+    generate = trainer.vllm_generation.generate
+
+    def recording_generate(prompts, *args, **kwargs):
+        pools.append(set(np.flatnonzero(trainer.train_sampler.epoch_keep).tolist()))
+        return generate(prompts, *args, **kwargs)
+
+    trainer.vllm_generation.generate = recording_generate
+    trainer.train()
+    assert len(calls["prompts"]) == 7
+    assert {n for prompts in calls["prompts"][:4] for n in prompts} == set(range(16))  # epoch 0: every prompt
+    for prompts, pool in zip(calls["prompts"], pools):
+        assert set(prompts) <= pool  # the batch was chosen from the filtered pool before vLLM saw it
+    later = {n for prompts in calls["prompts"][4:] for n in prompts}
+    solved = {n for n in range(16) if n % 4}
+    assert len(later & solved) < len(solved) / 2  # most always-solved prompts were skipped after epoch 0
+    assert trainer.rollout_filter.totals["skipped"] > 0
