@@ -106,3 +106,33 @@ def test_rollout_filter_needs_a_map_style_dataset(tmp_path):
 def test_prior_column_must_exist(tmp_path):
     with pytest.raises(ValueError, match="rollout_filter_prior_column='difficulty' is not a column"):
         make_trainer(tmp_path, rollout_filter="lze", rollout_filter_prior_column="difficulty")
+
+
+def test_rollout_filter_figure_plots_the_logged_predictions(tmp_path):
+    from lze_trl.plotting import load_log_history, rollout_filter_figure
+
+    trainer = make_trainer(
+        tmp_path,
+        reward=three_quarters_solved,
+        dataset=prompt_dataset(32),
+        per_device_train_batch_size=16,
+        max_steps=10,
+        save_strategy="steps",
+        save_steps=10,
+        selection_ratio=1.0,
+        rollout_filter="lze",
+    )
+    trainer.train()
+    history = load_log_history(tmp_path / "out")  # read back from the checkpoint's trainer_state.json
+    rows = [r for r in history if "lze/rollout_filter/brier" in r]
+    assert len(rows) == 10
+    fig = rollout_filter_figure(history, save_path=tmp_path / "rf.png")
+    ax_dead, ax_brier, ax_skips = fig.axes
+    predicted, observed = (line.get_ydata().tolist() for line in ax_dead.get_lines())
+    assert predicted == [r["lze/rollout_filter/predicted_dead_frac"] for r in rows]
+    assert observed == [r["lze/rollout_filter/observed_dead_frac"] for r in rows]
+    skipped = ax_skips.get_lines()[0].get_ydata().tolist()
+    assert skipped[-1] == rows[-1]["lze/rollout_filter/skipped_total"] > 0
+    assert (tmp_path / "rf.png").stat().st_size > 0
+    empty = rollout_filter_figure([{"step": 1, "loss": 0.0}])
+    assert all(not ax.get_lines() for ax in empty.axes)
