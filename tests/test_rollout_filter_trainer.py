@@ -25,14 +25,14 @@ def dead_share_after_first_epoch(trainer, steps_per_epoch):
     return float(((rates <= 0) | (rates >= 1)).mean())
 
 
-def train(tmp_path, **overrides):
+def train(tmp_path, max_steps=14, **overrides):
     # 32 prompts, 4 per generation batch: 8 steps per unfiltered epoch
     trainer = make_trainer(
         tmp_path,
         reward=three_quarters_solved,
         dataset=prompt_dataset(32),
         per_device_train_batch_size=16,
-        max_steps=14,
+        max_steps=max_steps,
         **overrides,
     )
     trainer.train()
@@ -111,18 +111,7 @@ def test_prior_column_must_exist(tmp_path):
 def test_rollout_filter_figure_plots_the_logged_predictions(tmp_path):
     from lze_trl.plotting import load_log_history, rollout_filter_figure
 
-    trainer = make_trainer(
-        tmp_path,
-        reward=three_quarters_solved,
-        dataset=prompt_dataset(32),
-        per_device_train_batch_size=16,
-        max_steps=10,
-        save_strategy="steps",
-        save_steps=10,
-        selection_ratio=1.0,
-        rollout_filter="lze",
-    )
-    trainer.train()
+    train(tmp_path, max_steps=10, save_strategy="steps", save_steps=10, selection_ratio=1.0, rollout_filter="lze")
     history = load_log_history(tmp_path / "out")  # read back from the checkpoint's trainer_state.json
     rows = [r for r in history if "lze/rollout_filter/brier" in r]
     assert len(rows) == 10

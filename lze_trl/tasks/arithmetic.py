@@ -184,19 +184,23 @@ def is_test_prompt(prompt: str) -> bool:
     return int(hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:8], 16) % 100 < TEST_PERCENT
 
 
-def _generate(n: int, seed: int, levels: Sequence[int], stream: str, partition: str | None) -> list[dict[str, Any]]:
-    """Draws `n` problems, balanced round-robin over `levels` then shuffled, keeping only prompts of `partition`."""
+def draw_problems(
+    n: int, rng: np.random.Generator, levels: Sequence[int], partition: str | None, draw
+) -> list[dict[str, Any]]:
+    """
+    Draws `n` problems with `draw(rng, level)`, balanced round-robin over `levels` then shuffled with `rng`, keeping
+    only prompts of `partition` (`"train"`, `"test"` by [`is_test_prompt`], or `None` for any). Shared by the tasks.
+    """
     if n < 0:
         raise ValueError(f"`n` must be non-negative, got {n}.")
     levels = [int(level) for level in levels]
     if not levels:
         raise ValueError("`levels` must not be empty.")
-    rng = np.random.default_rng([seed, _SPLIT_STREAMS[stream]])
     problems = []
     for i in range(n):
         level = levels[i % len(levels)]
         for _ in range(_MAX_DRAWS_PER_EXAMPLE):
-            problem = make_problem(rng, level)
+            problem = draw(rng, level)
             if partition is None or is_test_prompt(problem["prompt"]) == (partition == "test"):
                 problems.append(problem)
                 break
@@ -204,6 +208,11 @@ def _generate(n: int, seed: int, levels: Sequence[int], stream: str, partition: 
             raise RuntimeError(f"Could not draw a {partition} problem of level {level}.")
     order = rng.permutation(n)
     return [problems[i] for i in order]
+
+
+def _generate(n: int, seed: int, levels: Sequence[int], stream: str, partition: str | None) -> list[dict[str, Any]]:
+    """Draws `n` problems of this task from the split's own random stream (see [`draw_problems`])."""
+    return draw_problems(n, np.random.default_rng([seed, _SPLIT_STREAMS[stream]]), levels, partition, make_problem)
 
 
 def make_dataset(n: int, seed: int = 0, levels: Sequence[int] | None = None, split: str = "train") -> Dataset:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from datasets import Dataset
 
-from .arithmetic import is_test_prompt
+from .arithmetic import draw_problems
 
 
 TRAIN_LEVELS: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -142,27 +142,10 @@ def make_problem(rng: np.random.Generator, difficulty: int) -> dict[str, Any]:
 def _generate(
     n: int, seed: int, levels: Sequence[int], stream: str, partition: str | None, draw=None
 ) -> list[dict[str, Any]]:
-    """Draws `n` problems with `draw(rng, level)` (default [`make_problem`]), round-robin over `levels` then
-    shuffled, keeping only prompts of `partition`."""
-    draw = draw or make_problem
-    if n < 0:
-        raise ValueError(f"`n` must be non-negative, got {n}.")
-    levels = [int(level) for level in levels]
-    if not levels:
-        raise ValueError("`levels` must not be empty.")
+    """Draws `n` problems with `draw(rng, level)` (default [`make_problem`]) from the stream's own random generator
+    (see [`~lze_trl.tasks.arithmetic.draw_problems`])."""
     rng = np.random.default_rng([seed, _STREAMS[stream]])
-    problems = []
-    for i in range(n):
-        level = levels[i % len(levels)]
-        for _ in range(1000):
-            problem = draw(rng, level)
-            if partition is None or is_test_prompt(problem["prompt"]) == (partition == "test"):
-                problems.append(problem)
-                break
-        else:  # pragma: no cover
-            raise RuntimeError(f"Could not draw a {partition} problem of level {level}.")
-    order = rng.permutation(n)
-    return [problems[i] for i in order]
+    return draw_problems(n, rng, levels, partition, draw or make_problem)
 
 
 def make_dataset(n: int, seed: int = 0, levels: Sequence[int] | None = None, split: str = "train") -> Dataset:
