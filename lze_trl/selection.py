@@ -1,15 +1,14 @@
 """Backward selection: which prompt groups of a generation batch take part in the policy update.
 
-Plain vectorised numpy/torch with no TRL import.
+Plain vectorised numpy: no torch or TRL import (a torch tensor of rewards is accepted and converted).
 """
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 
-def group_pass_rates(rewards: torch.Tensor | np.ndarray, num_generations: int, threshold: float) -> np.ndarray:
+def group_pass_rates(rewards: np.ndarray, num_generations: int, threshold: float) -> np.ndarray:
     """
     Pass rate of each group of `num_generations` consecutive rollouts.
 
@@ -28,7 +27,7 @@ def group_pass_rates(rewards: torch.Tensor | np.ndarray, num_generations: int, t
     Returns:
         `np.ndarray`: pass rates of shape `(num_groups,)`, float64, NaN for unscorable groups.
     """
-    if isinstance(rewards, torch.Tensor):
+    if hasattr(rewards, "detach"):  # a torch tensor (this module does not import torch)
         rewards = rewards.detach().float().cpu().numpy()
     rewards = np.asarray(rewards, dtype=np.float64).reshape(-1, num_generations)
     scorable = ~np.isnan(rewards)
@@ -36,6 +35,26 @@ def group_pass_rates(rewards: torch.Tensor | np.ndarray, num_generations: int, t
     counts = scorable.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, correct / np.maximum(counts, 1), np.nan)
+
+
+def group_reward_std(rewards: np.ndarray) -> np.ndarray:
+    """
+    Population standard deviation of each group's scorable (non-NaN) rewards; NaN for a group with fewer than two.
+
+    Args:
+        rewards (`np.ndarray`):
+            Rewards of shape `(num_groups, num_generations)`.
+
+    Returns:
+        `np.ndarray`: shape `(num_groups,)`.
+    """
+    rewards = np.asarray(rewards, dtype=np.float64)
+    scorable = ~np.isnan(rewards)
+    count = scorable.sum(axis=1)
+    values = np.where(scorable, rewards, 0.0)
+    mean = values.sum(axis=1) / np.maximum(count, 1)
+    var = (np.where(scorable, values - mean[:, None], 0.0) ** 2).sum(axis=1) / np.maximum(count, 1)
+    return np.where(count >= 2, np.sqrt(var), np.nan)
 
 
 def num_to_select(num_groups: int, num_active: int, ratio: float, min_ratio: float) -> int:

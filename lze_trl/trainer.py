@@ -25,6 +25,7 @@ from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .energy import EnergyScorer
 from .engines import SkippedWindowCallback, warn_if_not_sharded, window_skipped
 from .guards import DeadRunDetector, check_dataset_fits_batch, checked_reward_func
+from .judge import train_context
 from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
 from .pruning import PromptPruner
 from .rollout_filter import build_rollout_filter
@@ -679,7 +680,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             if resume_from_checkpoint is None:
                 raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
         has_state = bool(resume_from_checkpoint) and self._resume_lze_state(resume_from_checkpoint)
-        self.selector.on_train_begin(self)  # e.g. the prefilter judges the prompts with the initial policy
+        self.selector.on_train_begin(train_context(self))  # e.g. the prefilter judges the prompts with the policy
         if not has_state:
             output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         else:

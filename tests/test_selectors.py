@@ -10,16 +10,13 @@ import pytest
 from conftest import count_grad_rows, lze_args, make_trainer, prompt_dataset, prompt_number, run_torchrun
 from datasets import IterableDataset
 
-from lze_trl.selectors import SELECTORS, GroupBatch, fit_groups, get_selector
-from lze_trl.selectors.peers import (
-    DAPOSelector,
-    PrefilterSelector,
-    ReinforceRejSelector,
-    SoftmaxSelector,
-    UniformLiveSelector,
-    UniformSelector,
-    group_reward_std,
-)
+from lze_trl.selection import group_reward_std
+from lze_trl.selectors import SELECTORS, GroupBatch, TrainContext, fit_groups, get_selector
+from lze_trl.selectors.dapo import DAPOSelector
+from lze_trl.selectors.prefilter import PrefilterSelector
+from lze_trl.selectors.reinforce_rej import ReinforceRejSelector
+from lze_trl.selectors.softmax import SoftmaxSelector
+from lze_trl.selectors.uniform import UniformLiveSelector, UniformSelector
 
 
 def settings(**overrides):
@@ -208,6 +205,49 @@ def test_prefilter_modes(mode, removed):
     restored = PrefilterSelector(settings(prefilter_mode=mode))
     restored.load_state_dict(selector.state_dict())
     np.testing.assert_array_equal(restored.pass_rates, selector.pass_rates)
+
+
+def test_prefilter_works_from_callables_alone(tmp_path):
+    # the selector gets a TrainContext of callables, never a trainer: it judges once, caches, then reads the cache
+    calls = []
+
+    def judge():
+        calls.append(1)
+        return np.array([0.0, 1.0, 0.5, np.nan, 0.25, 0.0])
+
+    def context(key="k" * 40, everywhere=None):
+        return TrainContext(
+            num_prompts=6,
+            output_dir=str(tmp_path),
+            judge_pass_rates=judge,
+            judge_key=lambda: key,
+            all_processes=everywhere or (lambda flag: flag),
+        )
+
+    args = settings(
+        prefilter_mode="remove_both",
+        prefilter_cache_dir=None,
+        output_dir=str(tmp_path),
+        generation_batch_size=8,
+        num_generations=4,
+    )
+    first = PrefilterSelector(args)
+    first.on_train_begin(context())
+    assert len(calls) == 1 and not first.from_cache
+    np.testing.assert_array_equal(first.rollout_mask(6, epoch=0), [False, False, True, True, True, False])
+    assert (tmp_path / "lze_prefilter" / f"pass_rates-{'k' * 32}.npz").is_file()
+    second = PrefilterSelector(args)
+    second.on_train_begin(context())
+    assert len(calls) == 1 and second.from_cache  # read from the cache, not judged
+    np.testing.assert_array_equal(second.pass_rates, first.pass_rates)
+    third = PrefilterSelector(args)
+    third.on_train_begin(context(everywhere=lambda flag: False))  # another process lacks the cache: judge again
+    assert len(calls) == 2 and not third.from_cache
+    fourth = PrefilterSelector(args)
+    fourth.on_train_begin(context(key="other" * 8))  # another model or dataset: another cache entry
+    assert len(calls) == 3
+    with pytest.raises(ValueError, match="judged 6 prompts but the train dataset has 5"):
+        fourth.on_train_begin(TrainContext(5, str(tmp_path), judge, lambda: "k", lambda flag: flag))
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,21 @@
-"""Selectors: which prompt groups of a generation batch take part in the policy update, chosen by name."""
+"""Selectors: which prompt groups of a generation batch take part in the policy update, chosen by name.
 
-from . import builtin, peers  # noqa: F401  (register the built-in selectors, the paper's peers and controls)
-from .base import SELECTORS, GroupBatch, Selector, fit_groups, get_selector, register_selector
-from .peers import PREFILTER_MODES
+One module per selector: `builtin` (`"lze"`, `"none"`), `uniform` (`"uniform"`, `"uniform_live"`), `dapo`,
+`reinforce_rej`, `prefilter`, `softmax`. Importing this package registers them all.
+"""
+
+from . import builtin, dapo, prefilter, reinforce_rej, softmax, uniform  # noqa: F401  (registers the selectors)
+from .base import SELECTORS, GroupBatch, Selector, TrainContext, fit_groups, get_selector, register_selector
+from .prefilter import PREFILTER_MODES
 
 
-__all__ = ["PREFILTER_MODES", "SELECTORS", "GroupBatch", "Selector", "fit_groups", "get_selector", "register_selector"]
+__all__ = [
+    "PREFILTER_MODES",
+    "SELECTORS",
+    "GroupBatch",
+    "Selector",
+    "TrainContext",
+    "fit_groups",
+    "get_selector",
+    "register_selector",
+]

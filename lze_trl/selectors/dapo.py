@@ -1,0 +1,41 @@
+"""`"dapo"`: DAPO's dynamic filtering of groups whose rewards do not vary (refill rounds run in the trainer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..selection import group_reward_std
+from .base import GroupBatch, Selector, register_selector
+
+
+@register_selector
+class DAPOSelector(Selector):
+    """
+    `"dapo"`: DAPO's dynamic filtering. A group whose correctness rewards do not vary (standard deviation
+    `<= dapo_std_epsilon`, which also catches float noise of non-binary rewards) carries no GRPO signal and is dropped;
+    so is a group with fewer than two scorable rollouts. Every other group is kept with weight 1.
+
+    With `dapo_max_resample > 0`, the trainer oversamples as DAPO (and verl's `max_num_gen_batches`) does: while some
+    process's share of the batch is not full of kept groups, it generates another round of rollouts for fresh prompts
+    (drawn from the epoch's pool, deterministically from the seed and the generation index) and adds their kept
+    groups, up to `dapo_max_resample` extra rounds; past that bound it trains on what it has. A kept group is only
+    added where the processes holding its rows have room left, so no process ever updates on more rows than a plain
+    generation batch. Every round's groups are scored (they update the per-prompt state) and appear in the selection
+    log under the generation's index; `lze/refill_rounds` logs the rounds run. Without refill
+    (`dapo_max_resample=0`, the default) the update simply has fewer groups.
+
+    Unlike verl, refill prompts are drawn at random from the epoch's pool (minus the batch's own prompts) rather than
+    taken from the next batches of the dataloader, so the epoch's order and length stay those of the sampler.
+    """
+
+    name = "dapo"
+
+    def __init__(self, args: Any) -> None:
+        super().__init__(args)
+        self.refill_rounds = int(args.dapo_max_resample)
+
+    def select(self, batch: GroupBatch) -> np.ndarray:
+        std = group_reward_std(batch.rewards)
+        return (np.nan_to_num(std, nan=0.0) > self.args.dapo_std_epsilon).astype(np.float64)

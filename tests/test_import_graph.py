@@ -1,0 +1,89 @@
+"""The package's import graph: no cycle, and no arrow from the method layer or the analysis module up to TRL or the
+trainer (issue #14's structure rules, checked on the source so that a new import that breaks them fails here)."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lze_trl"
+METHOD_LAYER = [
+    "lze_trl.energy",
+    "lze_trl.selection",
+    "lze_trl.selection_log",
+    "lze_trl.pruning",
+    "lze_trl.rollout_filter",
+    "lze_trl.selectors",
+]
+ANALYSIS = ["lze_trl.plotting", "lze_trl.state"]
+TRAINER_LAYER = {"lze_trl.trainer", "lze_trl.config", "lze_trl.callbacks", "lze_trl.judge", "lze_trl.trl_coupling"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module-level imports between the package's modules (imports inside functions are lazy by design)."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    edges.add(sub if sub in modules else target)
+            elif isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names)
+        graph[name] = {e for e in edges if e in modules and e != name}
+    return graph
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, stack = set(), [start]
+    while stack:
+        for nxt in graph[stack.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def test_graph_parser_sees_the_trainer_imports():
+    # guards the checks below against a parser that finds no edges at all
+    graph = import_graph()
+    assert {"lze_trl.config", "lze_trl.judge", "lze_trl.selectors", "lze_trl.state"} <= graph["lze_trl.trainer"]
+    assert "lze_trl.selectors.base" in graph["lze_trl.selectors.prefilter"]
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    cycles = [name for name in graph if name in reachable(graph, name)]
+    assert cycles == []
+
+
+@pytest.mark.parametrize("module", METHOD_LAYER + ANALYSIS)
+def test_method_layer_and_analysis_never_reach_the_trainer(module):
+    graph = import_graph()
+    assert reachable(graph, module) & TRAINER_LAYER == set()
+
+
+def test_method_layer_imports_neither_torch_nor_trl():
+    code = (
+        "import sys\n"
+        f"for m in {METHOD_LAYER!r}: __import__(m)\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'trl', 'datasets') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
