@@ -92,7 +92,7 @@ class DemoConfig:
             whose supervision forgets each carry with probability `carry_drop_prob`, so the starting policy has
             learned the right procedure and a common slip side by side and solves a prompt less often the more carries
             it has: RL has something general to learn, which carries over to held-out and OOD prompts.
-        n_train (`int`, *optional*, defaults to `1024`):
+        n_train (`int`, *optional*, defaults to `2048`):
             Training prompts (the task's training levels).
         n_test (`int`, *optional*, defaults to `600`):
             In-domain held-out prompts (the training levels, disjoint from training prompts).
@@ -142,7 +142,7 @@ class DemoConfig:
 
     task: str = "carries"
     warm_start: WarmStartConfig = field(default_factory=lambda: default_warm_start("carries"))
-    n_train: int = 1024
+    n_train: int = 2048
     n_test: int = 600
     n_ood: int = 200
     n_train_eval: int = 256

@@ -13,14 +13,16 @@ distribution included).
 
 Levels (both operands of `d` digits, drawn uniformly and redrawn until the column addition makes exactly `k` carries):
 
-| level | 0 | 1 | 2 | 3 | 4 | 5 (OOD) | 6 (OOD) |
+| level | 0 | 1 | 2 | 3 | 4 (OOD) | 5 (OOD) | 6 |
 |---|---|---|---|---|---|---|---|
 | digits `d` | 2 | 2 | 2 | 3 | 3 | 3 | 3 |
 | carries `k` | 0 | 1 | 2 | 0 | 1 | 2 | 3 |
 
-The RL prompts (train and test) are levels 0-4. The OOD split (levels 5-6) has more carries than any RL prompt of its
-length: level 5 is a setting the warm start was shown (with slips) but RL never trains on, level 6 (three carries) a
-setting nothing was ever shown. The warm start sees levels 0-5 (zero to two carries, two or three digits).
+The RL prompts (train and test) are levels 0-3: carries only in two-digit sums, three-digit sums only without a
+carry. The OOD split (levels 4-5) has carries in three-digit sums, the longer length: the same carry rule at columns
+and lengths RL never shows with a carry. The warm start sees levels 0-5 (zero to two carries, two or three digits),
+so the OOD prompts are a setting it was shown (with slips) but RL never trains on. Level 6 (three carries) is in no
+split (its starting accuracy is 0).
 
 Train and test prompts are separated by the seed-independent rule of [`~lze_trl.tasks.arithmetic.is_test_prompt`];
 the warm start only sees train-side prompts.
@@ -37,8 +39,8 @@ from datasets import Dataset
 from .arithmetic import draw_problems
 
 
-TRAIN_LEVELS: tuple[int, ...] = (0, 1, 2, 3, 4)
-OOD_LEVELS: tuple[int, ...] = (5, 6)
+TRAIN_LEVELS: tuple[int, ...] = (0, 1, 2, 3)
+OOD_LEVELS: tuple[int, ...] = (4, 5)
 WARM_START_LEVELS: tuple[int, ...] = (0, 1, 2)
 """For the warm start, a level is a number of carries, with operands of 2 or 3 digits (uniformly): levels 0-2 cover
 task levels 0-5, never three carries."""
@@ -158,7 +160,7 @@ def make_dataset(n: int, seed: int = 0, levels: Sequence[int] | None = None, spl
         seed (`int`, *optional*, defaults to `0`):
             Random seed; the same `(n, seed, levels, split)` always yields the same dataset.
         levels (`Sequence[int]`, *optional*):
-            Levels to draw from. Defaults to `TRAIN_LEVELS` (0-4) for `"train"` and `"test"`, `OOD_LEVELS` (5-6) for
+            Levels to draw from. Defaults to `TRAIN_LEVELS` (0-3) for `"train"` and `"test"`, `OOD_LEVELS` (4-5) for
             `"ood"`.
         split (`str`, *optional*, defaults to `"train"`):
             `"train"`, `"test"` or `"ood"`; `"train"` and `"test"` never share a prompt.
@@ -176,7 +178,7 @@ def make_dataset(n: int, seed: int = 0, levels: Sequence[int] | None = None, spl
 
 
 def make_splits(n_train: int, n_test: int, n_ood: int, seed: int = 0) -> dict[str, Dataset]:
-    """The train (levels 0-4), test (levels 0-4, disjoint prompts) and OOD (levels 5-6) datasets."""
+    """The train (levels 0-3), test (levels 0-3, disjoint prompts) and OOD (levels 4-5) datasets."""
     return {
         "train": make_dataset(n_train, seed, split="train"),
         "test": make_dataset(n_test, seed, split="test"),
