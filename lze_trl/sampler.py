@@ -1,6 +1,7 @@
 """Train sampler: TRL's `RepeatSampler` order, made resumable, that skips pruned prompts.
 
-No TRL import: the index layout is re-implemented (and pinned against TRL's sampler by a test).
+A subclass of TRL's `RepeatSampler` (same fields and `__len__`); `__iter__` lays the indices out as TRL's does from a
+per-epoch pool and a rewindable generator (pinned against TRL's sampler by `tests/test_sampler.py`).
 """
 
 from __future__ import annotations
@@ -9,14 +10,14 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import Sampler
+from trl.trainer.utils import RepeatSampler
 
 from .pruning import PromptPruner
 
 
-class LZERepeatSampler(Sampler[int]):
+class LZERepeatSampler(RepeatSampler):
     """
-    Drop-in for TRL's `RepeatSampler` on map-style datasets.
+    Drop-in for TRL's `RepeatSampler` on map-style datasets (a subclass: `isinstance` checks and `len` hold).
 
     Without pruning it yields exactly TRL's indices: every epoch draws one permutation from a generator seeded once
     with `seed`, cuts it into batches of `batch_size` prompts (dropping an incomplete last batch), and yields each
@@ -71,12 +72,9 @@ class LZERepeatSampler(Sampler[int]):
         rollout_counts: Callable[[int, int], np.ndarray | None] | None = None,
         rollout_planner: Callable[..., np.ndarray] | None = None,
     ) -> None:
-        self.num_samples = num_samples
-        self.mini_repeat_count = mini_repeat_count
-        self.batch_size = batch_size
-        self.repeat_count = repeat_count
-        self.shuffle = shuffle
-        self.seed = seed
+        # TRL's fields (`num_samples`, `batch_size`, ... read by its `__len__`); its own generator is not used: the
+        # permutations come from `self._generator`, rewound per epoch (see `permutation`).
+        super().__init__(range(num_samples), mini_repeat_count, batch_size, repeat_count, shuffle, seed)
         self.pruner = pruner
         self.rollout_filter = rollout_filter
         self.rollout_counts = rollout_counts
@@ -204,6 +202,3 @@ class LZERepeatSampler(Sampler[int]):
             for index in chunk:
                 for _ in range(self.mini_repeat_count):
                     yield index
-
-    def __len__(self) -> int:
-        return (self.num_samples // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count

@@ -17,6 +17,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import get_config_model_id
 
 from . import state as lze_state_files
 from .batching import active_positions, concat_batches, pack_kept_rows, plan_micro_steps
@@ -28,13 +29,14 @@ from .guards import DeadRunDetector, check_dataset_fits_batch, checked_reward_fu
 from .judge import train_context
 from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
 from .pruning import PromptPruner
+from .refill import refill_generation_batch
 from .rollout_filter import build_rollout_filter
 from .sampler import LZERepeatSampler
 from .selection import group_pass_rates, reward_spread_energies
 from .selection_log import SelectionLog
-from .selectors import GroupBatch, fit_groups, get_selector
+from .selectors import GroupBatch, get_selector
 from .state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
-from .trl_coupling import advance_entropy_controller, update_metric_fill_values
+from .trl_coupling import advance_entropy_controller, is_generation_step, skip_micro_step, update_metric_fill_values
 
 
 logger = logging.get_logger(__name__)
@@ -45,13 +47,18 @@ __all__ = ["LZEGRPOTrainer", "PROMPTS_PARQUET", "SELECTION_LOG_PARQUET"]
 TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "vespo")
 
 
+def default_output_dir(model: Any) -> str:
+    """The output directory of a run without `args`: named as `GRPOTrainer` names it, with `-LZE` for `-GRPO`."""
+    name = model if isinstance(model, str) else get_config_model_id(model.config)
+    return f"{name.split('/')[-1]}-LZE"
+
+
 def as_lze_config(args: GRPOConfig | None, model: Any) -> LZEGRPOConfig:
     """Returns `args` as an [`LZEGRPOConfig`]; a plain `GRPOConfig` keeps its values and gets the LZE defaults."""
     if isinstance(args, LZEGRPOConfig):
         return args
     if args is None:
-        name = model if isinstance(model, str) else getattr(model.config, "_name_or_path", "model")
-        return LZEGRPOConfig(f"{name.split('/')[-1]}-LZE")
+        return LZEGRPOConfig(default_output_dir(model))
     # Copy the already post-initialised values: running GRPOConfig.__post_init__ twice is not idempotent.
     lze_args = LZEGRPOConfig.__new__(LZEGRPOConfig)
     lze_args.__dict__.update(args.__dict__)
@@ -275,8 +282,8 @@ class LZEGRPOTrainer(GRPOTrainer):
         weights = self._lze_select(group_ids, pass_rates, rewards, energies, refill_round=0)
         refills = 0
         if self.selector.refill_rounds > 0:
-            output, group_ids, pass_rates, energies, weights, refills = self._lze_refill(
-                inputs, output, group_ids, pass_rates, energies, weights
+            output, group_ids, pass_rates, energies, weights, refills = refill_generation_batch(
+                self, super()._generate_and_score_completions, inputs, output, group_ids, pass_rates, energies, weights
             )
         self.scorer.record_selection(group_ids, weights > 0)
         self.selection_log.append(
@@ -352,64 +359,6 @@ class LZEGRPOTrainer(GRPOTrainer):
         batch = GroupBatch(group_ids, pass_rates, rewards, energies, np.random.default_rng(seed))
         return np.asarray(self.selector.select(batch), dtype=np.float64)
 
-    # ----------------------------------------------------------------------------------------------- refill (DAPO)
-    def _lze_refill(self, inputs, output, group_ids, pass_rates, energies, weights):
-        """
-        Refills a generation batch whose selector dropped groups, for selectors with `refill_rounds > 0`.
-
-        While some process's share of the batch (`L` rows) is not full of kept groups, and for at most
-        `selector.refill_rounds` extra rounds, draws one generation batch of fresh prompts from the epoch's pool
-        ([`~LZEGRPOTrainer._lze_refill_inputs`]), generates and scores it with `GRPOTrainer`'s own
-        `_generate_and_score_completions` and lets the selector weigh its groups; kept groups fill the room left on
-        the processes that hold them ([`fit_groups`]), so no process ends with more rows than a plain batch. Every
-        decision is global, so all processes run the same rounds and collectives. Returns the rounds' outputs
-        concatenated on this process (round after round) and the groups of all rounds, with the final weights.
-        """
-        if "pixel_values" in output or "num_images" in output:
-            raise NotImplementedError(
-                f"dapo_max_resample={self.selector.refill_rounds} (refill) does not support image inputs yet; set "
-                "dapo_max_resample=0."
-            )
-        G, num_processes, rows_per_process = self.num_generations, self.accelerator.num_processes, len(inputs)
-        weights, used = fit_groups(weights, np.zeros(num_processes, dtype=np.int64), G, rows_per_process)
-        rounds = [(output, group_ids, pass_rates, energies, weights)]
-        seen = set(group_ids.tolist())
-        while len(rounds) <= self.selector.refill_rounds and used.sum() < num_processes * rows_per_process:
-            extra, extra_ids = self._lze_refill_inputs(inputs, len(group_ids), len(rounds), seen)
-            out = super()._generate_and_score_completions(extra)
-            ids, rewards, rates, energy = self._lze_observe(extra_ids)
-            w, used = fit_groups(self._lze_select(ids, rates, rewards, energy, len(rounds)), used, G, rows_per_process)
-            rounds.append((out, ids, rates, energy, w))
-            seen.update(ids.tolist())
-        if len(rounds) == 1:
-            return output, group_ids, pass_rates, energies, weights, 0
-        merged = concat_batches([r[0] for r in rounds], self._tokenizer.pad_token_id, sum_keys=("num_items_in_batch",))
-        stacked = [np.concatenate([r[i] for r in rounds]) for i in range(1, 5)]
-        return merged, *stacked, len(rounds) - 1
-
-    def _lze_refill_inputs(
-        self, inputs, num_groups: int, refill_round: int, seen: set[int]
-    ) -> tuple[list[dict], list[int]]:
-        """
-        This process's inputs for one refill round, and their prompt ids: `num_groups` prompts drawn without
-        replacement from the epoch's pool (the sampler's, after pruning and the selector's rollout mask) minus the
-        prompts already in this generation batch (from the whole pool, with replacement, when too few are left),
-        seeded by `(seed, generation index, round)`; each repeated `num_generations` times and dealt to the processes
-        in order. The rows carry the same columns as `inputs` (never the internal prompt-id column).
-        """
-        keep = self.train_sampler.epoch_keep if self.train_sampler is not None else None
-        pool = np.flatnonzero(keep) if keep is not None else np.arange(len(self.train_dataset))
-        fresh = pool[~np.isin(pool, np.fromiter(seen, dtype=np.int64, count=len(seen)))]
-        source = fresh if len(fresh) >= num_groups else pool
-        rng = np.random.default_rng([self.args.seed, self._lze_generation, refill_round, 1])
-        chosen = rng.choice(source, size=num_groups, replace=len(source) < num_groups)
-        columns = self.train_dataset[chosen.tolist()]
-        keys = [k for k in inputs[0] if k in columns and k != PROMPT_ID_COLUMN]
-        rows = [{k: columns[k][i] for k in keys} for i in range(num_groups)]
-        start = self.accelerator.process_index * len(inputs)
-        positions = [r // self.num_generations for r in range(start, start + len(inputs))]
-        return [dict(rows[i]) for i in positions], [int(chosen[i]) for i in positions]
-
     def _mark_rows(self, output: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:
         """
         Marks this process's selected rows (`lze_keep`) and plans how they go through the update.
@@ -446,9 +395,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         if isinstance(generation_batch, dict) and "completion_ids" in generation_batch:
             return generation_batch  # already prepared by `training_step` below
         spg = self.args.steps_per_generation
-        generating = self.model.training and (
-            self._step % (spg * self.num_iterations) == 0 or self._buffered_inputs is None
-        )
+        generating = is_generation_step(self)
         inputs = super()._prepare_inputs(generation_batch)  # generates, scores, shuffles and splits when due
         if generating and "lze_keep" in self._buffered_inputs[0]:
             # Re-lay TRL's micro-batches: kept rows only, packed into the micro-steps that run.
@@ -497,10 +444,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         micro-step being kept whenever any is, was then skipped whole), log its `step_time` and advance the adaptive
         entropy controller once, as TRL does once per optimizer step ([`advance_entropy_controller`]).
         """
-        self._step += 1
-        if self._step % self.current_gradient_accumulation_steps == 0:
-            self._metrics["train"]["step_time"].append(self._current_train_step_time)
-            self._current_train_step_time = 0.0
+        if skip_micro_step(self):
             advance_entropy_controller(self)
             self._lze_skipped_windows += 1
 

@@ -1,8 +1,10 @@
 """The places where [`LZEGRPOTrainer`] must mirror what TRL's `GRPOTrainer` does inside a method it cannot call.
 
-A skipped micro-step runs no loss, so whatever `GRPOTrainer._compute_loss` does besides the loss (log metrics,
-advance the adaptive entropy controller once per optimizer step) must be done here instead. Each helper names the TRL
-code it mirrors; `tests/test_trl_coupling.py` fails when the installed TRL changes it.
+A skipped micro-step runs no loss, so whatever `GRPOTrainer.training_step` and `_compute_loss` do besides the loss
+(advance the micro-step counter, log `step_time` and metrics, advance the adaptive entropy controller once per
+optimizer step) must be done here instead; and the trainer must know, before calling `GRPOTrainer._prepare_inputs`,
+whether that call will generate. Each helper names the TRL code it mirrors; `tests/test_trl_coupling.py` fails when
+the installed TRL changes it.
 """
 
 from __future__ import annotations
@@ -79,3 +81,31 @@ def advance_entropy_controller(trainer: Any) -> None:
             trainer.entropy_coef = max(trainer.entropy_coef - args.entropy_coef_delta, args.entropy_coef_min)
         trainer._entropy_window_stats = None
     trainer._metrics["train"]["entropy_coef"].append(trainer.entropy_coef)
+
+
+def is_generation_step(trainer: Any) -> bool:
+    """
+    Whether the next `GRPOTrainer._prepare_inputs` call generates a new generation batch (training mode only).
+
+    Mirrors the condition of `trl.GRPOTrainer._prepare_inputs` (trl 1.16): generation every
+    `steps_per_generation * num_iterations` micro-steps, or when nothing is buffered (after a resume).
+    """
+    generate_every = trainer.args.steps_per_generation * trainer.num_iterations
+    return trainer.model.training and (trainer._step % generate_every == 0 or trainer._buffered_inputs is None)
+
+
+def skip_micro_step(trainer: Any) -> bool:
+    """
+    What `GRPOTrainer.training_step` does besides the forward/backward, for a micro-step that runs none: advance the
+    micro-step counter `_step` that paces generation and, at the end of an optimizer window, log the window's
+    `step_time` and reset it. Returns whether a window ended here (the caller then advances what TRL advances once
+    per optimizer step, see [`advance_entropy_controller`]).
+
+    Mirrors `trl.GRPOTrainer.training_step` (trl 1.16).
+    """
+    trainer._step += 1
+    if trainer._step % trainer.current_gradient_accumulation_steps != 0:
+        return False
+    trainer._metrics["train"]["step_time"].append(trainer._current_train_step_time)
+    trainer._current_train_step_time = 0.0
+    return True
