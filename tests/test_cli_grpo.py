@@ -13,13 +13,8 @@ import yaml
 from safetensors.torch import load_file
 
 from lze_trl.cli import main as cli_main
-from lze_trl.commands.grpo import (
-    LZEGRPOScriptArguments,
-    load_datasets,
-    make_parser,
-    resolve_math_kind,
-    resolve_reward_funcs,
-)
+from lze_trl.commands.grpo import LZEGRPOScriptArguments, make_parser, resolve_reward_funcs
+from lze_trl.data import load_datasets, resolve_math_kind
 from lze_trl.rewards import format_reward, math_accuracy
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 

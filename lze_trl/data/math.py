@@ -4,6 +4,9 @@
 dataset's own schema) and returns a `datasets.Dataset` with a `prompt` column (a list of chat messages), a `solution`
 column (the gold final answer as a string, which [`lze_trl.rewards.math_accuracy`] grades against) and the dataset's
 useful metadata columns.
+
+One module over 400 lines on purpose: the seven kinds' schemas, the source parser they share and the loader are
+read together when a kind is added.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .rewards import last_boxed
+from ..rewards import last_boxed
 
 
 __all__ = ["PROMPT_TEMPLATE", "SourceRef", "gsm8k_gold", "load_math_dataset", "parse_source", "strip_dapo_prompt"]

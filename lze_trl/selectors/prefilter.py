@@ -6,11 +6,11 @@ layer ([`lze_trl.judge`]); this selector only decides from the judged pass rates
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 import numpy as np
-import logging
 
 from .base import GroupBatch, Selector, TrainContext, register_selector
 
