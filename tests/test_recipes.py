@@ -138,7 +138,7 @@ def test_main_recipes_follow_the_paper(path):
 
 @pytest.mark.parametrize("path", [p for p in MAIN if p.stem.endswith("-lze")], ids=rel)
 def test_lze_recipe_and_its_baseline_differ_only_in_the_selector(path):
-    twin = path.with_name(path.name.replace("-lze.yaml", "-full.yaml"))
+    twin = path.with_name(path.name.replace("-lze.yaml", "-grpo.yaml"))
     assert twin.exists()
     lze, full = yaml.safe_load(path.read_text()), yaml.safe_load(twin.read_text())
     allowed = set(LZE_FIELDS) | {"output_dir", "run_name"}
