@@ -9,10 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from lze_trl.demo import DemoConfig, MethodSpec
-from lze_trl.demo.bench import aggregate, bench_selection, parse_method, parse_overrides
-from lze_trl.demo.runner import lze_config
-from lze_trl.demo.warmstart import WARMSTART_FORMAT
+from lze_trl.experiments import DemoConfig, MethodSpec, lze_config
+from lze_trl.experiments.bench import bench_selection
+from lze_trl.experiments.overrides import parse_method, parse_overrides
+from lze_trl.experiments.statistics import aggregate
+from lze_trl.experiments.warmstart import WARMSTART_FORMAT
 from lze_trl.selectors import SELECTORS
 from lze_trl.tasks import CHARSET
 
@@ -152,7 +153,8 @@ def test_the_task_flag_picks_the_task_and_its_warm_start():
     from lze_trl.commands.bench import build_config, parse_args
     from lze_trl.commands.demo import build_config as demo_config
     from lze_trl.commands.demo import parse_args as demo_args
-    from lze_trl.demo.runner import default_warm_start, prepare
+    from lze_trl.experiments import default_warm_start
+    from lze_trl.experiments.training import prepare
 
     assert build_config(parse_args(["train"])).task == "carries"
     old = build_config(parse_args(["train", "--demo", "task=arithmetic", "--warm", "steps=500"]))
@@ -176,7 +178,7 @@ def test_the_task_flag_picks_the_task_and_its_warm_start():
 @pytest.mark.slow
 def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, capsys):
     from lze_trl.commands.bench import main
-    from lze_trl.demo.sweep import classify
+    from lze_trl.experiments.sweep import classify
 
     common = ["--tiny", "--seeds", "0", "1", "--cache-dir", str(tmp_path / "cache")]
     first, second = tmp_path / "selectors", tmp_path / "ablations"

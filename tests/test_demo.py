@@ -12,7 +12,8 @@ import torch
 from conftest import lze_args, mixed_reward, prompt_dataset
 from datasets import Dataset
 
-from lze_trl.demo import (
+from lze_trl.demo import run_demo
+from lze_trl.experiments import (
     AccuracyCallback,
     DemoConfig,
     MeteredLZEGRPOTrainer,
@@ -24,10 +25,10 @@ from lze_trl.demo import (
     greedy_accuracy,
     load_warm_start,
     pass_rate_histogram,
-    run_demo,
     train_warm_start,
 )
-from lze_trl.demo.runner import format_table, ratios, summarize
+from lze_trl.experiments.statistics import ratios, summarize
+from lze_trl.experiments.tables import format_table
 from lze_trl.tasks.arithmetic import CHARSET
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
@@ -362,3 +363,46 @@ def test_a_method_can_train_with_its_own_trainer_class(tmp_path):
     assert CountingTrainer.instances == 1
     assert results["config"]["methods"][1]["trainer_cls"].endswith("CountingTrainer")
     assert json.loads((tmp_path / "out" / "demo_results.json").read_text())["methods"]["custom"]["summary"]
+
+
+# ----------------------------------------------------------------------------------------------- old import paths
+@pytest.mark.parametrize(
+    "old, name, new",
+    [
+        ("lze_trl.demo", "greedy_accuracy", "lze_trl.experiments.accuracy"),
+        ("lze_trl.demo", "MeteredLZEGRPOTrainer", "lze_trl.experiments.accounting"),
+        ("lze_trl.demo.runner", "DemoConfig", "lze_trl.experiments.config"),
+        ("lze_trl.demo.runner", "format_table", "lze_trl.experiments.tables"),
+        ("lze_trl.demo.runner", "summarize", "lze_trl.experiments.statistics"),
+        ("lze_trl.demo.runner", "prepare", "lze_trl.experiments.training"),
+        ("lze_trl.demo.runner", "to_jsonable", "lze_trl.experiments.comparison"),
+        ("lze_trl.demo.runner", "run_demo", "lze_trl.demo"),
+        ("lze_trl.demo.bench", "aggregate", "lze_trl.experiments.statistics"),
+        ("lze_trl.demo.bench", "bench_markdown", "lze_trl.experiments.tables"),
+        ("lze_trl.demo.bench", "parse_overrides", "lze_trl.experiments.overrides"),
+        ("lze_trl.demo.bench", "run_train_bench", "lze_trl.experiments.bench"),
+        ("lze_trl.demo.sweep", "write_report", "lze_trl.experiments.sweep"),
+        ("lze_trl.demo.evaluation", "AccuracyCallback", "lze_trl.experiments.accuracy"),
+        ("lze_trl.demo.accounting", "RunMeter", "lze_trl.experiments.accounting"),
+        ("lze_trl.demo.warmstart", "SHIPPED_DIR", "lze_trl.experiments.warmstart"),
+        ("lze_trl.demo.plots", "plot_all", "lze_trl.experiments.plots"),
+    ],
+)
+def test_old_import_paths_resolve_with_a_deprecation_warning(old, name, new):
+    import importlib
+
+    module = importlib.import_module(old)
+    module.__dict__.pop(name, None)  # resolved names are cached in the old module: warn afresh
+    with pytest.warns(DeprecationWarning, match=f"`{old}.{name}` moved to `{new}.{name}`"):
+        value = getattr(module, name)
+    assert value is getattr(importlib.import_module(new), name)
+    with pytest.raises(AttributeError):
+        module.no_such_name  # noqa: B018
+
+
+def test_the_demo_names_import_without_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from lze_trl.demo import DemoConfig, MethodSpec, WarmStartConfig, run_demo  # noqa: F401

@@ -112,7 +112,7 @@ def _assign(obj, items: list[str], what: str, exclude: tuple[str, ...] = ()) -> 
 
 def build_config(args: argparse.Namespace):
     """The [`DemoConfig`] of the arguments: the demo's settings with the benchmark's longer runs."""
-    from lze_trl.demo import DemoConfig
+    from lze_trl.experiments import DemoConfig
 
     config = DemoConfig.tiny() if args.tiny else DemoConfig(steps=240, eval_steps=10)
     config.progress = not args.tiny
@@ -123,7 +123,7 @@ def build_config(args: argparse.Namespace):
     # warm start (before the --warm overrides).
     _assign(config, args.demo_overrides, "--demo", exclude=("methods", "warm_start", "overrides", "baseline"))
     if config.task != config.warm_start.task:
-        from lze_trl.demo.runner import default_warm_start
+        from lze_trl.experiments import default_warm_start
         from lze_trl.tasks import get_task
 
         get_task(config.task)  # a clear error on an unknown task
@@ -138,7 +138,7 @@ def build_config(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.what == "report":
-        from lze_trl.demo.sweep import write_report
+        from lze_trl.experiments.sweep import write_report
 
         try:
             report = write_report(args.folders, args.output_dir, window=args.window)
@@ -155,14 +155,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from transformers.utils import logging
 
-    from lze_trl.demo.bench import (
-        bench_markdown,
-        parse_method,
-        parse_overrides,
-        run_selection_bench,
-        run_train_bench,
-        selection_markdown,
-    )
+    from lze_trl.experiments.bench import run_selection_bench, run_train_bench
+    from lze_trl.experiments.overrides import parse_method, parse_overrides
+    from lze_trl.experiments.tables import bench_markdown, selection_markdown
 
     logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -40,8 +40,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def build_config(args: argparse.Namespace):
     """The [`DemoConfig`] of the command-line arguments."""
-    from lze_trl.demo import DemoConfig
-    from lze_trl.demo.runner import default_warm_start
+    from lze_trl.experiments import DemoConfig, default_warm_start
 
     if args.tiny:
         config = DemoConfig.tiny(task=args.task)
@@ -70,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from transformers.utils import logging
 
-    from lze_trl.demo.runner import format_headline, format_histogram, format_table, run_demo
+    from lze_trl.demo import run_demo
+    from lze_trl.experiments.tables import format_headline, format_histogram, format_table
 
     logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)
