@@ -256,7 +256,14 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _stats(values: list[float | None]) -> dict[str, Any]:
+def stats_over_seeds(values: list[float | None]) -> dict[str, Any]:
+    """
+    Mean, sample standard deviation, min and max of one figure over seeds, leaving out seeds without it.
+
+    Returns:
+        `dict[str, Any]`: `mean`, `std`, `min`, `max` (`None` without any value), `n` (seeds with a value) and
+        `values` (every seed's, as given).
+    """
     present = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not present:
         return {"mean": None, "std": None, "min": None, "max": None, "n": 0, "values": values}
@@ -311,8 +318,8 @@ def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
     for name in methods:
         rows = [r["methods"][name] for r in per_seed]
         out[name] = {
-            "summary": {k: _stats([row["summary"].get(k) for row in rows]) for k in SUMMARY_KEYS},
-            "ratios": {k: _stats([row["ratios"].get(k) for row in rows]) for k in RATIO_KEYS},
+            "summary": {k: stats_over_seeds([row["summary"].get(k) for row in rows]) for k in SUMMARY_KEYS},
+            "ratios": {k: stats_over_seeds([row["ratios"].get(k) for row in rows]) for k in RATIO_KEYS},
             "target_met": [r["target"].get(name, {}).get("met") for r in per_seed],
             "target_train_prompts_met": [r.get("target_train_prompts", {}).get(name, {}).get("met") for r in per_seed],
         }

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .statistics import _first_reaching
+from .statistics import _first_reaching, stats_over_seeds
 from .tables import sweep_markdown
 
 
@@ -70,10 +70,8 @@ def load_runs(folders: list[str | Path]) -> dict[str, Any]:
 
 
 def _stat(values: list[float]) -> dict[str, float | int | None]:
-    arr = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=np.float64)
-    if arr.size == 0:
-        return {"mean": None, "std": None, "n": 0}
-    return {"mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if arr.size > 1 else 0.0, "n": int(arr.size)}
+    stat = stats_over_seeds(values)
+    return {"mean": stat["mean"], "std": stat["std"], "n": stat["n"]}
 
 
 def _late(curve: list[dict[str, Any]], key: str, window: int) -> float:

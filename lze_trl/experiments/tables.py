@@ -1,27 +1,94 @@
-"""Every table of the experiments: the demo's comparison table, headline and pass-rate histogram (text), the
-training and selection benchmarks and the selector sweep (Markdown)."""
+"""Every table of the experiments, in one format: the demo's comparison table and headline (aligned text), the
+training and selection benchmarks and the selector sweep (Markdown).
+
+A table is a row (or column) spec, `(label, key, kind)` triples, laid out by [`text_table`] or [`markdown_table`];
+`kind` says how a figure is written: [`format_value`] for one run's figure, [`format_stat`] for a mean ± sample
+standard deviation over seeds.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .statistics import RATIO_KEYS
 
 
-def _fmt(value: Any, kind: str = "") -> str:
+def format_value(value: Any, kind: str = "") -> str:
+    """
+    One figure as a table cell.
+
+    Args:
+        value (`Any`):
+            The figure (`None`: `"n/a"`, or `"not reached"` for kind `"reach"`).
+        kind (`str`, *optional*, defaults to `""`):
+            `"acc"` (3 decimals), `"s"` (seconds), `"ratio"` and `"reach"` (`1.23x`), `"int"` (thousands separators),
+            `"flops"` (3 significant digits), `"pct"` (a share as `12.34%`), `"pct0"` (a share as `12%`), else `str`.
+    """
     if value is None:
-        return "n/a"
+        return "not reached" if kind == "reach" else "n/a"
     if kind == "acc":
         return f"{value:.3f}"
     if kind == "s":
         return f"{value:.1f}s"
-    if kind == "ratio":
+    if kind in ("ratio", "reach"):
         return f"{value:.2f}x"
     if kind == "int":
         return f"{int(value):,}"
     if kind == "flops":
         return f"{value:.3g}"
+    if kind == "pct":
+        return f"{100 * value:.2f}%"
+    if kind == "pct0":
+        return f"{value:.0%}"
     return str(value)
+
+
+def format_stat(stat: dict[str, Any], kind: str = "") -> str:
+    """
+    A mean ± sample standard deviation over seeds as a table cell.
+
+    Args:
+        stat (`dict`):
+            `mean`, `std` and, from [`~lze_trl.experiments.statistics.stats_over_seeds`], `n` (seeds with a value) and
+            `values` (every seed's): a figure some seeds lack gets `[n/len(values) seeds]`.
+        kind (`str`, *optional*, defaults to `""`):
+            `"acc"` (3 decimals), `"share"` (2 decimals), `"s"` (seconds), `"ratio"` (`1.23 ± 0.04x`), `"pct"`
+            (percent), else 3 significant digits (`"int"`, `"flops"`).
+    """
+    if stat["mean"] is None:
+        return "n/a"
+    mean, std = stat["mean"], stat["std"]
+    # Figures that some seeds never reached: mean over the seeds that did, with how many those are.
+    values = stat.get("values")
+    missing = "" if values is None or stat["n"] == len(values) else f" [{stat['n']}/{len(values)} seeds]"
+    if kind == "acc":
+        return f"{mean:.3f} ± {std:.3f}{missing}"
+    if kind == "share":
+        return f"{mean:.2f} ± {std:.2f}{missing}"
+    if kind == "s":
+        return f"{mean:.1f} ± {std:.1f} s{missing}"
+    if kind == "ratio":
+        return f"{mean:.2f} ± {std:.2f}x{missing}"
+    if kind == "pct":
+        return f"{100 * mean:.2f} ± {100 * std:.2f}%{missing}"
+    return f"{mean:.3g} ± {std:.2g}{missing}"
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Aligned plain-text lines: the first column left-aligned, the others right-aligned, a rule under the header."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return [line(header), "  ".join("-" * w for w in widths), *[line(row) for row in rows]]
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "---") -> list[str]:
+    """Markdown table lines; `align` is every column's separator cell (`"---:"` right-aligns)."""
+    line = lambda cells: "| " + " | ".join(cells) + " |"  # noqa: E731
+    return [line(header), "|" + f"{align}|" * len(header), *[line(row) for row in rows]]
 
 
 TABLE_ROWS = (
@@ -51,7 +118,7 @@ def format_table(results: dict[str, Any]) -> str:
     base = results["baseline"]
     others = [n for n in names if n != base]
     header = ["metric", *names, *[f"{n} / {base}" for n in others]]
-    lines = []
+    rows = []
     for label, key, kind in TABLE_ROWS:
         cells = [label]
         split = key.split("_")[1] if key.startswith(("reach_", "reach90_")) else None
@@ -61,20 +128,25 @@ def format_table(results: dict[str, Any]) -> str:
             if split is not None and not base_summary.get(f"target_{split}_informative", True):
                 cells.append("no gain")  # the baseline did not gain beyond the evaluation's noise
                 continue
-            cells.append(f"{100 * value:.2f}%" if kind == "pct" and value is not None else _fmt(value, kind))
+            cells.append(format_value(value, kind))
         for name in others:
-            cells.append(_fmt(results["methods"][name]["ratios"].get(key), "ratio") if key in RATIO_KEYS else "")
-        lines.append(cells)
-    widths = [max(len(str(row[i])) for row in [header, *lines]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *[line(row) for row in lines]])
+            cells.append(
+                format_value(results["methods"][name]["ratios"].get(key), "ratio") if key in RATIO_KEYS else ""
+            )
+        rows.append(cells)
+    return "\n".join(text_table(header, rows))
 
 
-def _reach(value: float | None) -> str:
-    return "not reached" if value is None else _fmt(value, "ratio")
+HEADLINE_COLUMNS = (
+    ("in-domain", "test_accuracy", "acc"),
+    ("OOD", "ood_accuracy", "acc"),
+    ("update tokens", "update_tokens_ratio", "ratio"),
+    ("rollouts", "rollouts_ratio", "ratio"),
+    ("total FLOPs", "total_flops_ratio", "ratio"),
+    ("dead groups", "dead_share", "pct0"),
+    ("rollouts to target", "rollouts_to_grpo_final", "reach"),
+    ("FLOPs to target", "flops_to_grpo_final", "reach"),
+)
 
 
 def format_headline(summary: dict[str, Any]) -> str:
@@ -86,38 +158,12 @@ def format_headline(summary: dict[str, Any]) -> str:
         f"in-domain {start['test_accuracy']:.3f} ({start['test_size']} prompts), OOD {start['ood_accuracy']:.3f} "
         f"({start['ood_size']} prompts).",
     ]
-    header = [
-        "method",
-        "in-domain",
-        "OOD",
-        "update tokens",
-        "rollouts",
-        "total FLOPs",
-        "dead groups",
-        "rollouts to target",
-        "FLOPs to target",
+    header = ["method", *[label for label, _, _ in HEADLINE_COLUMNS]]
+    rows = [
+        [name, *[format_value(m[key], kind) for _, key, kind in HEADLINE_COLUMNS]]
+        for name, m in summary["methods"].items()
     ]
-    rows = []
-    for name, m in summary["methods"].items():
-        rows.append(
-            [
-                name,
-                _fmt(m["test_accuracy"], "acc"),
-                _fmt(m["ood_accuracy"], "acc"),
-                _fmt(m["update_tokens_ratio"], "ratio"),
-                _fmt(m["rollouts_ratio"], "ratio"),
-                _fmt(m["total_flops_ratio"], "ratio"),
-                "n/a" if m["dead_share"] is None else f"{m['dead_share']:.0%}",
-                _reach(m["rollouts_to_grpo_final"]),
-                _reach(m["flops_to_grpo_final"]),
-            ]
-        )
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    lines += [line(header), "  ".join("-" * w for w in widths), *[line(r) for r in rows]]
+    lines += text_table(header, rows)
     lines.append(
         f"Ratios are to {base}'s totals; 'to target' counts what a run spent until it first reached {base}'s final "
         "in-domain accuracy (mean of its last evaluations)."
@@ -137,23 +183,6 @@ def format_histogram(hist: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _cell(stat: dict[str, Any], kind: str) -> str:
-    if stat["mean"] is None:
-        return "n/a"
-    mean, std = stat["mean"], stat["std"]
-    # Figures that some seeds never reached: mean over the seeds that did, with how many those are.
-    missing = "" if stat["n"] == len(stat["values"]) else f" [{stat['n']}/{len(stat['values'])} seeds]"
-    if kind == "acc":
-        return f"{mean:.3f} ± {std:.3f}{missing}"
-    if kind == "s":
-        return f"{mean:.1f} ± {std:.1f} s{missing}"
-    if kind == "ratio":
-        return f"{mean:.2f} ± {std:.2f}x{missing}"
-    if kind == "pct":
-        return f"{100 * mean:.2f} ± {100 * std:.2f}%{missing}"
-    return f"{mean:.3g} ± {std:.2g}{missing}"
-
-
 BENCH_ROWS = (
     ("in-domain test acc, start", "start_test_accuracy", "acc"),
     ("in-domain test acc, final", "final_test_accuracy", "acc"),
@@ -162,17 +191,17 @@ BENCH_ROWS = (
     ("train-prompt acc, final", "final_train_accuracy", "acc"),
     ("wall-clock, training", "train_seconds", "s"),
     ("CPU time, training", "train_cpu_seconds", "s"),
-    ("rollout tokens (completions)", "rollout_tokens", ""),
-    ("update tokens / step", "update_tokens_per_step", ""),
-    ("update FLOPs", "update_flops", ""),
-    ("total FLOPs", "total_flops", ""),
+    ("rollout tokens (completions)", "rollout_tokens", "int"),
+    ("update tokens / step", "update_tokens_per_step", "int"),
+    ("update FLOPs", "update_flops", "flops"),
+    ("total FLOPs", "total_flops", "flops"),
     ("time to target train acc", "reach_train_seconds", "s"),
-    ("FLOPs to target train acc", "reach_train_flops", ""),
+    ("FLOPs to target train acc", "reach_train_flops", "flops"),
     ("time to 90% of gain, train acc", "reach90_train_seconds", "s"),
-    ("FLOPs to 90% of gain, train acc", "reach90_train_flops", ""),
+    ("FLOPs to 90% of gain, train acc", "reach90_train_flops", "flops"),
     ("selection share of step", "selection_share_of_step", "pct"),
-    ("rollout tokens to target test acc", "reach_test_rollout_tokens", ""),
-    ("FLOPs to target test acc", "reach_test_flops", ""),
+    ("rollout tokens to target test acc", "reach_test_rollout_tokens", "int"),
+    ("FLOPs to target test acc", "reach_test_flops", "flops"),
     ("time to target test acc", "reach_test_seconds", "s"),
     ("utilisation (update / generated completion tokens)", "utilisation", "pct"),
     ("dead groups, whole run", "dead_share", "pct"),
@@ -189,20 +218,14 @@ def bench_markdown(results: dict[str, Any]) -> str:
         f"Seeds: {results['seeds']}; {results['config']['steps']} steps x {results['config']['prompts_per_step']} "
         f"prompts x {results['config']['num_generations']} rollouts; baseline `{base}`; mean ± sample std over seeds.",
         "",
-        "| metric | " + " | ".join(f"`{n}`" for n in names) + " |",
-        "|---|" + "---|" * len(names),
     ]
-    for label, key, kind in BENCH_ROWS:
-        lines.append(f"| {label} | " + " | ".join(_cell(agg[n]["summary"][key], kind) for n in names) + " |")
+    rows = [[label, *[format_stat(agg[n]["summary"][key], kind) for n in names]] for label, key, kind in BENCH_ROWS]
+    lines += markdown_table(["metric", *[f"`{n}`" for n in names]], rows)
     others = [n for n in names if n != base]
     if others:
         lines += ["", f"Ratios to `{base}` (per seed, then mean ± std):", ""]
-        lines += [
-            "| ratio | " + " | ".join(f"`{n}` / `{base}`" for n in others) + " |",
-            "|---|" + "---|" * len(others),
-        ]
-        for key in RATIO_KEYS:
-            lines.append(f"| {key} | " + " | ".join(_cell(agg[n]["ratios"][key], "ratio") for n in others) + " |")
+        rows = [[key, *[format_stat(agg[n]["ratios"][key], "ratio") for n in others]] for key in RATIO_KEYS]
+        lines += markdown_table(["ratio", *[f"`{n}` / `{base}`" for n in others]], rows)
         lines += [
             "",
             "Target met on the in-domain test split (per seed): "
@@ -228,10 +251,10 @@ def selection_markdown(results: dict[str, Any]) -> str:
         f"Generation batch of {results['groups']} prompt groups drawn from a pool observed once; "
         f"{results['repeats']} batches per pool; times in ms (median / p90).",
         "",
-        "| pool | score + select_top_k | + record_selection | state bytes / prompt | state MB |"
-        + (" vs one demo step |" if step else ""),
-        "|---:|---:|---:|---:|---:|" + ("---:|" if step else ""),
     ]
+    header = ["pool", "score + select_top_k", "+ record_selection", "state bytes / prompt", "state MB"]
+    header += ["vs one demo step"] if step else []
+    rows = []
     for row in results["pools"]:
         ss, full = row["score_select_ms"], row["with_record_selection_ms"]
         cells = [
@@ -243,7 +266,8 @@ def selection_markdown(results: dict[str, Any]) -> str:
         ]
         if step:
             cells.append(f"{100 * full['median'] / 1e3 / step['seconds_per_step']:.2f}%")
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines += markdown_table(header, rows, align="---:")
     if step:
         lines += [
             "",
@@ -259,37 +283,39 @@ def selection_markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _pm(stat: dict[str, Any], digits: int = 3, suffix: str = "") -> str:
-    if stat["mean"] is None:
-        return "n/a"
-    return f"{stat['mean']:.{digits}f} ± {stat['std']:.{digits}f}{suffix}"
+SWEEP_COLUMNS = (
+    ("test acc, final", "final_test_accuracy", "acc"),
+    ("test acc, last {window} evals", "late_test_accuracy", "acc"),
+    ("OOD acc, final", "final_ood_accuracy", "acc"),
+    ("OOD gain", "ood_gain", "acc"),
+    ("OOD acc, last {window} evals", "late_ood_accuracy", "acc"),
+    ("train acc", "final_train_accuracy", "acc"),
+    ("groups kept", "kept_share", "share"),
+    ("dead groups", "dead_share", "share"),
+    ("rollouts to {baseline}'s final test acc", "rollouts_to_base_test", "reach"),
+    ("rollouts to {baseline}'s final OOD acc", "rollouts_to_base_ood", "reach"),
+    ("update tokens / {baseline}", "update_tokens_ratio", "ratio"),
+    ("total FLOPs / {baseline}", "total_flops_ratio", "ratio"),
+    ("CPU time / {baseline}", "cpu_seconds_ratio", "ratio"),
+    ("rollouts / {baseline}", "rollouts_ratio", "ratio"),
+)
+"""Columns of the sweep table (labels formatted with the baseline's name and the late-accuracy window); `"reach"`
+columns are means over the seeds that reached the baseline's final accuracy, with how many did."""
 
 
 def sweep_markdown(rows: list[dict[str, Any]], baseline: str, window: int = 3) -> str:
     """The Table-2-style Markdown table of [`sweep_table`]'s rows (mean ± sample std over seeds)."""
-    header = (
-        f"| run | test acc, final | test acc, last {window} evals | OOD acc, final | OOD gain | OOD acc, last "
-        f"{window} evals | train acc | groups kept | dead groups | rollouts to {baseline}'s final test acc "
-        f"| rollouts to {baseline}'s final OOD acc | update tokens / {baseline} | total FLOPs / {baseline} "
-        f"| CPU time / {baseline} | rollouts / {baseline} |"
-    )
-    lines = [header, "|" + "---|" * 15]
 
-    def reach(stat: dict[str, Any], n: int) -> str:
-        # Mean over the seeds that reached the target, with how many did.
+    def cell(stat: dict[str, Any], kind: str, n: int) -> str:
+        if kind != "reach":
+            return format_stat(stat, kind)
         if stat.get("n", 0) == 0:
             return f"not reached (0/{n})"
-        return _pm(stat, 2, "x") + ("" if stat["n"] == n else f" ({stat['n']}/{n} seeds)")
+        return format_stat(stat, "ratio") + ("" if stat["n"] == n else f" ({stat['n']}/{n} seeds)")
 
-    for row in rows:
-        n = len(row["seeds"])
-        lines.append(
-            f"| `{row['name']}` | {_pm(row['final_test_accuracy'])} | {_pm(row['late_test_accuracy'])} "
-            f"| {_pm(row['final_ood_accuracy'])} | {_pm(row['ood_gain'], 3)} | {_pm(row['late_ood_accuracy'])} "
-            f"| {_pm(row['final_train_accuracy'])} | {_pm(row['kept_share'], 2)} | {_pm(row['dead_share'], 2)} "
-            f"| {reach(row['rollouts_to_base_test'], n)} | {reach(row['rollouts_to_base_ood'], n)} "
-            f"| {_pm(row['update_tokens_ratio'], 2, 'x')} "
-            f"| {_pm(row['total_flops_ratio'], 2, 'x')} | {_pm(row['cpu_seconds_ratio'], 2, 'x')} "
-            f"| {_pm(row['rollouts_ratio'], 2, 'x')} |"
-        )
-    return "\n".join(lines)
+    header = ["run", *[label.format(baseline=baseline, window=window) for label, _, _ in SWEEP_COLUMNS]]
+    cells = [
+        [f"`{row['name']}`", *[cell(row[key], kind, len(row["seeds"])) for _, key, kind in SWEEP_COLUMNS]]
+        for row in rows
+    ]
+    return "\n".join(markdown_table(header, cells))
