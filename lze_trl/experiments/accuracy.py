@@ -1,4 +1,4 @@
-"""Accuracy of a policy on the arithmetic task: batched greedy decoding graded by the task's verifier.
+"""Accuracy of a policy on an embedded task: batched greedy decoding graded by the task's verifier.
 
 GRPO's `trainer.evaluate()` reports losses, not accuracies; [`AccuracyCallback`] evaluates the accuracy every few
 optimizer steps instead and records it against the training wall-clock and FLOPs spent so far.
@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 from transformers import TrainerCallback
 
+from ..evaluation.generation import generate_transformers
 from ..tasks.arithmetic import arithmetic_reward
 
 
@@ -28,31 +28,24 @@ def _generate(
     temperature: float | None = None,
     seed: int = 0,
 ) -> list[str]:
-    """Completions of `prompts` (each repeated `num_samples` times in a row), greedy when `temperature` is None."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    completions: list[str] = []
-    kwargs: dict[str, Any] = {
-        "max_new_tokens": max_new_tokens,
-        "pad_token_id": tokenizer.pad_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-    }
-    if temperature is None:
-        kwargs.update(do_sample=False)
-    else:
-        kwargs.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, num_return_sequences=num_samples)
-    try:
-        with torch.no_grad(), torch.random.fork_rng():
-            torch.manual_seed(seed)
-            for start in range(0, len(prompts), batch_size):
-                batch = list(prompts[start : start + batch_size])
-                enc = tokenizer(batch, padding=True, return_tensors="pt", add_special_tokens=False).to(device)
-                out = model.generate(**enc, **kwargs)
-                completions += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-    finally:
-        model.train(was_training)
-    return completions
+    """
+    Completions of `prompts` (each repeated `num_samples` times in a row), greedy when `temperature` is None: the
+    generation routine of `lze-trl eval` ([`~lze_trl.evaluation.generate_transformers`]), with the prompts batched in
+    their order (the sampled completions of a seed then stay those of the demo's measurements).
+    """
+    completions = generate_transformers(
+        model,
+        tokenizer,
+        prompts,
+        add_special_tokens=False,
+        num_samples=num_samples,
+        temperature=0.0 if temperature is None else temperature,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        seed=seed,
+        sort_by_length=False,
+    )
+    return [completion.text for per_prompt in completions for completion in per_prompt]
 
 
 def greedy_accuracy(
