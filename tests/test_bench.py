@@ -46,6 +46,18 @@ def test_overrides_are_typed_like_the_config_fields():
         parse_overrides(["selection_ratio"])
     with pytest.raises(ValueError, match="true or false"):
         parse_overrides(["prune_solved=maybe"])
+    # Parsed like `lze-trl grpo --key value` (transformers' HfArgumentParser over the config): typed by the field,
+    # choices checked, the key named in the error.
+    assert parse_overrides(["energy_terms=uncertainty,momentum", "hub_model_id=null", "prune_solved=no"]) == {
+        "energy_terms": ["uncertainty", "momentum"],
+        "hub_model_id": None,
+        "prune_solved": False,
+    }
+    assert parse_overrides(['model_init_kwargs={"dtype": "float32"}']) == {"model_init_kwargs": {"dtype": "float32"}}
+    with pytest.raises(ValueError, match="learning_rate='x': invalid float value"):
+        parse_overrides(["learning_rate=x"])
+    with pytest.raises(ValueError, match="energy_momentum_mode='bogus': invalid choice"):
+        parse_overrides(["energy_momentum_mode=bogus"])
 
 
 def test_any_registered_selector_is_a_method():
@@ -147,6 +159,12 @@ def test_bench_command_sets_demo_and_warm_start_fields():
         build_config(parse_args(["train", "--demo", "methods=[]"]))
     with pytest.raises(ValueError, match="--warm override"):
         build_config(parse_args(["train", "--warm", "width=3"]))
+    # values typed by the field, like --set
+    args = parse_args(["train", "--demo", "progress=false", "--demo", "cache_dir=null", "--warm", "levels=0+1"])
+    config = build_config(args)
+    assert config.progress is False and config.cache_dir is None and config.warm_start.levels == [0, 1]
+    with pytest.raises(ValueError, match="--demo override 'n_train=many': n_train='many': invalid int value"):
+        build_config(parse_args(["train", "--demo", "n_train=many"]))
 
 
 def test_the_task_flag_picks_the_task_and_its_warm_start():

@@ -94,9 +94,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def _assign(obj, items: list[str], what: str, exclude: tuple[str, ...] = ()) -> None:
-    """Sets `key=value` items (JSON values, else strings) on the dataclass `obj`, naming the fix on a bad key."""
+    """
+    Sets `key=value` items on the dataclass `obj`, each value typed by its field like `--set` overrides (see
+    [`~lze_trl.experiments.overrides.parse_value`]), naming the fix on a bad key or value.
+    """
     import dataclasses
-    import json
+
+    from lze_trl.experiments.overrides import parse_value
 
     names = {f.name for f in dataclasses.fields(obj)} - set(exclude)
     for item in items:
@@ -104,9 +108,9 @@ def _assign(obj, items: list[str], what: str, exclude: tuple[str, ...] = ()) -> 
         if not sep or key not in names:
             raise ValueError(f"{what} override {item!r}: use key=value with a key among {sorted(names)}.")
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
+            value = parse_value(key, text, type(obj))
+        except ValueError as error:
+            raise ValueError(f"{what} override {item!r}: {error}") from None
         setattr(obj, key, value)
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
 import re
-from dataclasses import MISSING, fields
 from typing import Any
+
+from transformers import HfArgumentParser
+from transformers.hf_argparser import string_to_bool
 
 from ..config import LZEGRPOConfig
 from ..selectors import SELECTORS
@@ -22,48 +26,61 @@ ALIASES: dict[str, dict[str, Any]] = {
 }
 
 
-def _field_defaults() -> dict[str, Any]:
-    defaults = {}
-    for f in fields(LZEGRPOConfig):
-        if f.default is not MISSING:
-            defaults[f.name] = f.default
-        elif f.default_factory is not MISSING:
-            defaults[f.name] = f.default_factory()
-    return defaults
+@functools.cache
+def _parser(config_class: type) -> HfArgumentParser:
+    # transformers' parser of the dataclass, the one `lze-trl grpo` (TRL's `TrlParser`) parses its flags with.
+    return HfArgumentParser(config_class, exit_on_error=False)
 
 
-def parse_value(key: str, text: str) -> Any:
+def parse_value(key: str, text: str, config_class: type = LZEGRPOConfig) -> Any:
     """
-    Parses the value of an [`LZEGRPOConfig`] override `key=text` to the type of the field's default.
+    Parses the value of a `key=text` override of a dataclass field (an [`LZEGRPOConfig`] field by default) the way
+    `lze-trl grpo --key text` parses it: with transformers' `HfArgumentParser` over the dataclass, so by the field's
+    type (`bool` fields take `true`/`false`/`1`/`0`/`yes`/`no`, fields with choices are checked against them).
 
     Args:
         key (`str`):
             The field's name; a `ValueError` names the fix when it is not a field.
         text (`str`):
-            Its value: JSON (`0.2`, `true`, `["anchor"]`), for list fields items joined by `+` or `,`
-            (`uncertainty+momentum`), or, for string fields, plain text.
+            Its value: a scalar (`0.2`, `true`, `lze`), `null` for a field that defaults to `None`, for list fields
+            items joined by `+` or `,` (`uncertainty+momentum`) or a JSON list (`["anchor"]`), a JSON object for a
+            dict.
+        config_class (`type`, *optional*, defaults to [`LZEGRPOConfig`]):
+            The dataclass the field belongs to (e.g. [`DemoConfig`] or [`WarmStartConfig`]).
+
+    Returns:
+        `Any`: the typed value. A value the field's type rejects raises a `ValueError` naming the key.
     """
-    defaults = _field_defaults()
-    if key not in {f.name for f in fields(LZEGRPOConfig)}:
-        raise ValueError(f"{key!r} is not an LZEGRPOConfig field: see `LZEGRPOConfig` (TRL's GRPOConfig + LZE).")
-    default = defaults.get(key)
-    if isinstance(default, list) and not text.strip().startswith("["):
+    parser = _parser(config_class)
+    action = parser._option_string_actions.get(f"--{key}")
+    if action is None or action.dest != key:
+        if config_class is LZEGRPOConfig:
+            raise ValueError(f"{key!r} is not an LZEGRPOConfig field: see `LZEGRPOConfig` (TRL's GRPOConfig + LZE).")
+        raise ValueError(f"{key!r} is not a {config_class.__name__} field.")
+    text = text.strip()
+    if text.lower() in ("null", "none") and action.default is None:
+        return None
+    value = None
+    if text.startswith(("[", "{")):  # a JSON list or object
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            pass
+        if isinstance(value, dict) or (isinstance(value, list) and action.nargs not in ("+", "*")):
+            return value
+    if action.nargs in ("+", "*"):
         # `energy_terms=uncertainty+momentum` (or with commas in `--set`): a list without JSON's quotes.
-        return [item.strip() for item in re.split(r"[+,]", text) if item.strip()]
-    lowered = text.strip().lower()
-    if isinstance(default, bool) or lowered in ("true", "false"):
-        if lowered not in ("true", "false", "1", "0"):
-            raise ValueError(f"{key}={text!r}: use true or false.")
-        return lowered in ("true", "1")
+        items = [str(v) for v in value] if isinstance(value, list) else re.split(r"[+,]", text)
+        argv = [f"--{key}", *[item.strip() for item in items if item.strip()]]
+    else:
+        argv = [f"--{key}={text}"]
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    if isinstance(default, float) and isinstance(value, int):
-        return float(value)
-    if isinstance(default, str) and not isinstance(value, str):
-        return text
-    return value
+        namespace, _ = parser.parse_known_args(argv)
+    except argparse.ArgumentError as error:
+        if action.type is string_to_bool:
+            raise ValueError(f"{key}={text!r}: use true or false.") from None
+        raise ValueError(f"{key}={text!r}: {error.message}") from None
+    return getattr(namespace, key)
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
