@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from lze_trl.commands import option  # noqa: E402
 from lze_trl.experiments import DemoConfig, MeteredLZEGRPOTrainer, MethodSpec, WarmStartConfig  # noqa: E402
 from lze_trl.experiments.comparison import machine_info, run_comparison, to_jsonable  # noqa: E402
 from lze_trl.experiments.statistics import aggregate  # noqa: E402
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=240)
-    parser.add_argument("--output-dir", default="outputs/exp_full_norm")
+    parser.add_argument(*option("output_dir"), default="outputs/exp_full_norm")
     args = parser.parse_args(argv)
     os.environ.setdefault("WANDB_MODE", "offline")
     warnings.filterwarnings("ignore")

@@ -233,3 +233,24 @@ def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, c
     capsys.readouterr()
     assert main(["report", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2
     assert "bench_train.json not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spelling", ["--output_dir", "--output-dir"])
+def test_every_command_takes_both_spellings_of_its_flags(spelling, tmp_path):
+    from lze_trl.commands import bench, demo, eval, grpo
+
+    out = str(tmp_path / "out")
+    assert demo.parse_args([spelling, out]).output_dir == out
+    assert demo.parse_args(["--eval_steps", "5", "--no-progress"]).eval_steps == 5
+    for what in ("train", "selection", "all"):
+        assert bench.parse_args([what, spelling, out]).output_dir == out
+    assert bench.parse_args(["report", "folder", spelling, out]).output_dir == out
+    argv = ["all", "--cache_dir", "c", "--pool-sizes", "10", "--step_steps", "3", "--eval-steps", "2"]
+    args = bench.parse_args(argv)
+    assert (args.cache_dir, args.pool_sizes, args.step_steps, args.eval_steps) == ("c", [10], 3, 2)
+    # TRL's parsers (lze-trl eval and grpo) take both spellings of every field.
+    (eval_args,) = eval.make_parser().parse_args_and_config(["--model", "m", spelling, out])
+    assert eval_args.output_dir == out
+    argv = ["--dataset_name", "gsm8k", "--use_cpu", "--bf16", "false", spelling, out]
+    script, training, *_ = grpo.make_parser().parse_args_and_config(argv)
+    assert training.output_dir == out
