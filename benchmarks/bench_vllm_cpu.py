@@ -97,13 +97,15 @@ def run(selector: str, model_dir: str, args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
+    from lze_trl.commands import option
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--selectors", nargs="+", default=["none", "lze"])
     parser.add_argument("--steps", type=int, default=6, help="training steps per run; the first is not counted")
-    parser.add_argument("--prompts-per-step", type=int, default=16)
-    parser.add_argument("--num-generations", type=int, default=8)
-    parser.add_argument("--max-completion-length", type=int, default=128)
-    parser.add_argument("--hidden-size", type=int, default=512)
+    parser.add_argument(*option("prompts_per_step"), type=int, default=16)
+    parser.add_argument(*option("num_generations"), type=int, default=8)
+    parser.add_argument(*option("max_completion_length"), type=int, default=128)
+    parser.add_argument(*option("hidden_size"), type=int, default=512)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--output", default=None, help="write the results as JSON here")
     args = parser.parse_args()

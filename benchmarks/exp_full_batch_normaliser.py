@@ -31,10 +31,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from lze_trl.demo import DemoConfig, MeteredLZEGRPOTrainer, MethodSpec  # noqa: E402
-from lze_trl.demo.bench import aggregate, bench_markdown  # noqa: E402
-from lze_trl.demo.runner import format_table, machine_info, run_demo, to_jsonable  # noqa: E402
-from lze_trl.demo.warmstart import WarmStartConfig  # noqa: E402
+from lze_trl.commands import option  # noqa: E402
+from lze_trl.experiments import DemoConfig, MeteredLZEGRPOTrainer, MethodSpec, WarmStartConfig  # noqa: E402
+from lze_trl.experiments.comparison import machine_info, run_comparison, to_jsonable  # noqa: E402
+from lze_trl.experiments.statistics import aggregate  # noqa: E402
+from lze_trl.experiments.tables import bench_markdown, format_table  # noqa: E402
 
 
 class FullBatchNormaliserTrainer(MeteredLZEGRPOTrainer):
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=240)
-    parser.add_argument("--output-dir", default="outputs/exp_full_norm")
+    parser.add_argument(*option("output_dir"), default="outputs/exp_full_norm")
     args = parser.parse_args(argv)
     os.environ.setdefault("WANDB_MODE", "offline")
     warnings.filterwarnings("ignore")
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             methods=methods,
             progress=False,
         )
-        result = run_demo(config, Path(args.output_dir) / f"seed_{seed}", figures=False)
+        result = run_comparison(config, Path(args.output_dir) / f"seed_{seed}", figures=False)
         print(f"seed {seed}\n{format_table(result)}")
         for name, method in result["methods"].items():
             print(f"{name:>14}", " ".join(f"{c['step']}:{c['train_accuracy']:.3f}" for c in method["curve"]))

@@ -9,10 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from lze_trl.demo import DemoConfig, MethodSpec
-from lze_trl.demo.bench import aggregate, bench_selection, parse_method, parse_overrides
-from lze_trl.demo.runner import lze_config
-from lze_trl.demo.warmstart import WARMSTART_FORMAT
+from lze_trl.experiments import DemoConfig, MethodSpec, lze_config
+from lze_trl.experiments.bench import bench_selection
+from lze_trl.experiments.overrides import parse_method, parse_overrides
+from lze_trl.experiments.statistics import aggregate
+from lze_trl.experiments.warmstart import WARMSTART_FORMAT
 from lze_trl.selectors import SELECTORS
 from lze_trl.tasks import CHARSET
 
@@ -45,6 +46,18 @@ def test_overrides_are_typed_like_the_config_fields():
         parse_overrides(["selection_ratio"])
     with pytest.raises(ValueError, match="true or false"):
         parse_overrides(["prune_solved=maybe"])
+    # Parsed like `lze-trl grpo --key value` (transformers' HfArgumentParser over the config): typed by the field,
+    # choices checked, the key named in the error.
+    assert parse_overrides(["energy_terms=uncertainty,momentum", "hub_model_id=null", "prune_solved=no"]) == {
+        "energy_terms": ["uncertainty", "momentum"],
+        "hub_model_id": None,
+        "prune_solved": False,
+    }
+    assert parse_overrides(['model_init_kwargs={"dtype": "float32"}']) == {"model_init_kwargs": {"dtype": "float32"}}
+    with pytest.raises(ValueError, match="learning_rate='x': invalid float value"):
+        parse_overrides(["learning_rate=x"])
+    with pytest.raises(ValueError, match="energy_momentum_mode='bogus': invalid choice"):
+        parse_overrides(["energy_momentum_mode=bogus"])
 
 
 def test_any_registered_selector_is_a_method():
@@ -146,13 +159,20 @@ def test_bench_command_sets_demo_and_warm_start_fields():
         build_config(parse_args(["train", "--demo", "methods=[]"]))
     with pytest.raises(ValueError, match="--warm override"):
         build_config(parse_args(["train", "--warm", "width=3"]))
+    # values typed by the field, like --set
+    args = parse_args(["train", "--demo", "progress=false", "--demo", "cache_dir=null", "--warm", "levels=0+1"])
+    config = build_config(args)
+    assert config.progress is False and config.cache_dir is None and config.warm_start.levels == [0, 1]
+    with pytest.raises(ValueError, match="--demo override 'n_train=many': n_train='many': invalid int value"):
+        build_config(parse_args(["train", "--demo", "n_train=many"]))
 
 
 def test_the_task_flag_picks_the_task_and_its_warm_start():
     from lze_trl.commands.bench import build_config, parse_args
     from lze_trl.commands.demo import build_config as demo_config
     from lze_trl.commands.demo import parse_args as demo_args
-    from lze_trl.demo.runner import default_warm_start, prepare
+    from lze_trl.experiments import default_warm_start
+    from lze_trl.experiments.training import prepare
 
     assert build_config(parse_args(["train"])).task == "carries"
     old = build_config(parse_args(["train", "--demo", "task=arithmetic", "--warm", "steps=500"]))
@@ -176,7 +196,7 @@ def test_the_task_flag_picks_the_task_and_its_warm_start():
 @pytest.mark.slow
 def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, capsys):
     from lze_trl.commands.bench import main
-    from lze_trl.demo.sweep import classify
+    from lze_trl.experiments.sweep import classify
 
     common = ["--tiny", "--seeds", "0", "1", "--cache-dir", str(tmp_path / "cache")]
     first, second = tmp_path / "selectors", tmp_path / "ablations"
@@ -213,3 +233,24 @@ def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, c
     capsys.readouterr()
     assert main(["report", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2
     assert "bench_train.json not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spelling", ["--output_dir", "--output-dir"])
+def test_every_command_takes_both_spellings_of_its_flags(spelling, tmp_path):
+    from lze_trl.commands import bench, demo, eval, grpo
+
+    out = str(tmp_path / "out")
+    assert demo.parse_args([spelling, out]).output_dir == out
+    assert demo.parse_args(["--eval_steps", "5", "--no-progress"]).eval_steps == 5
+    for what in ("train", "selection", "all"):
+        assert bench.parse_args([what, spelling, out]).output_dir == out
+    assert bench.parse_args(["report", "folder", spelling, out]).output_dir == out
+    argv = ["all", "--cache_dir", "c", "--pool-sizes", "10", "--step_steps", "3", "--eval-steps", "2"]
+    args = bench.parse_args(argv)
+    assert (args.cache_dir, args.pool_sizes, args.step_steps, args.eval_steps) == ("c", [10], 3, 2)
+    # TRL's parsers (lze-trl eval and grpo) take both spellings of every field.
+    (eval_args,) = eval.make_parser().parse_args_and_config(["--model", "m", spelling, out])
+    assert eval_args.output_dir == out
+    argv = ["--dataset_name", "gsm8k", "--use_cpu", "--bf16", "false", spelling, out]
+    script, training, *_ = grpo.make_parser().parse_args_and_config(argv)
+    assert training.output_dir == out

@@ -11,8 +11,10 @@ import pytest
 import torch
 from conftest import lze_args, mixed_reward, prompt_dataset
 from datasets import Dataset
+from transformers import GenerationConfig
 
-from lze_trl.demo import (
+from lze_trl.demo import run_demo
+from lze_trl.experiments import (
     AccuracyCallback,
     DemoConfig,
     MeteredLZEGRPOTrainer,
@@ -24,11 +26,12 @@ from lze_trl.demo import (
     greedy_accuracy,
     load_warm_start,
     pass_rate_histogram,
-    run_demo,
+    sampled_pass_rates,
     train_warm_start,
 )
-from lze_trl.demo.runner import format_table, ratios, summarize
-from lze_trl.tasks.arithmetic import CHARSET
+from lze_trl.experiments.statistics import ratios, summarize
+from lze_trl.experiments.tables import format_table
+from lze_trl.tasks.arithmetic import CHARSET, arithmetic_reward
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
@@ -100,6 +103,7 @@ class OracleModel(torch.nn.Module):
         super().__init__()
         self.tokenizer = tokenizer
         self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id)
         self.calls = []
 
     def generate(self, input_ids, attention_mask, **kwargs):
@@ -130,8 +134,47 @@ def test_greedy_accuracy_grades_with_the_verifier():
     assert result["num_prompts"] == 6
     assert result["accuracy"] == pytest.approx(3 / 6)
     assert result["per_level"] == {0: 1.0, 1: 0.5, 3: 1.0, 4: 0.0, 7: 0.0}
-    assert all(call["do_sample"] is False for call in model.calls)
+    assert all(call["generation_config"].do_sample is False for call in model.calls)
     assert model.training  # mode restored
+
+
+def _reference_completions(model, tokenizer, prompts, batch_size, num_samples=1, temperature=None, seed=0):
+    """The demo's generation before it shared `lze-trl eval`'s: one plain `model.generate` per batch, in order."""
+    kwargs = {"max_new_tokens": 8, "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
+    if temperature is None:
+        kwargs.update(do_sample=False)
+    else:
+        kwargs.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, num_return_sequences=num_samples)
+    completions = []
+    with torch.no_grad(), torch.random.fork_rng():
+        torch.manual_seed(seed)
+        for start in range(0, len(prompts), batch_size):
+            batch = prompts[start : start + batch_size]
+            enc = tokenizer(batch, padding=True, return_tensors="pt", add_special_tokens=False)
+            out = model.generate(**enc, **kwargs)
+            completions += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    return completions
+
+
+def test_accuracy_and_pass_rates_generate_like_plain_generate_calls():
+    from lze_trl.experiments.accuracy import _generate
+
+    tokenizer = char_tokenizer(CHARSET)
+    model = tiny_qwen2(tokenizer, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64, seed=3)
+    model.eval()
+    prompts = ["1+2=", "12+30=", "7-9=", "(1+2)*3-4=", "5*6=", "40-3+2=", "123+456=", "9="]
+    greedy = _generate(model, tokenizer, prompts, max_new_tokens=8, batch_size=3)
+    assert greedy == _reference_completions(model, tokenizer, prompts, batch_size=3)
+    torch.manual_seed(7)
+    state = torch.get_rng_state()
+    sampled = _generate(model, tokenizer, prompts, max_new_tokens=8, batch_size=3, num_samples=4, temperature=1.0)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's RNG is left alone
+    reference = _reference_completions(model, tokenizer, prompts, batch_size=3, num_samples=4, temperature=1.0)
+    assert sampled == reference and len(set(sampled)) > len(prompts)  # really sampled, and the same samples
+    data = Dataset.from_dict({"prompt": prompts, "answer": ["3"] * len(prompts)})
+    rates = sampled_pass_rates(model, tokenizer, data, num_samples=4, batch_size=3)
+    expected = [np.mean(arithmetic_reward(reference[4 * i : 4 * i + 4], ["3"] * 4)) for i in range(len(prompts))]
+    assert rates.tolist() == pytest.approx(expected)
 
 
 def test_pass_rate_histogram_counts_bins():
@@ -362,3 +405,46 @@ def test_a_method_can_train_with_its_own_trainer_class(tmp_path):
     assert CountingTrainer.instances == 1
     assert results["config"]["methods"][1]["trainer_cls"].endswith("CountingTrainer")
     assert json.loads((tmp_path / "out" / "demo_results.json").read_text())["methods"]["custom"]["summary"]
+
+
+# ----------------------------------------------------------------------------------------------- old import paths
+@pytest.mark.parametrize(
+    "old, name, new",
+    [
+        ("lze_trl.demo", "greedy_accuracy", "lze_trl.experiments.accuracy"),
+        ("lze_trl.demo", "MeteredLZEGRPOTrainer", "lze_trl.experiments.accounting"),
+        ("lze_trl.demo.runner", "DemoConfig", "lze_trl.experiments.config"),
+        ("lze_trl.demo.runner", "format_table", "lze_trl.experiments.tables"),
+        ("lze_trl.demo.runner", "summarize", "lze_trl.experiments.statistics"),
+        ("lze_trl.demo.runner", "prepare", "lze_trl.experiments.training"),
+        ("lze_trl.demo.runner", "to_jsonable", "lze_trl.experiments.comparison"),
+        ("lze_trl.demo.runner", "run_demo", "lze_trl.demo"),
+        ("lze_trl.demo.bench", "aggregate", "lze_trl.experiments.statistics"),
+        ("lze_trl.demo.bench", "bench_markdown", "lze_trl.experiments.tables"),
+        ("lze_trl.demo.bench", "parse_overrides", "lze_trl.experiments.overrides"),
+        ("lze_trl.demo.bench", "run_train_bench", "lze_trl.experiments.bench"),
+        ("lze_trl.demo.sweep", "write_report", "lze_trl.experiments.sweep"),
+        ("lze_trl.demo.evaluation", "AccuracyCallback", "lze_trl.experiments.accuracy"),
+        ("lze_trl.demo.accounting", "RunMeter", "lze_trl.experiments.accounting"),
+        ("lze_trl.demo.warmstart", "SHIPPED_DIR", "lze_trl.experiments.warmstart"),
+        ("lze_trl.demo.plots", "plot_all", "lze_trl.experiments.plots"),
+    ],
+)
+def test_old_import_paths_resolve_with_a_deprecation_warning(old, name, new):
+    import importlib
+
+    module = importlib.import_module(old)
+    module.__dict__.pop(name, None)  # resolved names are cached in the old module: warn afresh
+    with pytest.warns(DeprecationWarning, match=f"`{old}.{name}` moved to `{new}.{name}`"):
+        value = getattr(module, name)
+    assert value is getattr(importlib.import_module(new), name)
+    with pytest.raises(AttributeError):
+        module.no_such_name  # noqa: B018
+
+
+def test_the_demo_names_import_without_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from lze_trl.demo import DemoConfig, MethodSpec, WarmStartConfig, run_demo  # noqa: F401

@@ -5,6 +5,8 @@ writes `bench_train.json` / `bench_train.md` (mean and spread over seeds). `lze-
 `EnergyScorer.score` + `select_top_k` per generation batch on prompt pools of 1k, 100k and 1M prompts, their state
 memory per prompt, and their share of a real demo training step. `lze-trl bench all` runs both. `lze-trl bench
 report DIR [DIR ...]` merges `bench train` folders into the selector-sweep table and figure (`sweep.md`, `sweep.png`).
+
+Multi-word flags take TRL's spelling, `--output_dir`, or the dashed one, `--output-dir`, like `lze-trl grpo`.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ import argparse
 import os
 import sys
 
+from lze_trl.commands import option
+
 
 DEFAULT_SELECTORS = ["grpo", "lze", "lze+prune"]
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output-dir", default="outputs/bench", help="Where the JSON and Markdown files go.")
+    parser.add_argument(*option("output_dir"), default="outputs/bench", help="Where the JSON and Markdown files go.")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default 1).")
-    parser.add_argument("--cache-dir", default=None, help="Warm-start cache root.")
+    parser.add_argument(*option("cache_dir"), default=None, help="Warm-start cache root.")
     parser.add_argument("--tiny", action="store_true", help="A seconds-long smoke run (tiny model, few steps).")
     parser.add_argument(
         "--demo",
@@ -59,16 +63,20 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--baseline", default=None, help="Run that sets targets and ratios (default: the first).")
     parser.add_argument("--steps", type=int, default=None, help="Optimizer steps per run (default: 240).")
-    parser.add_argument("--eval-steps", type=int, default=None, help="Evaluate every this many steps (default 10).")
+    parser.add_argument(
+        *option("eval_steps"), type=int, default=None, help="Evaluate every this many steps (default 10)."
+    )
 
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--pool-sizes", type=int, nargs="+", default=[1_000, 100_000, 1_000_000], help="Prompt pool sizes."
+        *option("pool_sizes"), type=int, nargs="+", default=[1_000, 100_000, 1_000_000], help="Prompt pool sizes."
     )
     parser.add_argument("--groups", type=int, default=512, help="Prompt groups per generation batch.")
     parser.add_argument("--repeats", type=int, default=50, help="Timed generation batches per pool.")
-    parser.add_argument("--step-steps", type=int, default=10, help="Demo training steps timed for the step share.")
+    parser.add_argument(
+        *option("step_steps"), type=int, default=10, help="Demo training steps timed for the step share."
+    )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -82,7 +90,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     _add_selection(selection)
     report = sub.add_parser("report", help="Sweep table and figure from `bench train` output folders.")
     report.add_argument("folders", nargs="+", help="Folders written by `lze-trl bench train`.")
-    report.add_argument("--output-dir", default="outputs/sweep", help="Where sweep.md/.json/.png go.")
+    report.add_argument(*option("output_dir"), default="outputs/sweep", help="Where sweep.md/.json/.png go.")
     report.add_argument(
         "--window", type=int, default=3, help="Evaluations averaged for the late test accuracy (default 3)."
     )
@@ -94,9 +102,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def _assign(obj, items: list[str], what: str, exclude: tuple[str, ...] = ()) -> None:
-    """Sets `key=value` items (JSON values, else strings) on the dataclass `obj`, naming the fix on a bad key."""
+    """
+    Sets `key=value` items on the dataclass `obj`, each value typed by its field like `--set` overrides (see
+    [`~lze_trl.experiments.overrides.parse_value`]), naming the fix on a bad key or value.
+    """
     import dataclasses
-    import json
+
+    from lze_trl.experiments.overrides import parse_value
 
     names = {f.name for f in dataclasses.fields(obj)} - set(exclude)
     for item in items:
@@ -104,15 +116,15 @@ def _assign(obj, items: list[str], what: str, exclude: tuple[str, ...] = ()) -> 
         if not sep or key not in names:
             raise ValueError(f"{what} override {item!r}: use key=value with a key among {sorted(names)}.")
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
+            value = parse_value(key, text, type(obj))
+        except ValueError as error:
+            raise ValueError(f"{what} override {item!r}: {error}") from None
         setattr(obj, key, value)
 
 
 def build_config(args: argparse.Namespace):
     """The [`DemoConfig`] of the arguments: the demo's settings with the benchmark's longer runs."""
-    from lze_trl.demo import DemoConfig
+    from lze_trl.experiments import DemoConfig
 
     config = DemoConfig.tiny() if args.tiny else DemoConfig(steps=240, eval_steps=10)
     config.progress = not args.tiny
@@ -123,7 +135,7 @@ def build_config(args: argparse.Namespace):
     # warm start (before the --warm overrides).
     _assign(config, args.demo_overrides, "--demo", exclude=("methods", "warm_start", "overrides", "baseline"))
     if config.task != config.warm_start.task:
-        from lze_trl.demo.runner import default_warm_start
+        from lze_trl.experiments import default_warm_start
         from lze_trl.tasks import get_task
 
         get_task(config.task)  # a clear error on an unknown task
@@ -138,7 +150,7 @@ def build_config(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.what == "report":
-        from lze_trl.demo.sweep import write_report
+        from lze_trl.experiments.sweep import write_report
 
         try:
             report = write_report(args.folders, args.output_dir, window=args.window)
@@ -155,14 +167,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from transformers.utils import logging
 
-    from lze_trl.demo.bench import (
-        bench_markdown,
-        parse_method,
-        parse_overrides,
-        run_selection_bench,
-        run_train_bench,
-        selection_markdown,
-    )
+    from lze_trl.experiments.bench import run_selection_bench, run_train_bench
+    from lze_trl.experiments.overrides import parse_method, parse_overrides
+    from lze_trl.experiments.tables import bench_markdown, selection_markdown
 
     logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)

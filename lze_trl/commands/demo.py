@@ -3,7 +3,7 @@
 The embedded task (column addition graded by its number of carries) and a tiny Qwen2 warm-started on it (weights
 shipped with the package) need no download. The command prints the starting pass-rate histogram, a comparison table
 and, at the end, the headline table (in-domain and OOD accuracy, cost ratios), and writes `demo_results.json` (with its
-machine-readable `summary`) and PNG figures into `--output-dir`.
+machine-readable `summary`) and PNG figures into `--output_dir` (`--output-dir` works too).
 """
 
 from __future__ import annotations
@@ -13,16 +13,22 @@ import os
 import sys
 import time
 
+from lze_trl.commands import option
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="lze-trl demo", description=__doc__)
-    parser.add_argument("--output-dir", default="outputs/demo", help="Where results and figures are written.")
+    parser.add_argument(*option("output_dir"), default="outputs/demo", help="Where results and figures are written.")
     parser.add_argument("--steps", type=int, default=None, help="Optimizer steps per method (default: 120).")
     parser.add_argument("--seed", type=int, default=0, help="Training seed.")
-    parser.add_argument("--eval-steps", type=int, default=None, help="Evaluate every this many steps (default 10).")
+    parser.add_argument(
+        *option("eval_steps"), type=int, default=None, help="Evaluate every this many steps (default 10)."
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default 1).")
     parser.add_argument(
-        "--cache-dir", default=None, help="Warm-start cache root (default $LZE_TRL_CACHE/warmstart or ~/.cache)."
+        *option("cache_dir"),
+        default=None,
+        help="Warm-start cache root (default $LZE_TRL_CACHE/warmstart or ~/.cache).",
     )
     parser.add_argument(
         "--task",
@@ -32,16 +38,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "first demo task, to reproduce older measurements).",
     )
     parser.add_argument("--tiny", action="store_true", help="A seconds-long smoke run of a very small model.")
-    parser.add_argument("--no-prune", action="store_true", help="Leave out the LZE + forward pruning run.")
-    parser.add_argument("--no-figures", action="store_true", help="Do not write the PNG figures.")
-    parser.add_argument("--no-progress", action="store_true", help="No progress bars.")
+    parser.add_argument(*option("no_prune"), action="store_true", help="Leave out the LZE + forward pruning run.")
+    parser.add_argument(*option("no_figures"), action="store_true", help="Do not write the PNG figures.")
+    parser.add_argument(*option("no_progress"), action="store_true", help="No progress bars.")
     return parser.parse_args(argv)
 
 
 def build_config(args: argparse.Namespace):
     """The [`DemoConfig`] of the command-line arguments."""
-    from lze_trl.demo import DemoConfig
-    from lze_trl.demo.runner import default_warm_start
+    from lze_trl.experiments import DemoConfig, default_warm_start
 
     if args.tiny:
         config = DemoConfig.tiny(task=args.task)
@@ -70,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from transformers.utils import logging
 
-    from lze_trl.demo.runner import format_headline, format_histogram, format_table, run_demo
+    from lze_trl.demo import run_demo
+    from lze_trl.experiments.tables import format_headline, format_histogram, format_table
 
     logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -69,13 +69,16 @@ def generate_transformers(
     max_new_tokens: int = 4096,
     batch_size: int = 16,
     seed: int = 0,
+    sort_by_length: bool = True,
 ) -> list[list[Completion]]:
     """
     Generates `num_samples` completions per prompt with `model.generate`, in left-padded batches.
 
-    Prompts are sorted by length so that each batch pads little; results come back in the prompts' order. Only the
-    settings given here shape the decoding (the model's own `generation_config` sampling defaults, e.g. a
-    repetition penalty, are not applied), so that both backends decode alike.
+    Prompts are sorted by length so that each batch pads little (unless `sort_by_length=False`); results come back in
+    the prompts' order. Only the settings given here shape the decoding (the model's own `generation_config` sampling
+    defaults, e.g. a repetition penalty, are not applied), so that both backends decode alike. The model runs in eval
+    mode (its mode is restored afterwards) and the global torch RNG is left as it was. The experiments' greedy
+    accuracy and sampled pass rates ([`lze_trl.experiments.accuracy`]) generate with this function too.
 
     Args:
         model (`PreTrainedModel`):
@@ -98,6 +101,9 @@ def generate_transformers(
             Prompts per `generate` call.
         seed (`int`, *optional*, defaults to `0`):
             Seed of the sampling.
+        sort_by_length (`bool`, *optional*, defaults to `True`):
+            Batch the prompts longest first; `False` batches them in their order (the sampled completions then
+            depend on the prompts' order, as with one `model.generate` call per batch of consecutive prompts).
 
     Returns:
         `list[list[Completion]]`: `num_samples` completions for each prompt.
@@ -123,31 +129,40 @@ def generate_transformers(
         bos_token_id=model.generation_config.bos_token_id,
     )
     encoded = [tokenizer(p, add_special_tokens=add_special_tokens)["input_ids"] for p in prompts]
-    order = sorted(range(len(prompts)), key=lambda i: -len(encoded[i]))
+    order = list(range(len(prompts)))
+    if sort_by_length:
+        order.sort(key=lambda i: -len(encoded[i]))
     results: list[list[Completion]] = [[] for _ in prompts]
     device = next(model.parameters()).device
-    torch.manual_seed(seed)
-    for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
-        batch = tokenizer.pad({"input_ids": [encoded[i] for i in rows]}, padding=True, return_tensors="pt")
-        batch = {k: v.to(device) for k, v in batch.items()}
-        with torch.inference_mode():
-            output = model.generate(**batch, generation_config=config)
-        generated = output[:, batch["input_ids"].shape[1] :].cpu()
-        for j, ids in enumerate(generated.tolist()):
-            length = len(ids)
-            for position, token in enumerate(ids):
-                if token in eos_ids:
-                    length = position + 1
-                    break
-            else:  # no end of sequence: strip the padding generate adds after shorter sequences end
-                while length and ids[length - 1] == tokenizer.pad_token_id:
-                    length -= 1
-            text = tokenizer.decode(ids[:length], skip_special_tokens=True)
-            ended = length > 0 and ids[length - 1] in eos_ids
-            results[rows[j // num_samples]].append(
-                Completion(text, length, truncated=not ended and length >= max_new_tokens)
-            )
+    was_training = model.training
+    model.eval()
+    try:
+        # Seeded here, restored afterwards: an evaluation inside a training run leaves the run's own sampling alone.
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                batch = tokenizer.pad({"input_ids": [encoded[i] for i in rows]}, padding=True, return_tensors="pt")
+                batch = {k: v.to(device) for k, v in batch.items()}
+                with torch.inference_mode():
+                    output = model.generate(**batch, generation_config=config)
+                generated = output[:, batch["input_ids"].shape[1] :].cpu()
+                for j, ids in enumerate(generated.tolist()):
+                    length = len(ids)
+                    for position, token in enumerate(ids):
+                        if token in eos_ids:
+                            length = position + 1
+                            break
+                    else:  # no end of sequence: strip the padding generate adds after shorter sequences end
+                        while length and ids[length - 1] == tokenizer.pad_token_id:
+                            length -= 1
+                    text = tokenizer.decode(ids[:length], skip_special_tokens=True)
+                    ended = length > 0 and ids[length - 1] in eos_ids
+                    results[rows[j // num_samples]].append(
+                        Completion(text, length, truncated=not ended and length >= max_new_tokens)
+                    )
+    finally:
+        model.train(was_training)
     return results
 
 

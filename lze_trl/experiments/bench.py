@@ -1,0 +1,216 @@
+"""Benchmarks: the comparison over several seeds and any selectors; a micro-benchmark of the selection machinery."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..energy import EnergyScorer
+from ..selection import select_top_k
+from .comparison import machine_info, run_comparison, to_jsonable
+from .config import DemoConfig, MethodSpec
+from .statistics import aggregate
+from .tables import bench_markdown, selection_markdown
+from .training import prepare, run_method
+
+
+def run_train_bench(config: DemoConfig, seeds: list[int], output_dir: str | Path) -> dict[str, Any]:
+    """
+    Runs the comparison of `config` once per seed (same warm start and data, different training seed) and writes
+    `bench_train.json` and `bench_train.md` into `output_dir` (each seed's full results under `seed_<k>/`).
+
+    Args:
+        config ([`DemoConfig`]):
+            The comparison (methods, steps, baseline, overrides).
+        seeds (`list[int]`):
+            Training seeds.
+        output_dir (`str` or `Path`):
+            Where the files go.
+
+    Returns:
+        `dict[str, Any]`: per-seed results (without curves) and the aggregate.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for seed in seeds:
+        cfg = copy.deepcopy(config)
+        cfg.seed = seed
+        result = run_comparison(cfg, output_dir / f"seed_{seed}", figures=False)
+        runs.append(result)
+    results = {
+        "config": runs[0]["config"],
+        "seeds": list(seeds),
+        "baseline": config.baseline,
+        "machine": machine_info(),
+        "flop_model": runs[0]["flop_model"],
+        "runs": [
+            {
+                "seed": seed,
+                "machine": r["machine"],
+                "total_seconds": r["total_seconds"],
+                "target": r["target"],
+                "target_train_prompts": r["target_train_prompts"],
+                "methods": {n: {"summary": m["summary"], "ratios": m["ratios"]} for n, m in r["methods"].items()},
+            }
+            for seed, r in zip(seeds, runs)
+        ],
+    }
+    results["aggregate"] = aggregate(results["runs"])
+    results = to_jsonable(results)
+    with open(output_dir / "bench_train.json", "w") as f:
+        json.dump(results, f, indent=2)
+    with open(output_dir / "bench_train.md", "w") as f:
+        f.write(bench_markdown(results))
+    return results
+
+
+def _observe_pool(scorer: EnergyScorer, ids: np.ndarray, num_generations: int, rng: np.random.Generator) -> float:
+    start = time.perf_counter()
+    for lo in range(0, len(ids), 65536):
+        chunk = ids[lo : lo + 65536]
+        scorer.score(chunk, rng.integers(0, num_generations + 1, len(chunk)) / num_generations)
+    return time.perf_counter() - start
+
+
+def bench_selection(
+    pool_sizes: list[int],
+    groups: int = 512,
+    repeats: int = 50,
+    num_generations: int = 8,
+    ratio: float = 0.4,
+    min_ratio: float = 0.3,
+    noise: float = 0.05,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """
+    Times [`EnergyScorer.score`] + [`select_top_k`] (and the selection bookkeeping) per generation batch.
+
+    For each pool size, a scorer first observes every prompt of the pool once (random 63-bit prompt ids, as content
+    hashes are; random pass rates in multiples of `1 / num_generations`), then `repeats` generation batches of
+    `groups` prompts drawn from the pool are scored and selected.
+
+    Args:
+        pool_sizes (`list[int]`):
+            Prompt pool sizes, e.g. `[1_000, 100_000, 1_000_000]`.
+        groups (`int`, *optional*, defaults to `512`):
+            Prompt groups per generation batch.
+        repeats (`int`, *optional*, defaults to `50`):
+            Timed generation batches per pool.
+        num_generations (`int`, *optional*, defaults to `8`):
+            Rollouts per prompt (granularity of the pass rates).
+        ratio, min_ratio, noise (`float`, *optional*):
+            Selection settings (the release's defaults).
+        seed (`int`, *optional*, defaults to `0`):
+            Seed of the ids, the pass rates and the noise.
+
+    Returns:
+        `list[dict]`: one row per pool size with per-batch times in milliseconds (`median`, `p90`, `mean` of score +
+        select; the same with `record_selection`), the observe pass time, `nbytes` and `bytes_per_prompt`.
+    """
+    rows = []
+    for size in pool_sizes:
+        rng = np.random.default_rng([seed, size])
+        ids = np.unique(rng.integers(0, 2**63 - 1, size=size + size // 100 + 16, dtype=np.int64))[:size]
+        rng.shuffle(ids)
+        scorer = EnergyScorer()
+        observe_seconds = _observe_pool(scorer, ids, num_generations, rng)
+        score_select, full = [], []
+        for _ in range(repeats):
+            batch = ids[rng.choice(size, size=min(groups, size), replace=False)]
+            pass_rates = rng.integers(0, num_generations + 1, len(batch)) / num_generations
+            t0 = time.perf_counter()
+            energies = scorer.score(batch, pass_rates)
+            mask = select_top_k(energies, ratio, min_ratio, noise, rng)
+            t1 = time.perf_counter()
+            scorer.record_selection(batch, mask)
+            t2 = time.perf_counter()
+            score_select.append(1e3 * (t1 - t0))
+            full.append(1e3 * (t2 - t0))
+        rows.append(
+            {
+                "pool_size": size,
+                "groups": min(groups, size),
+                "repeats": repeats,
+                "score_select_ms": {
+                    "median": float(np.median(score_select)),
+                    "p90": float(np.percentile(score_select, 90)),
+                    "mean": float(np.mean(score_select)),
+                },
+                "with_record_selection_ms": {
+                    "median": float(np.median(full)),
+                    "p90": float(np.percentile(full, 90)),
+                    "mean": float(np.mean(full)),
+                },
+                "observe_pool_seconds": observe_seconds,
+                "nbytes": scorer.nbytes(),
+                "bytes_per_prompt": scorer.nbytes() / size,
+                "capacity": int(len(scorer.num_observations)),
+            }
+        )
+    return rows
+
+
+def measure_step(config: DemoConfig, steps: int = 10) -> dict[str, Any]:
+    """
+    Times real demo training steps of LZE (the demo's model, batch and settings) and the selection inside them.
+
+    Args:
+        config ([`DemoConfig`]):
+            The demo's settings (its `steps`, `methods` and evaluation are replaced here).
+        steps (`int`, *optional*, defaults to `10`):
+            Steps to time.
+
+    Returns:
+        `dict[str, Any]`: `seconds_per_step` (wall-clock, evaluation excluded), `selection_seconds_per_step`,
+        `selection_share` (measured inside the run), and the run's batch shape.
+    """
+    cfg = copy.deepcopy(config)
+    cfg.steps, cfg.eval_steps, cfg.progress = steps, steps, False
+    cfg.n_test = cfg.n_ood = cfg.n_train_eval = 8
+    model, tokenizer, splits, _ = prepare(cfg)
+    with tempfile.TemporaryDirectory() as folder:
+        run = run_method(cfg, MethodSpec("lze", {"selector": "lze"}), model, tokenizer, splits, folder)
+    totals = run["totals"]
+    n = max(totals["optimizer_steps"], 1)
+    return {
+        "steps": n,
+        "groups_per_step": cfg.prompts_per_step,
+        "num_generations": cfg.num_generations,
+        "seconds_per_step": totals["train_seconds"] / n,
+        "rollout_seconds_per_step": totals["rollout_seconds"] / n,
+        "selection_seconds_per_step": totals["selection_seconds"] / n,
+        "selection_share": totals["selection_seconds"] / max(totals["step_seconds"], 1e-12),
+    }
+
+
+def run_selection_bench(
+    pool_sizes: list[int],
+    output_dir: str | Path,
+    groups: int = 512,
+    repeats: int = 50,
+    step_config: DemoConfig | None = None,
+    step_steps: int = 10,
+) -> dict[str, Any]:
+    """
+    Runs [`bench_selection`] (and, with `step_config`, [`measure_step`]) and writes `bench_selection.json` and
+    `bench_selection.md` into `output_dir`.
+    """
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"machine": machine_info(), "groups": groups, "repeats": repeats}
+    results["pools"] = bench_selection(pool_sizes, groups=groups, repeats=repeats)
+    if step_config is not None:
+        results["step"] = measure_step(step_config, step_steps)
+    results = to_jsonable(results)
+    with open(output_dir / "bench_selection.json", "w") as f:
+        json.dump(results, f, indent=2)
+    with open(output_dir / "bench_selection.md", "w") as f:
+        f.write(selection_markdown(results))
+    return results

@@ -1,0 +1,116 @@
+"""Command-line specs of runs and overrides: `lze`, `grpo`, `lze:selection_ratio=0.2`, `prune_solved=true`."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+from typing import Any
+
+from transformers import HfArgumentParser
+from transformers.hf_argparser import string_to_bool
+
+from ..config import LZEGRPOConfig
+from ..selectors import SELECTORS
+from .config import MethodSpec
+
+
+ALIASES: dict[str, dict[str, Any]] = {
+    "grpo": {"selector": "none"},
+    "lze+prune": {"selector": "lze", "prune_solved": True},
+    # Rollout-side selection: the rollout stage picks the learning zone, the update keeps every alive group of it.
+    "lze+rollout": {"selector": "lze", "rollout_filter": "lze", "selection_ratio": 1.0},
+    # GRESO-like baseline: skip probability from consecutive dead observations only, dead groups filtered (DAPO).
+    "greso": {"selector": "dapo", "rollout_filter": "greso"},
+}
+
+
+@functools.cache
+def _parser(config_class: type) -> HfArgumentParser:
+    # transformers' parser of the dataclass, the one `lze-trl grpo` (TRL's `TrlParser`) parses its flags with.
+    return HfArgumentParser(config_class, exit_on_error=False)
+
+
+def parse_value(key: str, text: str, config_class: type = LZEGRPOConfig) -> Any:
+    """
+    Parses the value of a `key=text` override of a dataclass field (an [`LZEGRPOConfig`] field by default) the way
+    `lze-trl grpo --key text` parses it: with transformers' `HfArgumentParser` over the dataclass, so by the field's
+    type (`bool` fields take `true`/`false`/`1`/`0`/`yes`/`no`, fields with choices are checked against them).
+
+    Args:
+        key (`str`):
+            The field's name; a `ValueError` names the fix when it is not a field.
+        text (`str`):
+            Its value: a scalar (`0.2`, `true`, `lze`), `null` for a field that defaults to `None`, for list fields
+            items joined by `+` or `,` (`uncertainty+momentum`) or a JSON list (`["anchor"]`), a JSON object for a
+            dict.
+        config_class (`type`, *optional*, defaults to [`LZEGRPOConfig`]):
+            The dataclass the field belongs to (e.g. [`DemoConfig`] or [`WarmStartConfig`]).
+
+    Returns:
+        `Any`: the typed value. A value the field's type rejects raises a `ValueError` naming the key.
+    """
+    parser = _parser(config_class)
+    action = parser._option_string_actions.get(f"--{key}")
+    if action is None or action.dest != key:
+        if config_class is LZEGRPOConfig:
+            raise ValueError(f"{key!r} is not an LZEGRPOConfig field: see `LZEGRPOConfig` (TRL's GRPOConfig + LZE).")
+        raise ValueError(f"{key!r} is not a {config_class.__name__} field.")
+    text = text.strip()
+    if text.lower() in ("null", "none") and action.default is None:
+        return None
+    value = None
+    if text.startswith(("[", "{")):  # a JSON list or object
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            pass
+        if isinstance(value, dict) or (isinstance(value, list) and action.nargs not in ("+", "*")):
+            return value
+    if action.nargs in ("+", "*"):
+        # `energy_terms=uncertainty+momentum` (or with commas in `--set`): a list without JSON's quotes.
+        items = [str(v) for v in value] if isinstance(value, list) else re.split(r"[+,]", text)
+        argv = [f"--{key}", *[item.strip() for item in items if item.strip()]]
+    else:
+        argv = [f"--{key}={text}"]
+    try:
+        namespace, _ = parser.parse_known_args(argv)
+    except argparse.ArgumentError as error:
+        if action.type is string_to_bool:
+            raise ValueError(f"{key}={text!r}: use true or false.") from None
+        raise ValueError(f"{key}={text!r}: {error.message}") from None
+    return getattr(namespace, key)
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+    """`["selection_ratio=0.2", "prune_solved=true"]` -> `{"selection_ratio": 0.2, "prune_solved": True}`."""
+    overrides: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"Override {item!r} must look like key=value, e.g. selection_ratio=0.2.")
+        key, text = item.split("=", 1)
+        overrides[key.strip()] = parse_value(key.strip(), text)
+    return overrides
+
+
+def parse_method(spec: str) -> MethodSpec:
+    """
+    A run from its command-line spec: a registered selector's name (`lze`, `none`, `uniform`, ...), an alias (`grpo`
+    for `none`, `lze+prune` for LZE with forward pruning), optionally followed by `:key=value,key=value` overrides
+    of this run only (e.g. `lze:selection_ratio=0.2`, `lze:energy_terms=uncertainty+momentum`). The spec is the run's
+    label.
+    """
+    name, _, rest = spec.partition(":")
+    if name in ALIASES:
+        overrides = dict(ALIASES[name])
+    elif name in SELECTORS:
+        overrides = {"selector": name}
+    else:
+        raise ValueError(
+            f"Unknown selector {name!r}: use one of {sorted(SELECTORS)} or an alias {sorted(ALIASES)}, optionally "
+            "followed by :key=value,... overrides."
+        )
+    if rest:
+        overrides.update(parse_overrides(rest.split(",")))
+    return MethodSpec(spec, overrides)
