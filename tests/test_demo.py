@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import lze_args, mixed_reward, prompt_dataset
 from datasets import Dataset
+from testing_utils import lze_args, mixed_reward, prompt_dataset
 
 from lze_trl.demo import (
     AccuracyCallback,

@@ -235,7 +235,7 @@ def test_load_run_reads_output_dir_or_latest_checkpoint(tmp_path):
 @pytest.mark.slow
 def test_real_run_tables_and_callback_pngs(tmp_path, tiny):
     """A short LZE run: its saved tables load and plot; the callback writes PNGs without any tracker."""
-    from conftest import lze_args, mixed_reward, prompt_dataset
+    from testing_utils import lze_args, mixed_reward, prompt_dataset
 
     from lze_trl import LZEGRPOTrainer
     from lze_trl.callbacks import LZEPlotCallback

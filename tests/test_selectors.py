@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import count_grad_rows, lze_args, make_trainer, prompt_dataset, prompt_number, run_torchrun
 from datasets import IterableDataset
+from testing_utils import count_grad_rows, lze_args, make_trainer, prompt_dataset, prompt_number, run_torchrun
 
 from lze_trl.selectors import SELECTORS, GroupBatch, fit_groups, get_selector
 from lze_trl.selectors.peers import (

@@ -14,8 +14,8 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from conftest import lze_args, mixed_reward, prompt_dataset
 from datasets import Dataset
+from testing_utils import lze_args, mixed_reward, prompt_dataset
 
 from lze_trl import LZEGRPOTrainer
 from lze_trl import state as lze_state

@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import pytest
 import torch
-from conftest import count_grad_rows, lze_args, mixed_reward, prompt_dataset, prompt_number
+from testing_utils import count_grad_rows, lze_args, mixed_reward, prompt_dataset, prompt_number
 from vllm_cpu import max_logp_gap, model_sequence_logps, save_tiny_model, vllm_sequence_logps
 
 

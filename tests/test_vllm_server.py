@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 import torch
-from conftest import count_grad_rows, lze_args, mixed_reward, prompt_dataset
+from testing_utils import count_grad_rows, lze_args, mixed_reward, prompt_dataset
 from vllm_cpu import max_logp_gap, model_sequence_logps, on_cpu, save_tiny_model, server_metadata_dir
 
 

@@ -272,7 +272,7 @@ def wandb_history(path: Path) -> list[dict]:
 @pytest.mark.slow
 def test_offline_wandb_run_records_lze_metrics_histograms_and_plots(tmp_path, monkeypatch, tiny):
     import wandb
-    from conftest import lze_args, mixed_reward, prompt_dataset
+    from testing_utils import lze_args, mixed_reward, prompt_dataset
 
     from lze_trl import LZEGRPOTrainer
 
@@ -338,7 +338,7 @@ TRACKIO_SCRIPT = textwrap.dedent(
     import pathlib
     import sys
 
-    from conftest import lze_args, mixed_reward, prompt_dataset
+    from testing_utils import lze_args, mixed_reward, prompt_dataset
     from trackio.sqlite_storage import SQLiteStorage
 
     from lze_trl import LZEGRPOTrainer
