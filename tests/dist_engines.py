@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from accelerate.state import AcceleratorState, PartialState  # noqa: E402
 from accelerate.utils import DistributedType  # noqa: E402
-from testing_utils import prompt_dataset, save_rank_results, tiny_config  # noqa: E402
+from testing_utils import prompt_dataset, restored_environ, save_rank_results, tiny_config  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
 from lze_trl import LZEGRPOConfig, LZEGRPOTrainer  # noqa: E402
@@ -80,22 +80,6 @@ def fsdp_on_cpu():
         yield
     finally:
         AcceleratorState.__init__ = original
-
-
-@contextlib.contextmanager
-def own_environment():
-    """
-    Undoes what a run leaves in `os.environ` (test-only: several runs share these processes).
-
-    `Accelerator.__init__` (accelerate 1.15) sets `ACCELERATE_USE_FSDP=true` for good when it is given an FSDP plugin,
-    so every later run in the process would look as if FSDP had been asked for.
-    """
-    saved = dict(os.environ)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def engine_args(engine: str) -> dict:
@@ -304,11 +288,14 @@ def fsdp_fallback(out: Path) -> None:
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
-    with own_environment():
+    # Each run undoes what it leaves in `os.environ` (several runs share these processes): `Accelerator.__init__`
+    # (accelerate 1.15) sets `ACCELERATE_USE_FSDP=true` for good when it is given an FSDP plugin, so every later run
+    # in the process would look as if FSDP had been asked for.
+    with restored_environ():
         fsdp_fallback(out)
     for engine in sys.argv[2:]:
         for case in ("lze", "resume", "none", "dapo") + (("ds_scheduler",) if engine == "zero3" else ()):
             start = time.perf_counter()
-            with own_environment():
+            with restored_environ():
                 run(out / engine / case, engine, case)
             print(f"[dist_engines] {engine}/{case}: {time.perf_counter() - start:.1f} s", flush=True)

@@ -9,6 +9,7 @@ reward functions, the settings of a tiny training run, a trainer built from them
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zlib
@@ -41,18 +42,21 @@ TINY_ARGS: dict[str, Any] = dict(
 
 
 # ----------------------------------------------------------------------------------------------- data and rewards
-def prompt_dataset(n: int = 32) -> Dataset:
+def prompt_dataset(n: int = 32, difficulty: bool = False) -> Dataset:
     """
     The test prompts: row `i` is `f"{i}+{i % 7}="`.
 
     Args:
         n (`int`, *optional*, defaults to `32`):
             Number of prompts.
+        difficulty (`bool`, *optional*, defaults to `False`):
+            Whether to add a `difficulty` column, `i % 3` (for the plots by difficulty).
 
     Returns:
-        `Dataset`: a map-style dataset with one `prompt` column.
+        `Dataset`: a map-style dataset with a `prompt` column (and `difficulty`).
     """
-    return Dataset.from_dict({"prompt": [f"{i}+{i % 7}=" for i in range(n)]})
+    dataset = Dataset.from_dict({"prompt": [f"{i}+{i % 7}=" for i in range(n)]})
+    return dataset.add_column("difficulty", [i % 3 for i in range(n)]) if difficulty else dataset
 
 
 def prompt_number(prompt: str) -> int:
@@ -185,6 +189,17 @@ def logged(trainer, key: str) -> list:
 def flat_parameters(model) -> np.ndarray:
     """Every parameter of `model` (local tensors, not gathered), flattened and concatenated."""
     return torch.cat([p.detach().flatten() for p in model.parameters()]).numpy()
+
+
+@contextlib.contextmanager
+def restored_environ():
+    """Restores `os.environ` as it was on entry, whatever the block set or removed (recipes' `env:`, accelerate)."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 # ----------------------------------------------------------------------------------------------- two processes
