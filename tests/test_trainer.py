@@ -106,6 +106,7 @@ def test_none_and_nan_rewards_neither_crash_nor_poison_state(tmp_path):
     trainer.train()
     state = trainer.scorer.state_dict()
     assert len(seen) == 4 * 2  # 4 steps x 2 groups, all different prompts in epoch 0
+    assert any(i % 4 == 0 for i in seen) and any(i % 4 for i in seen)  # both kinds were rolled out
     assert np.isfinite(state["ema_pass_rate"]).all() and np.isfinite(state["initial_pass_rate"]).all()
     # every scorable prompt was scored, the unscorable ones (i % 4 == 0) never
     assert trainer.scorer.index.sorted_ids.tolist() == sorted(i for i in seen if i % 4)
