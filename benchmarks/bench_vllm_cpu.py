@@ -30,7 +30,7 @@ def run(selector: str, model_dir: str, args: argparse.Namespace) -> dict:
     from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import mixed_reward, prompt_dataset
+    from testing_utils import mixed_reward, prompt_dataset
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     config = LZEGRPOConfig(

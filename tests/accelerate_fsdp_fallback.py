@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from conftest import make_trainer
+from testing_utils import make_trainer
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from accelerate.state import AcceleratorState, PartialState  # noqa: E402
 from accelerate.utils import DistributedType  # noqa: E402
-from datasets import Dataset  # noqa: E402
+from testing_utils import prompt_dataset, restored_environ, save_rank_results, tiny_config  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
 from lze_trl import LZEGRPOConfig, LZEGRPOTrainer  # noqa: E402
@@ -80,22 +80,6 @@ def fsdp_on_cpu():
         yield
     finally:
         AcceleratorState.__init__ = original
-
-
-@contextlib.contextmanager
-def own_environment():
-    """
-    Undoes what a run leaves in `os.environ` (test-only: several runs share these processes).
-
-    `Accelerator.__init__` (accelerate 1.15) sets `ACCELERATE_USE_FSDP=true` for good when it is given an FSDP plugin,
-    so every later run in the process would look as if FSDP had been asked for.
-    """
-    saved = dict(os.environ)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def engine_args(engine: str) -> dict:
@@ -228,18 +212,10 @@ def run(out_dir: Path, engine: str, case: str) -> None:
         per_device_train_batch_size=4,
         gradient_accumulation_steps=2,
         steps_per_generation=4,
-        num_generations=4,
-        max_completion_length=6,
         max_steps=MAX_STEPS,
-        logging_steps=1,
         learning_rate=1e-2,
         weight_decay=0.1,  # a zero-gradient AdamW step would move the weights: skipped windows must not step
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
         bf16=False,  # fp32 everywhere, so that the engines' results can be compared (ZeRO-3 would train in bf16)
-        seed=0,
-        disable_tqdm=True,
         selection_ratio=0.2,
         **engine_args(engine),
     )
@@ -256,37 +232,31 @@ def run(out_dir: Path, engine: str, case: str) -> None:
         values["deepspeed"] = {**values["deepspeed"], "scheduler": scheduler}
     if case == "dapo":
         values.update(selector="dapo", dapo_max_resample=2)
-    dataset = Dataset.from_dict({"prompt": [f"{i}+{i % 7}=" for i in range(NUM_PROMPTS)]})
     with fsdp_on_cpu() if engine == "fsdp2" else contextlib.nullcontext():
         trainer = LZEGRPOTrainer(
             model=model,
             reward_funcs=reward,
-            args=LZEGRPOConfig(**values),
-            train_dataset=dataset,
+            args=tiny_config(values.pop("output_dir"), **values),
+            train_dataset=prompt_dataset(NUM_PROMPTS),
             processing_class=tokenizer,
             callbacks=[windows],
         )
         trainer.train(resume_from_checkpoint=resume)
-    rank = trainer.accelerator.process_index
-    arrays, counters = trainer.lze_state()
-    np.savez(out_dir / f"rank{rank}.npz", params=full_parameters(trainer), **arrays)
-    keep = ("loss", "grad_norm", "learning_rate", "step")
-    log = [{k: v for k, v in e.items() if k.startswith("lze/") or k in keep} for e in trainer.state.log_history]
     selection = trainer.selection_log.to_pandas()
-    info = {
-        "world": trainer.accelerator.num_processes,
-        "sharding": sharding(trainer),
-        "counters": counters,
-        "global_step": trainer.state.global_step,
-        "scheduler_steps": scheduler_steps(trainer),
-        "optimizer_updates": optimizer_updates(trainer),
-        "engine": engine_counters(trainer),
-        "not_sharded_warning": warn_if_not_sharded(trainer),
-        "window_rows": windows.per_window,
-        "log": log,
-        "selection": selection[["generation", "prompt_id", "weight"]].to_dict("list"),
-    }
-    (out_dir / f"rank{rank}.json").write_text(json.dumps(info))
+    save_rank_results(
+        trainer,
+        out_dir,
+        full_parameters(trainer),
+        log_keys=("loss", "grad_norm", "learning_rate", "step"),
+        sharding=sharding(trainer),
+        global_step=trainer.state.global_step,
+        scheduler_steps=scheduler_steps(trainer),
+        optimizer_updates=optimizer_updates(trainer),
+        engine=engine_counters(trainer),
+        not_sharded_warning=warn_if_not_sharded(trainer),
+        window_rows=windows.per_window,
+        selection=selection[["generation", "prompt_id", "weight"]].to_dict("list"),
+    )
     trainer.accelerator.wait_for_everyone()
     del trainer, model
     gc.collect()  # drops the DeepSpeed config that transformers references weakly (zero.Init for later models)
@@ -304,9 +274,12 @@ def fsdp_fallback(out: Path) -> None:
         bf16=False,
         **engine_args("fsdp2"),
     )
-    dataset = Dataset.from_dict({"prompt": [f"{i}+{i % 7}=" for i in range(NUM_PROMPTS)]})
     trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer), reward_funcs=reward, args=args, train_dataset=dataset, processing_class=tokenizer
+        model=tiny_qwen2(tokenizer),
+        reward_funcs=reward,
+        args=args,
+        train_dataset=prompt_dataset(NUM_PROMPTS),
+        processing_class=tokenizer,
     )
     info = {"distributed_type": str(trainer.accelerator.distributed_type), "warning": warn_if_not_sharded(trainer)}
     if trainer.accelerator.is_main_process:
@@ -315,11 +288,14 @@ def fsdp_fallback(out: Path) -> None:
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
-    with own_environment():
+    # Each run undoes what it leaves in `os.environ` (several runs share these processes): `Accelerator.__init__`
+    # (accelerate 1.15) sets `ACCELERATE_USE_FSDP=true` for good when it is given an FSDP plugin, so every later run
+    # in the process would look as if FSDP had been asked for.
+    with restored_environ():
         fsdp_fallback(out)
     for engine in sys.argv[2:]:
         for case in ("lze", "resume", "none", "dapo") + (("ds_scheduler",) if engine == "zero3" else ()):
             start = time.perf_counter()
-            with own_environment():
+            with restored_environ():
                 run(out / engine / case, engine, case)
             print(f"[dist_engines] {engine}/{case}: {time.perf_counter() - start:.1f} s", flush=True)

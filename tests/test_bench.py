@@ -110,8 +110,12 @@ def test_selection_micro_benchmark_reports_time_and_memory():
     assert [r["pool_size"] for r in rows] == [1_000, 3_000]
     for row in rows:
         assert row["groups"] == 64 and row["repeats"] == 3
-        assert 0 < row["score_select_ms"]["median"] <= row["score_select_ms"]["p90"] + 1e-9
-        assert row["with_record_selection_ms"]["median"] >= row["score_select_ms"]["median"] * 0.5
+        for timing in (row["score_select_ms"], row["with_record_selection_ms"]):
+            assert 0 < timing["median"] <= timing["p90"] + 1e-9
+        # Each repeat's timing with `record_selection` spans its score + select timing (same start, later end), so
+        # every statistic of the first is at least the same statistic of the second, whatever the machine's load.
+        for stat in ("median", "p90", "mean"):
+            assert row["with_record_selection_ms"][stat] >= row["score_select_ms"][stat] - 1e-9
         # ~40 bytes of state per prompt, up to twice that while the arrays have room to grow.
         assert 30 <= row["bytes_per_prompt"] <= 100
         assert row["capacity"] >= row["pool_size"]

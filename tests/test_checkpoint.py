@@ -1,31 +1,20 @@
 """Checkpoints hold the LZE state; a resumed run continues exactly like the uninterrupted one."""
 
-import zlib
-
 import numpy as np
 import pytest
 import torch
-from conftest import lze_args, mixed_reward, prompt_dataset, prompt_number
-
-from lze_trl import LZEGRPOTrainer
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
+from testing_utils import even_solved_reward, make_trainer, mixed_reward, prompt_dataset, prompt_number
 
 
 pytestmark = pytest.mark.slow
 
 
-def even_solved_reward(prompts, completions, **kwargs):
-    """Even prompts are always solved (they get pruned); odd ones pass on half the completion buckets."""
-    return [
-        1.0 if prompt_number(p) % 2 == 0 else float(zlib.crc32(c.encode()) % 2 == 0)
-        for p, c in zip(prompts, completions)
-    ]
-
-
-def make_trainer(out_dir, prune, rollout_filter="none"):
-    tokenizer = char_tokenizer()
-    args = lze_args(
+def pruning_trainer(out_dir, prune, rollout_filter="none"):
+    """10 steps on 8 prompts (2 groups per step: 4 steps per unpruned epoch), a checkpoint at every step."""
+    return make_trainer(
         out_dir,
+        reward=even_solved_reward if prune or rollout_filter != "none" else mixed_reward,
+        dataset=prompt_dataset(8),
         max_steps=10,
         save_strategy="steps",
         save_steps=1,
@@ -35,13 +24,6 @@ def make_trainer(out_dir, prune, rollout_filter="none"):
         prune_replay_fraction=0.5,
         rollout_filter=rollout_filter,
         rollout_filter_audit=0.5,  # audits draw random numbers: resume must replay them too
-    )
-    return LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=even_solved_reward if prune or rollout_filter != "none" else mixed_reward,
-        args=args,
-        train_dataset=prompt_dataset(8),  # 2 groups per step: 4 steps per unpruned epoch
-        processing_class=tokenizer,
     )
 
 
@@ -57,18 +39,21 @@ def history(trainer, after_step):
     [(False, "none", (3, 4, 6)), (True, "none", (4, 6, 7)), (False, "lze", (4, 6, 7))],
 )
 def test_resume_is_exact(tmp_path, prune, rollout_filter, checkpoints):
-    full = make_trainer(tmp_path / "full", prune, rollout_filter)
+    full = pruning_trainer(tmp_path / "full", prune, rollout_filter)
     full.train()
     if prune:
-        # even prompts were pruned after epoch 0, so later epochs are shorter than the Trainer's arithmetic assumes
-        assert full.pruner.num_pruned > 0 and full._lze_rollouts_skipped > 0
+        # The even prompts (always solved) were pruned after epoch 0 and no odd one (never 4 of 4 in this seeded run),
+        # so later epochs are shorter than the Trainer's arithmetic assumes: in epochs 1 and 2, half of the 4 pruned
+        # prompts are replayed and the other 2 skip their 4 rollouts.
+        assert np.flatnonzero(full.pruner.pruned).tolist() == [0, 2, 4, 6]
+        assert full._lze_rollouts_skipped == 2 * 2 * 4
     if rollout_filter != "none":
-        # even prompts (always solved) were predicted dead and skipped: later epochs are shorter too
-        assert full.rollout_filter.totals["skipped"] > 0 and full._lze_rollouts_skipped > 0
+        # even prompts (always solved) were predicted dead and skipped, 4 rollouts each: later epochs are shorter too
+        assert full._lze_rollouts_skipped == 4 * full.rollout_filter.totals["skipped"] > 0
     full_arrays, full_counters = full.lze_state()
     for step in checkpoints:
         # same output_dir: checkpoints are read from it
-        resumed = make_trainer(tmp_path / "full", prune, rollout_filter)
+        resumed = pruning_trainer(tmp_path / "full", prune, rollout_filter)
         resumed.args.output_dir = str(tmp_path / f"resumed-{step}")
         resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / f"checkpoint-{step}"))
         assert history(resumed, step) == history(full, step), f"resumed from checkpoint-{step}"
@@ -81,7 +66,7 @@ def test_resume_is_exact(tmp_path, prune, rollout_filter, checkpoints):
 
 
 def test_checkpoint_holds_lze_state(tmp_path):
-    trainer = make_trainer(tmp_path, prune=True)
+    trainer = pruning_trainer(tmp_path, prune=True)
     trainer.train()
     folder = tmp_path / "out" / "checkpoint-5"
     assert (folder / "lze_state.npz").exists() and not (folder / "lze_state.json").exists()
@@ -96,15 +81,15 @@ def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
         seen_per_call.append({prompt_number(p) for p in prompts})
         return even_solved_reward(prompts, completions)
 
-    tokenizer = char_tokenizer()
-    args = lze_args(tmp_path, max_steps=-1, num_train_epochs=3, prune_solved=True, prune_after_epochs=1)
-    args.prune_replay_fraction = 0.0
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=recording_reward,
-        args=args,
-        train_dataset=prompt_dataset(8),
-        processing_class=tokenizer,
+    trainer = make_trainer(
+        tmp_path,
+        reward=recording_reward,
+        dataset=prompt_dataset(8),
+        max_steps=-1,
+        num_train_epochs=3,
+        prune_solved=True,
+        prune_after_epochs=1,
+        prune_replay_fraction=0.0,
     )
     trainer.train()
     # epoch 0 rolls out all 8 prompts (4 steps); then only the 4 odd ones (2 steps per epoch)

@@ -148,7 +148,7 @@ def test_reward_resolution():
     assert resolve(reward_funcs=["format_reward", "math_accuracy"]) == [format_reward, math_accuracy]
     trl_names = ["accuracy_reward", "think_format_reward", "reasoning_accuracy_reward", "get_soft_overlong_punishment"]
     assert all(callable(f) for f in resolve(reward_funcs=trl_names))
-    (func,) = resolve(reward_funcs=["conftest.mixed_reward"])
+    (func,) = resolve(reward_funcs=["testing_utils.mixed_reward"])
     assert func.__name__ == "mixed_reward"
     assert resolve(reward_model_name_or_path="some/rm") == ["some/rm"]
     with pytest.raises(ValueError, match="Could not load reward function"):
@@ -216,7 +216,7 @@ def test_grpo_cli_lora_from_a_yaml_recipe(tiny_model_dir, tmp_path):
             {
                 "model_name_or_path": tiny_model_dir,
                 "dataset_name": PROMPTS,
-                "reward_funcs": ["conftest.mixed_reward", "math_accuracy"],
+                "reward_funcs": ["testing_utils.mixed_reward", "math_accuracy"],
                 "output_dir": str(out),
                 "learning_rate": 0.01,
                 "selector": "lze",

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import lze_args, mixed_reward, prompt_dataset
 from datasets import Dataset
+from testing_utils import lze_args, mixed_reward, prompt_dataset
 from transformers import GenerationConfig
 
 from lze_trl.demo import run_demo
@@ -47,6 +47,7 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------- warm start
+@pytest.mark.slow
 def test_warm_start_is_cached_and_reloaded_identically(tmp_path):
     config = WarmStartConfig(**TINY_WARM)
     model, tokenizer, meta = load_warm_start(config, tmp_path)
@@ -63,6 +64,7 @@ def test_warm_start_is_cached_and_reloaded_identically(tmp_path):
     assert again.generation_config.eos_token_id == tokenizer.eos_token_id
 
 
+@pytest.mark.slow
 def test_warm_start_is_deterministic():
     config = WarmStartConfig(**TINY_WARM)
     first, _ = train_warm_start(config)
@@ -70,6 +72,7 @@ def test_warm_start_is_deterministic():
     assert _same(_weights(first), _weights(second))
 
 
+@pytest.mark.slow
 def test_warm_start_cache_key_follows_the_config(tmp_path):
     a, b = WarmStartConfig(**TINY_WARM), WarmStartConfig(**{**TINY_WARM, "steps": 4})
     assert a.cache_key() == WarmStartConfig(**TINY_WARM).cache_key()
@@ -81,6 +84,7 @@ def test_warm_start_cache_key_follows_the_config(tmp_path):
     assert not _same(_weights(model_a), _weights(model_b))
 
 
+@pytest.mark.slow
 def test_warm_start_trains_on_the_carry_dropped_answers():
     # The supervision with slips differs from the clean one, so do the cache key and the trained weights.
     clean, slips = WarmStartConfig(**TINY_WARM), WarmStartConfig(**{**TINY_WARM, "carry_drop_prob": 1.0})

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_torchrun
+from testing_utils import run_torchrun
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]

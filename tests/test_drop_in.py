@@ -7,8 +7,17 @@ import zlib
 import numpy as np
 import pytest
 import torch
-from conftest import count_grad_rows, lze_args, prompt_dataset
 from datasets import Dataset
+from testing_utils import (
+    always_right,
+    count_grad_rows,
+    logged,
+    make_trainer,
+    prompt_dataset,
+    prompt_number,
+    text_reward,
+    tiny_config,
+)
 from trl import GRPOConfig, GRPOTrainer
 
 from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
@@ -21,14 +30,6 @@ pytestmark = pytest.mark.slow
 
 # Keys whose values are wall-clock measurements: present in both, equal only by chance.
 TIMING_KEYS = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
-
-
-def text_reward(completions, **kwargs):
-    return [float(zlib.crc32(c.encode()) % 3 == 0) for c in completions]
-
-
-def always_right(completions, **kwargs):
-    return [1.0] * len(completions)
 
 
 def recording(trainer_cls):
@@ -45,19 +46,8 @@ def recording(trainer_cls):
     return Recording
 
 
-BASE = dict(
-    per_device_train_batch_size=8,
-    num_generations=4,
-    max_completion_length=6,
-    max_steps=3,
-    logging_steps=1,
-    report_to="none",
-    learning_rate=1e-2,
-    save_strategy="no",
-    use_cpu=True,
-    seed=0,
-    disable_tqdm=True,
-)
+# The drop-in runs: `TINY_ARGS` with 3 steps at a higher learning rate, for TRL's `GRPOConfig` and ours alike.
+BASE = dict(max_steps=3, learning_rate=1e-2)
 
 
 def tiny_moe(tokenizer):
@@ -91,13 +81,12 @@ def run(tmp_path, trainer_cls, args_cls, reward, dataset=None, model_fn=tiny_qwe
         return reward(completions)
 
     reward_func.__name__ = reward.__name__
-    values = {**BASE, "output_dir": str(tmp_path / trainer_cls.__name__), **extra}
     tokenizer = char_tokenizer()
     cls = recording(trainer_cls)
     trainer = cls(
         model=model_fn(tokenizer),
         reward_funcs=reward_func,
-        args=args_cls(**values),
+        args=tiny_config(tmp_path / trainer_cls.__name__, config_class=args_cls, **{**BASE, **extra}),
         train_dataset=prompt_dataset(8) if dataset is None else dataset,
         processing_class=tokenizer,
     )
@@ -108,7 +97,7 @@ def run(tmp_path, trainer_cls, args_cls, reward, dataset=None, model_fn=tiny_qwe
 
 
 def test_selector_none_is_field_by_field_grpo_trainer(tmp_path):
-    dataset = Dataset.from_dict({"prompt": [f"{i}+{i % 7}=" for i in range(8)], "level": list(range(8))})
+    dataset = prompt_dataset(8).add_column("level", list(range(8)))
     grpo = run(tmp_path / "grpo", GRPOTrainer, GRPOConfig, text_reward, dataset=dataset)
     ours = run(tmp_path / "lze", LZEGRPOTrainer, LZEGRPOConfig, text_reward, dataset=dataset, selector="none")
 
@@ -147,7 +136,10 @@ def test_lze_hides_the_prompt_id_from_reward_functions_and_hooks(tmp_path):
     ours = run(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, text_reward, selector="lze", dapo_max_resample=0)
     assert ours.reward_calls and all(PROMPT_ID_COLUMN not in call["kwargs"] for call in ours.reward_calls)
     assert all(PROMPT_ID_COLUMN not in row for batch in ours.seen_inputs for row in batch)
-    assert len(ours.scorer) > 0  # the ids still reached the selection
+    # the ids still reached the selection: the scorer holds exactly the prompts rolled out (3 steps x 2 groups)
+    rolled_out = {prompt_number(p) for call in ours.reward_calls for p in call["prompts"]}
+    assert len(rolled_out) == 3 * 2
+    assert ours.scorer.index.sorted_ids.tolist() == sorted(rolled_out)
 
 
 def test_refill_rounds_hide_the_prompt_id_too(tmp_path):
@@ -178,7 +170,7 @@ def test_skipped_windows_keep_every_log_key(tmp_path, extra):
     # Every group is all-correct: LZE removes every row and skips every optimizer window.
     grpo = run(tmp_path / "grpo", GRPOTrainer, GRPOConfig, always_right, **extra)
     ours = run(tmp_path / "lze", LZEGRPOTrainer, LZEGRPOConfig, always_right, **extra)
-    assert [e["lze/selected_frac"] for e in ours.state.log_history if "lze/selected_frac" in e] == [0.0] * 3
+    assert logged(ours, "lze/selected_frac") == [0.0] * 3
     stock_rows = [e for e in grpo.state.log_history if "loss" in e and "train_runtime" not in e]
     our_rows = [e for e in ours.state.log_history if "loss" in e and "train_runtime" not in e]
     assert len(our_rows) == len(stock_rows) == 3
@@ -203,7 +195,7 @@ def test_adaptive_entropy_controller_advances_once_per_optimizer_step(tmp_path):
         max_steps=4,
     )
     ours = run(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, always_right, **extra)
-    coefs = [e["entropy_coef"] for e in ours.state.log_history if "entropy_coef" in e]
+    coefs = logged(ours, "entropy_coef")
     # No entropy was ever measured (every window skipped): TRL's rule then lowers the coefficient by one delta per
     # optimizer step, exactly 4 times in 4 steps.
     np.testing.assert_allclose(coefs, [0.04, 0.03, 0.02, 0.01])
@@ -222,7 +214,7 @@ def stock_update_keys(tmp_path, extra) -> tuple[set[str], GRPOTrainer]:
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=text_reward,
-        args=GRPOConfig(**{**BASE, "output_dir": str(tmp_path / "out"), **extra, "max_steps": 1}),
+        args=tiny_config(tmp_path / "out", config_class=GRPOConfig, **{**BASE, **extra, "max_steps": 1}),
         train_dataset=prompt_dataset(8),
         processing_class=tokenizer,
     )
@@ -268,42 +260,28 @@ def test_lze_still_updates_on_non_binary_rewards(tmp_path):
     def length_reward(completions, **kwargs):
         return [0.5 + 0.05 * len(c) + 0.01 * (zlib.crc32(c.encode()) % 3) for c in completions]
 
-    tokenizer = char_tokenizer()
-    model = tiny_qwen2(tokenizer)
+    model = tiny_qwen2(char_tokenizer())
     counter = count_grad_rows(model)
     before = [p.detach().clone() for p in model.parameters()]
-    trainer = LZEGRPOTrainer(
-        model=model,
-        reward_funcs=length_reward,
-        args=lze_args(tmp_path, max_steps=3),
-        train_dataset=prompt_dataset(),
-        processing_class=tokenizer,
-    )
+    trainer = make_trainer(tmp_path, reward=length_reward, model=model, max_steps=3)
     with pytest.warns(UserWarning, match="no prompt group was in the learning zone"):
         trainer.train()
-    selected = [e["lze/selected_frac"] for e in trainer.state.log_history if "lze/selected_frac" in e]
-    assert all(s > 0 for s in selected)
-    assert counter["rows"] > 0
+    # No group is dead (their rewards vary), and each step keeps its quota: 1 of its 2 groups, 4 rows.
+    assert logged(trainer, "lze/dead_frac") == [0.0] * 3
+    assert logged(trainer, "lze/selected_frac") == [0.5] * 3
+    assert counter["rows"] == 3 * 1 * 4
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
-    assert all(e["lze/dead_frac"] < 1.0 for e in trainer.state.log_history if "lze/dead_frac" in e)
 
 
 def test_a_run_that_cannot_learn_says_so_once(tmp_path):
-    tokenizer = char_tokenizer()
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=always_right,
-        args=lze_args(tmp_path, max_steps=5),
-        train_dataset=prompt_dataset(),
-        processing_class=tokenizer,
-    )
+    trainer = make_trainer(tmp_path, reward=always_right, max_steps=5)
     with pytest.warns(UserWarning) as record:
         trainer.train()
     messages = [str(w.message) for w in record if "learning zone" in str(w.message)]
     assert len(messages) == 1
     assert "pass_threshold=0.5" in messages[0] and "correctness_reward" in messages[0]
     assert "'always_right'" in messages[0] and "the constant 1" in messages[0]
-    assert [e["lze/dead_frac"] for e in trainer.state.log_history if "lze/dead_frac" in e] == [1.0] * 5
+    assert logged(trainer, "lze/dead_frac") == [1.0] * 5
 
 
 def test_rollout_func_runs_with_lze(tmp_path):
@@ -320,29 +298,16 @@ def test_rollout_func_runs_with_lze(tmp_path):
     def digit_reward(completions, **kwargs):
         return [float(c[:1] in "02468") for c in completions]
 
-    tokenizer = char_tokenizer()
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=digit_reward,
-        args=lze_args(tmp_path, max_steps=2),
-        train_dataset=prompt_dataset(),
-        processing_class=tokenizer,
-        rollout_func=rollout_func,
-    )
+    trainer = make_trainer(tmp_path, reward=digit_reward, max_steps=2, trainer_kwargs=dict(rollout_func=rollout_func))
     trainer.train()
-    assert seen and len(trainer.scorer) > 0
+    # one rollout_func call per step, for its 2 prompts x 4 generations; the scorer keyed them by dataset row
+    assert [len(prompts) for prompts in seen] == [8, 8]
+    assert trainer.scorer.index.sorted_ids.tolist() == sorted({prompt_number(p) for ps in seen for p in ps})
 
 
 def test_a_dataset_without_prompt_column_is_refused_only_without_an_environment(tmp_path):
-    tokenizer = char_tokenizer()
     with pytest.raises(ValueError, match="no `prompt` column.*environment_factory.*rename_column"):
-        LZEGRPOTrainer(
-            model=tiny_qwen2(tokenizer),
-            reward_funcs=text_reward,
-            args=lze_args(tmp_path),
-            train_dataset=Dataset.from_dict({"question": ["1+1="] * 8}),
-            processing_class=tokenizer,
-        )
+        make_trainer(tmp_path, reward=text_reward, dataset=Dataset.from_dict({"question": ["1+1="] * 8}))
 
 
 def chat_reward(completions, **kwargs):
@@ -384,13 +349,15 @@ def test_environment_datasets_without_prompt_column(tmp_path, iterable, recwarn)
         dataset = dataset.to_iterable_dataset()
     tokenizer = tool_tokenizer()
     model = tiny_qwen2(tokenizer, max_position_embeddings=4096)
-    trainer = LZEGRPOTrainer(
+    trainer = make_trainer(
+        tmp_path,
+        reward=chat_reward,
+        dataset=dataset,
         model=model,
-        reward_funcs=chat_reward,
-        args=lze_args(tmp_path, max_steps=2, max_completion_length=4),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        environment_factory=CountingEnv,
+        tokenizer=tokenizer,
+        max_steps=2,
+        max_completion_length=4,
+        trainer_kwargs=dict(environment_factory=CountingEnv),
     )
     trainer.train()
     fallback = [w for w in recwarn if "stable identity" in str(w.message)]
@@ -399,5 +366,6 @@ def test_environment_datasets_without_prompt_column(tmp_path, iterable, recwarn)
         assert trainer.args.selector == "none" and len(trainer.scorer) == 0
     else:
         assert not fallback
-        assert len(trainer.scorer) > 0 and trainer.args.selector == "lze"
+        assert trainer.args.selector == "lze"
+        assert len(trainer.scorer) == 2 * 2  # 2 steps x 2 groups, different rows of the dataset's first epoch
     assert trainer.state.global_step == 2

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_trainer
+from testing_utils import make_trainer
 
 from lze_trl.engines import requested_engine
 
@@ -45,7 +45,7 @@ def test_no_warning_without_a_request(tmp_path, caplog):
 
 
 def test_requested_engine_reads_args_and_launcher_environment(tmp_path, monkeypatch):
-    from conftest import lze_args
+    from testing_utils import lze_args
 
     assert requested_engine(lze_args(tmp_path)) is None
     assert requested_engine(lze_args(tmp_path, **FSDP)) == "FSDP"

@@ -235,20 +235,12 @@ def test_load_run_reads_output_dir_or_latest_checkpoint(tmp_path):
 @pytest.mark.slow
 def test_real_run_tables_and_callback_pngs(tmp_path, tiny):
     """A short LZE run: its saved tables load and plot; the callback writes PNGs without any tracker."""
-    from conftest import lze_args, mixed_reward, prompt_dataset
+    from testing_utils import make_trainer, prompt_dataset
 
-    from lze_trl import LZEGRPOTrainer
     from lze_trl.callbacks import LZEPlotCallback
 
     model, tokenizer = tiny
-    dataset = prompt_dataset(32).map(lambda row, i: {"difficulty": i % 3}, with_indices=True)
-    trainer = LZEGRPOTrainer(
-        model=model,
-        reward_funcs=mixed_reward,
-        args=lze_args(tmp_path),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-    )
+    trainer = make_trainer(tmp_path, dataset=prompt_dataset(32, difficulty=True), model=model, tokenizer=tokenizer)
     callback = LZEPlotCallback(trainer, plot_steps=2, save_dir=str(tmp_path / "pngs"))
     trainer.add_callback(callback)
     trainer.train()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 import torch
 import yaml
 from accelerate.commands.config.config_args import ClusterConfig
+from testing_utils import restored_environ
 
 from lze_trl.commands.eval import make_parser as make_eval_parser
 from lze_trl.commands.grpo import make_parser
@@ -31,10 +31,8 @@ def rel(path: Path) -> str:
 @pytest.fixture(autouse=True)
 def restore_environ():
     """`parse_args_and_config` exports a recipe's `env:` block; keep the test process clean."""
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
+    with restored_environ():
+        yield
 
 
 def parse(path: Path, *extra: str):

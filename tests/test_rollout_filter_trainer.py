@@ -4,7 +4,7 @@ import zlib
 
 import numpy as np
 import pytest
-from conftest import make_trainer, prompt_dataset, prompt_number
+from testing_utils import make_trainer, prompt_dataset, prompt_number
 
 
 pytestmark = pytest.mark.slow

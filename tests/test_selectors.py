@@ -7,8 +7,16 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import count_grad_rows, lze_args, make_trainer, prompt_dataset, prompt_number, run_torchrun
 from datasets import IterableDataset
+from testing_utils import (
+    count_grad_rows,
+    logged,
+    lze_args,
+    make_trainer,
+    prompt_dataset,
+    prompt_number,
+    run_torchrun,
+)
 
 from lze_trl.selection import group_reward_std
 from lze_trl.selectors import SELECTORS, GroupBatch, TrainContext, fit_groups, get_selector
@@ -276,10 +284,6 @@ def test_energy_terms_accept_a_comma_separated_string(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- trainer runs
-def logged(trainer, key):
-    return [entry[key] for entry in trainer.state.log_history if key in entry]
-
-
 @pytest.mark.slow
 def test_uniform_run_keeps_the_draw_of_each_generation(tmp_path):
     trainer = make_trainer(tmp_path, "uniform", gradient_accumulation_steps=4, max_steps=2)  # 8 groups per step

@@ -14,13 +14,11 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from conftest import lze_args, mixed_reward, prompt_dataset
 from datasets import Dataset
+from testing_utils import make_trainer, mixed_reward, prompt_dataset
 
-from lze_trl import LZEGRPOTrainer
 from lze_trl import state as lze_state
 from lze_trl.state import LZEStateError
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 # ----------------------------------------------------------------------------------------------- the state file
@@ -117,24 +115,18 @@ def test_sigkill_during_saves_leaves_a_complete_state_or_a_loud_refusal(tmp_path
 
 
 # ----------------------------------------------------------------------------------------------- resume, for real
-def make_trainer(out_dir, dataset=None, **overrides):
-    tokenizer = char_tokenizer()
+def saving_trainer(out_dir, dataset=None, **overrides):
+    """8 steps on 16 prompts with checkpoints at steps 4 and 8."""
     values = dict(max_steps=8, save_strategy="steps", save_steps=4, learning_rate=1e-2)
     values.update(overrides)
-    return LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=mixed_reward,
-        args=lze_args(out_dir, **values),
-        train_dataset=prompt_dataset(16) if dataset is None else dataset,
-        processing_class=tokenizer,
-    )
+    return make_trainer(out_dir, dataset=prompt_dataset(16) if dataset is None else dataset, **values)
 
 
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory):
     """An uninterrupted 8-step LZE run with checkpoints at steps 4 and 8."""
     out = tmp_path_factory.mktemp("full")
-    trainer = make_trainer(out)
+    trainer = saving_trainer(out)
     trainer.train()
     return trainer, out / "out"
 
@@ -142,7 +134,7 @@ def full_run(tmp_path_factory):
 @pytest.mark.slow
 def test_selection_log_survives_resume(full_run, tmp_path):
     full, out = full_run
-    resumed = make_trainer(tmp_path)
+    resumed = saving_trainer(tmp_path)
     resumed.train(resume_from_checkpoint=str(out / "checkpoint-4"))
     expected = full.selection_log.to_pandas()
     assert len(expected) == 8 * 2  # 2 groups per step, 8 steps
@@ -162,15 +154,15 @@ def test_resume_refuses_a_checkpoint_whose_lze_state_is_gone(full_run, tmp_path)
     shutil.copytree(out / "checkpoint-4", checkpoint)
     os.remove(checkpoint / "lze_state.npz")
     with pytest.raises(LZEStateError, match="no LZE state file 'lze_state.npz'.*resume_lze_state='fresh'"):
-        make_trainer(tmp_path / "a").train(resume_from_checkpoint=str(checkpoint))
+        saving_trainer(tmp_path / "a").train(resume_from_checkpoint=str(checkpoint))
     # The documented opt-out: resume model and optimizer with a fresh LZE state, after a warning.
-    trainer = make_trainer(tmp_path / "b", resume_lze_state="fresh")
+    trainer = saving_trainer(tmp_path / "b", resume_lze_state="fresh")
     with pytest.warns(UserWarning, match="fresh LZE state"):
         trainer.train(resume_from_checkpoint=str(checkpoint))
     assert trainer.state.global_step == 8
     assert trainer.scorer.table()["num_observations"].sum() == 4 * 2  # only the 4 steps after the checkpoint
     # Plain GRPO's state decides nothing: a missing one only warns.
-    trainer = make_trainer(tmp_path / "c", selector="none")
+    trainer = saving_trainer(tmp_path / "c", selector="none")
     with pytest.warns(UserWarning, match="fresh LZE state"):
         trainer.train(resume_from_checkpoint=str(checkpoint))
 
@@ -184,12 +176,12 @@ def test_resume_refuses_a_corrupt_state_or_selection_log(full_run, tmp_path):
     shutil.copytree(out / "checkpoint-4", checkpoint)
     (checkpoint / "lze_selection_log.parquet").write_bytes(b"PAR1 garbage")
     with pytest.raises(LZEStateError, match="lze_selection_log.parquet.*corrupt"):
-        make_trainer(tmp_path / "a").train(resume_from_checkpoint=str(checkpoint))
+        saving_trainer(tmp_path / "a").train(resume_from_checkpoint=str(checkpoint))
     shutil.copy(out / "checkpoint-4" / "lze_selection_log.parquet", checkpoint)
     data = (checkpoint / "lze_state.npz").read_bytes()
     (checkpoint / "lze_state.npz").write_bytes(data[: len(data) // 3])
     with pytest.raises(LZEStateError, match="lze_state.npz.*corrupt"):
-        make_trainer(tmp_path / "b").train(resume_from_checkpoint=str(checkpoint))
+        saving_trainer(tmp_path / "b").train(resume_from_checkpoint=str(checkpoint))
 
 
 @pytest.mark.slow
@@ -197,17 +189,17 @@ def test_resume_refuses_another_train_dataset(full_run, tmp_path):
     _, out = full_run
     checkpoint = str(out / "checkpoint-4")
     with pytest.raises(LZEStateError, match="16 prompts.*has 12"):
-        make_trainer(tmp_path / "a", dataset=prompt_dataset(12)).train(resume_from_checkpoint=checkpoint)
+        saving_trainer(tmp_path / "a", dataset=prompt_dataset(12)).train(resume_from_checkpoint=checkpoint)
     shuffled = prompt_dataset(16).select(list(reversed(range(16))))
     with pytest.raises(LZEStateError, match="content differs"):
-        make_trainer(tmp_path / "b", dataset=shuffled).train(resume_from_checkpoint=checkpoint)
+        saving_trainer(tmp_path / "b", dataset=shuffled).train(resume_from_checkpoint=checkpoint)
     # Extra columns do not change the prompts: the state still fits.
     same = prompt_dataset(16).add_column("level", [0] * 16)
-    trainer = make_trainer(tmp_path / "c", dataset=same)
+    trainer = saving_trainer(tmp_path / "c", dataset=same)
     trainer.train(resume_from_checkpoint=checkpoint)
     assert trainer.state.global_step == 8
     # Opt-out: a fresh state on purpose.
-    trainer = make_trainer(tmp_path / "d", dataset=prompt_dataset(12), resume_lze_state="fresh")
+    trainer = saving_trainer(tmp_path / "d", dataset=prompt_dataset(12), resume_lze_state="fresh")
     with pytest.warns(UserWarning, match="12"):
         trainer.train(resume_from_checkpoint=checkpoint)
 
@@ -227,16 +219,9 @@ def test_fingerprint_covers_prompts_not_other_columns():
     "schedule", [dict(max_steps=3), dict(max_steps=-1, num_train_epochs=2)], ids=["steps", "epochs"]
 )
 def test_a_dataset_too_small_for_one_generation_batch_is_refused(tmp_path, schedule):
-    tokenizer = char_tokenizer()
     # per_device_train_batch_size=8, num_generations=4: one generation batch needs 2 prompts.
     with pytest.raises(ValueError, match="train dataset has 1 prompts, but one generation batch needs 2"):
-        LZEGRPOTrainer(
-            model=tiny_qwen2(tokenizer),
-            reward_funcs=mixed_reward,
-            args=lze_args(tmp_path, **schedule),
-            train_dataset=prompt_dataset(1),
-            processing_class=tokenizer,
-        )
+        make_trainer(tmp_path, dataset=prompt_dataset(1), **schedule)
 
 
 @pytest.mark.slow
@@ -254,14 +239,7 @@ def test_a_reward_function_returning_non_numbers_is_named(tmp_path, bad, match):
     def my_reward(completions, **kwargs):
         return bad(completions, **kwargs)
 
-    tokenizer = char_tokenizer()
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=[mixed_reward, my_reward],
-        args=lze_args(tmp_path, max_steps=1),
-        train_dataset=prompt_dataset(),
-        processing_class=tokenizer,
-    )
+    trainer = make_trainer(tmp_path, reward=[mixed_reward, my_reward], max_steps=1)
     with pytest.raises(TypeError, match=f"Reward function 'my_reward' {match}"):
         trainer.train()
 

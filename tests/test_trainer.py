@@ -5,34 +5,30 @@ import zlib
 import numpy as np
 import pytest
 import torch
-from conftest import count_grad_rows, lze_args, make_trainer, mixed_reward, prompt_dataset, prompt_number
 from datasets import Dataset
+from testing_utils import (
+    always_right,
+    count_grad_rows,
+    logged,
+    make_trainer,
+    mixed_reward,
+    prompt_dataset,
+    prompt_number,
+    text_reward,
+)
 
-from lze_trl import LZEGRPOTrainer
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 pytestmark = pytest.mark.slow
 
 
-def text_reward(completions, **kwargs):
-    return [float(zlib.crc32(c.encode()) % 3 == 0) for c in completions]
-
-
 def train(tmp_path, selector, **overrides):
-    tokenizer = char_tokenizer()
-    model = tiny_qwen2(tokenizer)
+    model = tiny_qwen2(char_tokenizer())
     counter = count_grad_rows(model)
-    args = lze_args(tmp_path, selector=selector, **overrides)
-    trainer = LZEGRPOTrainer(
-        model=model, reward_funcs=mixed_reward, args=args, train_dataset=prompt_dataset(), processing_class=tokenizer
-    )
+    trainer = make_trainer(tmp_path, selector, model=model, **overrides)
     trainer.train()
     return trainer, counter["rows"]
-
-
-def logged(trainer, key):
-    return [entry[key] for entry in trainer.state.log_history if key in entry]
 
 
 def test_update_rows_drop_to_selection_ratio(tmp_path):
@@ -48,20 +44,17 @@ def test_update_rows_drop_to_selection_ratio(tmp_path):
 
 
 def test_step_with_nothing_selected_leaves_weights_unchanged(tmp_path):
-    def always_right(completions, **kwargs):
-        return [1.0] * len(completions)
-
     def run(selector):
-        tokenizer = char_tokenizer()
-        model = tiny_qwen2(tokenizer)
+        model = tiny_qwen2(char_tokenizer())
         before = [p.detach().clone() for p in model.parameters()]
-        args = lze_args(tmp_path / selector, selector=selector, max_steps=2, weight_decay=0.1, learning_rate=1e-2)
-        trainer = LZEGRPOTrainer(
+        trainer = make_trainer(
+            tmp_path / selector,
+            selector,
+            reward=always_right,
             model=model,
-            reward_funcs=always_right,
-            args=args,
-            train_dataset=prompt_dataset(),
-            processing_class=tokenizer,
+            max_steps=2,
+            weight_decay=0.1,
+            learning_rate=1e-2,
         )
         trainer.train()
         return trainer, before
@@ -77,15 +70,12 @@ def test_step_with_nothing_selected_leaves_weights_unchanged(tmp_path):
 
 
 def test_evaluation_neither_selects_nor_touches_state(tmp_path):
-    tokenizer = char_tokenizer()
-    args = lze_args(tmp_path, max_steps=1, per_device_eval_batch_size=8, eval_strategy="no")
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=mixed_reward,
-        args=args,
-        train_dataset=prompt_dataset(),
-        eval_dataset=prompt_dataset(8),
-        processing_class=tokenizer,
+    trainer = make_trainer(
+        tmp_path,
+        max_steps=1,
+        per_device_eval_batch_size=8,
+        eval_strategy="no",
+        trainer_kwargs=dict(eval_dataset=prompt_dataset(8)),
     )
     trainer.train()
     arrays, counters = trainer.lze_state()
@@ -98,7 +88,10 @@ def test_evaluation_neither_selects_nor_touches_state(tmp_path):
 
 
 def test_none_and_nan_rewards_neither_crash_nor_poison_state(tmp_path):
+    seen = set()
+
     def patchy(prompts, completions, **kwargs):
+        seen.update(map(prompt_number, prompts))
         out = []
         for c, pid in zip(completions, map(prompt_number, prompts)):
             if pid % 4 == 0:
@@ -109,20 +102,14 @@ def test_none_and_nan_rewards_neither_crash_nor_poison_state(tmp_path):
                 out.append(float(zlib.crc32(c.encode()) % 2))
         return out
 
-    tokenizer = char_tokenizer()
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=patchy,
-        args=lze_args(tmp_path, max_steps=4),
-        train_dataset=prompt_dataset(),
-        processing_class=tokenizer,
-    )
+    trainer = make_trainer(tmp_path, reward=patchy, max_steps=4)
     trainer.train()
     state = trainer.scorer.state_dict()
-    assert len(trainer.scorer) > 0
+    assert len(seen) == 4 * 2  # 4 steps x 2 groups, all different prompts in epoch 0
+    assert any(i % 4 == 0 for i in seen) and any(i % 4 for i in seen)  # both kinds were rolled out
     assert np.isfinite(state["ema_pass_rate"]).all() and np.isfinite(state["initial_pass_rate"]).all()
-    observed = trainer.scorer.index.sorted_ids
-    assert not (observed % 4 == 0).any()  # unscorable prompts were never scored
+    # every scorable prompt was scored, the unscorable ones (i % 4 == 0) never
+    assert trainer.scorer.index.sorted_ids.tolist() == sorted(i for i in seen if i % 4)
     assert all(np.isfinite(v) for v in logged(trainer, "loss"))
 
 
@@ -130,28 +117,16 @@ def test_bad_inputs_fail_early_with_the_fix(tmp_path):
     tokenizer = char_tokenizer()
     model = tiny_qwen2(tokenizer)
     with pytest.raises(ValueError, match="correctness_reward='accuracy'.*mixed_reward"):
-        LZEGRPOTrainer(
-            model=model,
-            reward_funcs=mixed_reward,
-            args=lze_args(tmp_path, correctness_reward="accuracy"),
-            train_dataset=prompt_dataset(),
-            processing_class=tokenizer,
-        )
+        make_trainer(tmp_path, model=model, tokenizer=tokenizer, correctness_reward="accuracy")
     with pytest.raises(ValueError, match="no `prompt` column.*rename_column"):
-        LZEGRPOTrainer(
-            model=model,
-            reward_funcs=mixed_reward,
-            args=lze_args(tmp_path),
-            train_dataset=Dataset.from_dict({"question": ["1+1="]}),
-            processing_class=tokenizer,
-        )
+        make_trainer(tmp_path, model=model, tokenizer=tokenizer, dataset=Dataset.from_dict({"question": ["1+1="]}))
     with pytest.raises(ValueError, match="prune_solved=True needs a map-style"):
-        LZEGRPOTrainer(
+        make_trainer(
+            tmp_path,
             model=model,
-            reward_funcs=mixed_reward,
-            args=lze_args(tmp_path, prune_solved=True),
-            train_dataset=prompt_dataset().to_iterable_dataset(),
-            processing_class=tokenizer,
+            tokenizer=tokenizer,
+            dataset=prompt_dataset().to_iterable_dataset(),
+            prune_solved=True,
         )
 
 
@@ -159,53 +134,58 @@ def test_correctness_reward_picks_the_reward_function(tmp_path):
     def never(completions, **kwargs):
         return [0.0] * len(completions)
 
-    tokenizer = char_tokenizer()
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=[never, mixed_reward],
-        args=lze_args(tmp_path, max_steps=2, correctness_reward="mixed_reward"),
-        train_dataset=prompt_dataset(),
-        processing_class=tokenizer,
+    calls = []
+
+    def recording_mixed_reward(prompts, completions, **kwargs):
+        calls.append(mixed_reward(prompts, completions))
+        return calls[-1]
+
+    recording_mixed_reward.__name__ = "mixed_reward"
+    trainer = make_trainer(
+        tmp_path, reward=[never, recording_mixed_reward], max_steps=2, correctness_reward="mixed_reward"
     )
     trainer.train()
-    assert max(logged(trainer, "lze/pass_rate_mean")) > 0  # pass rates come from mixed_reward, not `never`
+    # pass rates come from mixed_reward, not `never`: per step, the mean over its 2 groups of 4 of mixed_reward >= 0.5
+    expected = [float((np.reshape(rewards, (-1, 4)) >= 0.5).mean(axis=1).mean()) for rewards in calls]
+    assert len(expected) == 2 and any(e > 0 for e in expected)
+    assert logged(trainer, "lze/pass_rate_mean") == pytest.approx(expected)
 
 
 def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
     from lze_trl.prompt_ids import content_hash
 
-    tokenizer = char_tokenizer()
-    dataset = prompt_dataset()
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=text_reward,
-        args=lze_args(tmp_path, max_steps=2),
-        train_dataset=dataset.to_iterable_dataset(),
-        processing_class=tokenizer,
+    seen = set()
+
+    def recording_text_reward(prompts, completions, **kwargs):
+        seen.update(prompts)
+        return text_reward(completions)
+
+    trainer = make_trainer(
+        tmp_path, reward=recording_text_reward, dataset=prompt_dataset().to_iterable_dataset(), max_steps=2
     )
     trainer.train()
-    hashes = {content_hash(p) for p in dataset["prompt"]}
-    assert len(trainer.scorer) > 0 and set(trainer.scorer.index.sorted_ids.tolist()) <= hashes
+    assert len(seen) == 2 * 2  # 2 steps x 2 groups
+    assert sorted(trainer.scorer.index.sorted_ids.tolist()) == sorted(content_hash(p) for p in seen)
 
 
 def test_lora_run_updates_only_adapters(tmp_path):
     from peft import LoraConfig
 
-    tokenizer = char_tokenizer()
-    model = tiny_qwen2(tokenizer)
+    model = tiny_qwen2(char_tokenizer())
     base_before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    trainer = LZEGRPOTrainer(
+    trainer = make_trainer(
+        tmp_path,
         model=model,
-        reward_funcs=mixed_reward,
-        args=lze_args(tmp_path, max_steps=3, learning_rate=1e-2, gradient_accumulation_steps=2),
-        train_dataset=prompt_dataset(),
-        processing_class=tokenizer,
-        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]),
+        max_steps=3,
+        learning_rate=1e-2,
+        gradient_accumulation_steps=2,
+        trainer_kwargs=dict(peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])),
     )
     trainer.train()
     params = dict(trainer.model.named_parameters())
     lora = {n: p for n, p in params.items() if "lora_B" in n}
-    assert lora and any(p.abs().sum() > 0 for p in lora.values())  # lora_B starts at zero
+    # lora_B starts at zero: every adapter (2 layers x q_proj, v_proj) was trained
+    assert len(lora) == 2 * 2 and all(p.abs().sum() > 0 for p in lora.values())
     base_after = {
         n.removeprefix("base_model.model.").replace(".base_layer", ""): p
         for n, p in params.items()
@@ -214,15 +194,13 @@ def test_lora_run_updates_only_adapters(tmp_path):
     assert base_after.keys() == base_before.keys()
     for name, before in base_before.items():
         torch.testing.assert_close(base_after[name], before, rtol=0, atol=0)
-    assert logged(trainer, "lze/selected_frac")
+    assert len(logged(trainer, "lze/selected_frac")) == 3  # LZE selected on each of the 3 steps
 
 
 def test_prompt_table_and_bounded_selection_log(tmp_path):
     import pandas as pd
 
-    trainer = make_trainer(
-        tmp_path, reward=mixed_reward, max_steps=4, save_strategy="steps", save_steps=2, selection_log_max_rows=5
-    )
+    trainer = make_trainer(tmp_path, max_steps=4, save_strategy="steps", save_steps=2, selection_log_max_rows=5)
     trainer.train()
     table = trainer.prompt_table()
     assert len(table) == len(trainer.scorer) == 8  # 4 steps x 2 groups, all different prompts in epoch 0
@@ -230,22 +208,26 @@ def test_prompt_table_and_bounded_selection_log(tmp_path):
     assert table["prompt"].tolist() == [prompt_dataset()["prompt"][i] for i in table["prompt_id"]]
     assert table["num_selected"].sum() == round(sum(logged(trainer, "lze/selected_frac")) * 2)
     log = trainer.selection_log.to_pandas()
-    assert len(log) <= 5 and log["generation"].min() > 0  # oldest batches dropped
-    for folder in (tmp_path / "out" / "checkpoint-2", tmp_path / "out"):
-        saved = pd.read_parquet(folder / "lze_prompts.parquet")
-        assert len(saved) > 0 and (folder / "lze_selection_log.parquet").exists()
+    # 4 batches of 2 rows: whole batches are dropped, oldest first, until at most 5 rows are left
+    assert log["generation"].tolist() == [2, 2, 3, 3]
+    # the checkpoint at step 2 holds the 2 prompts of each of its 2 steps and their batches; the end, everything
+    for folder, prompts, generations in [
+        (tmp_path / "out" / "checkpoint-2", 4, [0, 0, 1, 1]),
+        (tmp_path / "out", 8, [2, 2, 3, 3]),
+    ]:
+        assert len(pd.read_parquet(folder / "lze_prompts.parquet")) == prompts
+        assert pd.read_parquet(folder / "lze_selection_log.parquet")["generation"].tolist() == generations
 
 
 def test_skipped_update_keeps_the_generation_pace(tmp_path):
     calls = []
 
-    def always_right(completions, **kwargs):
+    def recording_always_right(completions, **kwargs):
         calls.append(len(completions))
-        return [1.0] * len(completions)
+        return always_right(completions)
 
-    trainer = make_trainer(
-        tmp_path, reward=always_right, max_steps=2, gradient_accumulation_steps=2
-    )  # 2 micro-steps per generation batch
+    # 2 micro-steps per generation batch
+    trainer = make_trainer(tmp_path, reward=recording_always_right, max_steps=2, gradient_accumulation_steps=2)
     trainer.train()
     # one generation (and reward call) per optimizer step, although every micro-step was skipped
     assert calls == [16, 16]

@@ -10,7 +10,15 @@ import zlib
 import numpy as np
 import pytest
 import torch
-from conftest import count_grad_rows, lze_args, mixed_reward, prompt_dataset, prompt_number
+from testing_utils import (
+    count_grad_rows,
+    even_solved_reward,
+    logged,
+    make_trainer,
+    mixed_reward,
+    prompt_dataset,
+    prompt_number,
+)
 from vllm_cpu import max_logp_gap, model_sequence_logps, save_tiny_model, vllm_sequence_logps
 
 
@@ -32,8 +40,6 @@ def vllm_trainer(tmp_path, model_dir, selector="lze", reward=mixed_reward, datas
     """An `LZEGRPOTrainer` of the saved tiny model generating with vLLM colocate, with `lze_args(**overrides)`."""
     from transformers import AutoTokenizer
 
-    from lze_trl import LZEGRPOTrainer
-
     values = dict(
         use_vllm=True,
         vllm_mode="colocate",
@@ -42,14 +48,8 @@ def vllm_trainer(tmp_path, model_dir, selector="lze", reward=mixed_reward, datas
         max_steps=2,
     )
     values.update(overrides)
-    trainer = LZEGRPOTrainer(
-        model=model_dir,
-        reward_funcs=reward,
-        args=lze_args(tmp_path, selector=selector, **values),
-        train_dataset=prompt_dataset() if dataset is None else dataset,
-        processing_class=AutoTokenizer.from_pretrained(model_dir),
-    )
-    return trainer
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    return make_trainer(tmp_path, selector, reward, dataset, model=model_dir, tokenizer=tokenizer, **values)
 
 
 def record_vllm(trainer):
@@ -78,10 +78,6 @@ def record_vllm(trainer):
     engine.generate, engine.sync_weights = recording_generate, recording_sync
     trainer.model.generate = no_generate
     return calls
-
-
-def logged(trainer, key):
-    return [entry[key] for entry in trainer.state.log_history if key in entry]
 
 
 def weights(model):
@@ -152,14 +148,6 @@ def test_dapo_refill_generates_with_vllm(tmp_path, model_dir):
         assert not (groups["weight"] > 0)[~informative].any()
         kept_total += int((groups["weight"] > 0).sum())
     assert rows["rows"] == kept_total * 4
-
-
-def even_solved_reward(prompts, completions, **kwargs):
-    """Even prompts are always solved (pruned after an epoch); odd ones pass on half the completion buckets."""
-    return [
-        1.0 if prompt_number(p) % 2 == 0 else float(zlib.crc32(c.encode()) % 2 == 0)
-        for p, c in zip(prompts, completions)
-    ]
 
 
 def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir):

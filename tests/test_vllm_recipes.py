@@ -6,11 +6,11 @@ line (which overrides the YAML); every other setting of the recipe is used as wr
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import yaml
+from testing_utils import restored_environ
 from vllm_cpu import on_cpu, save_tiny_model
 
 from lze_trl.commands.grpo import make_parser, train
@@ -43,10 +43,8 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def restore_environ():
     """The CLI exports a recipe's `env:` block and TRL sets the distributed variables for vLLM."""
-    saved = dict(os.environ)
-    yield
-    os.environ.clear()
-    os.environ.update(saved)
+    with restored_environ():
+        yield
 
 
 def test_some_recipes_use_vllm_colocate():

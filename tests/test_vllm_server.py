@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 import torch
-from conftest import count_grad_rows, lze_args, mixed_reward, prompt_dataset
+from testing_utils import count_grad_rows, make_trainer
 from vllm_cpu import max_logp_gap, model_sequence_logps, on_cpu, save_tiny_model, server_metadata_dir
 
 
@@ -71,18 +71,11 @@ def server(tmp_path_factory):
 def server_trainer(tmp_path, server, selector="lze", **overrides):
     from transformers import AutoTokenizer
 
-    from lze_trl import LZEGRPOTrainer
-
     base_url, model_dir = server
     values = dict(use_vllm=True, vllm_mode="server", vllm_server_base_url=base_url, max_steps=2)
     values.update(overrides)
-    return LZEGRPOTrainer(
-        model=model_dir,
-        reward_funcs=mixed_reward,
-        args=lze_args(tmp_path, selector=selector, **values),
-        train_dataset=prompt_dataset(),
-        processing_class=AutoTokenizer.from_pretrained(model_dir),
-    )
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    return make_trainer(tmp_path, selector, model=model_dir, tokenizer=tokenizer, **values)
 
 
 def server_sequence_logps(base_url, sequences):

@@ -272,22 +272,20 @@ def wandb_history(path: Path) -> list[dict]:
 @pytest.mark.slow
 def test_offline_wandb_run_records_lze_metrics_histograms_and_plots(tmp_path, monkeypatch, tiny):
     import wandb
-    from conftest import lze_args, mixed_reward, prompt_dataset
-
-    from lze_trl import LZEGRPOTrainer
+    from testing_utils import make_trainer, prompt_dataset
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_PROJECT", "lze-trl-tests")
     model, tokenizer = tiny
-    dataset = prompt_dataset(32).map(lambda row, i: {"difficulty": i % 3}, with_indices=True)
-    trainer = LZEGRPOTrainer(
+    trainer = make_trainer(
+        tmp_path,
+        dataset=prompt_dataset(32, difficulty=True),
         model=model,
-        reward_funcs=mixed_reward,
-        args=lze_args(tmp_path, report_to="wandb", run_name="lze-offline"),
-        train_dataset=dataset,
-        processing_class=tokenizer,
+        tokenizer=tokenizer,
+        report_to="wandb",
+        run_name="lze-offline",
     )
     callback = add_plot_callback(trainer, plot_steps=2)
     assert callback is not None
@@ -338,21 +336,18 @@ TRACKIO_SCRIPT = textwrap.dedent(
     import pathlib
     import sys
 
-    from conftest import lze_args, mixed_reward, prompt_dataset
+    from testing_utils import make_trainer, prompt_dataset
     from trackio.sqlite_storage import SQLiteStorage
 
-    from lze_trl import LZEGRPOTrainer
     from lze_trl.callbacks import add_plot_callback
-    from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
     out = pathlib.Path(sys.argv[1])
-    tokenizer = char_tokenizer()
-    trainer = LZEGRPOTrainer(
-        model=tiny_qwen2(tokenizer),
-        reward_funcs=mixed_reward,
-        args=lze_args(out, report_to="trackio", run_name="lze-trackio", project="lze-trl-tests"),
-        train_dataset=prompt_dataset(32).map(lambda row, i: {"difficulty": i % 3}, with_indices=True),
-        processing_class=tokenizer,
+    trainer = make_trainer(
+        out,
+        dataset=prompt_dataset(32, difficulty=True),
+        report_to="trackio",
+        run_name="lze-trackio",
+        project="lze-trl-tests",
     )
     add_plot_callback(trainer, plot_steps=2)
     trainer.train()
