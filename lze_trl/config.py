@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field, fields
 
 from trl import GRPOConfig
@@ -63,8 +64,9 @@ class LZEGRPOConfig(GRPOConfig):
         prune_solved (`bool`, *optional*, defaults to `False`):
             Stop rolling out prompts that stay fully solved (forward pruning), replaying a few each epoch. Needs a
             map-style train dataset.
-        prune_after_epochs (`int`, *optional*, defaults to `2`):
-            Consecutive fully-solved observations (one per epoch) after which a prompt is pruned, >= 1.
+        prune_solved_after (`int`, *optional*, defaults to `2`):
+            Consecutive fully-solved observations of a prompt (one per epoch while it is rolled out) after which it is
+            pruned, >= 1. Replaces `prune_after_epochs` (deprecated, same value: it counted observations, not epochs).
         prune_replay_fraction (`float`, *optional*, defaults to `0.1`):
             Fraction of the prune pool replayed at the start of each epoch (at least one prompt when > 0), in [0, 1].
         dapo_std_epsilon (`float`, *optional*, defaults to `1e-6`):
@@ -85,9 +87,10 @@ class LZEGRPOConfig(GRPOConfig):
         softmax_temperature (`float`, *optional*, defaults to `0.2`):
             `selector="softmax"`: temperature `tau` of the group weights `softmax(-|ema - 0.5| / tau)`, > 0; 0.1-0.3
             is typical, lower concentrates the weight on groups near 50% accuracy.
-        softmax_ema_alpha (`float`, *optional*, defaults to `0.1`):
-            `selector="softmax"`: step of the selector's pass-rate EMA, `ema <- (1 - alpha) * ema + alpha * p`, in
-            (0, 1].
+        softmax_ema_decay (`float`, *optional*, defaults to `0.9`):
+            `selector="softmax"`: decay of the selector's pass-rate EMA, `ema <- decay * ema + (1 - decay) * p` (the
+            weight of the old value, as `energy_ema_decay`), in [0, 1). Replaces `softmax_ema_alpha` (deprecated:
+            `softmax_ema_alpha=a` means `softmax_ema_decay=1 - a`).
         softmax_allocate_rollouts (`bool`, *optional*, defaults to `False`):
             `selector="softmax"`: also share each epoch's rollouts out in proportion to the weights (the skill card's
             rollout budget): at the start of an epoch, the prompts seen so far share as many groups of
@@ -164,8 +167,8 @@ class LZEGRPOConfig(GRPOConfig):
     prune_solved: bool = field(
         default=False, metadata={"help": "Stop rolling out prompts that stay fully solved, replaying a few."}
     )
-    prune_after_epochs: int = field(
-        default=2, metadata={"help": "Consecutive fully-solved observations after which a prompt is pruned."}
+    prune_solved_after: int = field(
+        default=2, metadata={"help": "Consecutive fully-solved observations after which a prompt is pruned, >= 1."}
     )
     prune_replay_fraction: float = field(
         default=0.1, metadata={"help": "Fraction of the prune pool replayed each epoch, in [0, 1]."}
@@ -189,8 +192,9 @@ class LZEGRPOConfig(GRPOConfig):
     softmax_temperature: float = field(
         default=0.2, metadata={"help": "selector='softmax': temperature of the group weights, > 0."}
     )
-    softmax_ema_alpha: float = field(
-        default=0.1, metadata={"help": "selector='softmax': step of the pass-rate EMA, in (0, 1]."}
+    softmax_ema_decay: float = field(
+        default=0.9,
+        metadata={"help": "selector='softmax': decay of the pass-rate EMA (old value weight), in [0, 1)."},
     )
     softmax_allocate_rollouts: bool = field(
         default=False,
@@ -214,6 +218,14 @@ class LZEGRPOConfig(GRPOConfig):
     )
     rollout_filter_prior_column: str | None = field(
         default=None, metadata={"help": "Dataset column grouping unseen prompts for their prior (e.g. difficulty)."}
+    )
+
+    # Deprecated names (see `DEPRECATED_FIELDS`): accepted with a FutureWarning and moved to their new field.
+    prune_after_epochs: int | None = field(
+        default=None, metadata={"help": "Deprecated: use prune_solved_after (same value)."}
+    )
+    softmax_ema_alpha: float | None = field(
+        default=None, metadata={"help": "Deprecated: use softmax_ema_decay (= 1 - softmax_ema_alpha)."}
     )
 
     selection_log_max_rows: int = field(
@@ -249,8 +261,37 @@ def _finite(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+DEPRECATED_FIELDS: dict[str, tuple[str, str]] = {
+    "prune_after_epochs": ("prune_solved_after", "the same value"),
+    "softmax_ema_alpha": ("softmax_ema_decay", "1 - softmax_ema_alpha"),
+}
+"""Renamed settings: old name -> (new name, how the new value follows from the old)."""
+
+
+def _migrate_deprecated(args: LZEGRPOConfig) -> None:
+    """Moves a deprecated setting's value to its new field, with a `FutureWarning` naming both."""
+    for old, (new, how) in DEPRECATED_FIELDS.items():
+        value = getattr(args, old, None)
+        if value is None:
+            continue
+        if old == "softmax_ema_alpha":
+            _check(_finite(value) and 0 < value <= 1, old, value, "use softmax_ema_decay in [0, 1) instead.")
+            converted = 1.0 - value
+        else:
+            converted = value
+        warnings.warn(
+            f"`{old}` is deprecated and will be removed in a future version: use `{new}` ({new} = {how}, here "
+            f"{converted!r}).",
+            FutureWarning,
+            stacklevel=4,
+        )
+        setattr(args, new, converted)
+        setattr(args, old, None)
+
+
 def validate_lze_args(args: LZEGRPOConfig) -> None:
     """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting."""
+    _migrate_deprecated(args)
     _check(args.selector in SELECTORS, "selector", args.selector, f"use one of {sorted(SELECTORS)}.")
     _check(
         _finite(args.selection_ratio) and 0 < args.selection_ratio <= 1,
@@ -307,9 +348,9 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
     args.energy_terms = terms
     _check(_finite(args.pass_threshold), "pass_threshold", args.pass_threshold, "use a finite reward threshold.")
     _check(
-        isinstance(args.prune_after_epochs, int) and args.prune_after_epochs >= 1,
-        "prune_after_epochs",
-        args.prune_after_epochs,
+        isinstance(args.prune_solved_after, int) and args.prune_solved_after >= 1,
+        "prune_solved_after",
+        args.prune_solved_after,
         "use an integer >= 1, e.g. 2.",
     )
     _check(
@@ -357,10 +398,10 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "use a finite temperature > 0, e.g. 0.2 (0.1-0.3 is typical).",
     )
     _check(
-        _finite(args.softmax_ema_alpha) and 0 < args.softmax_ema_alpha <= 1,
-        "softmax_ema_alpha",
-        args.softmax_ema_alpha,
-        "use a step in (0, 1], e.g. 0.1.",
+        _finite(args.softmax_ema_decay) and 0 <= args.softmax_ema_decay < 1,
+        "softmax_ema_decay",
+        args.softmax_ema_decay,
+        "use a decay in [0, 1), e.g. 0.9.",
     )
     _check(
         not args.softmax_allocate_rollouts or args.selector == "softmax",

@@ -213,7 +213,7 @@ def replay_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.Data
         selection_log (`pandas.DataFrame`):
             The selection log.
         solved_after (`int`, *optional*, defaults to `2`):
-            The run's `prune_after_epochs`.
+            The run's `prune_solved_after`.
 
     Returns:
         `pandas.DataFrame`: one row per replay: `prompt_id`, `step`, `generation`, `pass_rate`, `streak_before` and

@@ -186,7 +186,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         if args.prune_solved and self.train_dataset is not None:
             self.pruner = PromptPruner(
                 len(self.train_dataset),
-                solved_after=args.prune_after_epochs,
+                solved_after=args.prune_solved_after,
                 replay_fraction=args.prune_replay_fraction,
                 seed=args.seed,
             )

@@ -221,7 +221,7 @@ def run(out_dir: Path, engine: str, case: str) -> None:
     )
     resume = None
     if case in ("lze", "resume", "ds_scheduler"):
-        values.update(prune_solved=True, prune_after_epochs=1, save_strategy="steps", save_steps=SAVE_STEP)
+        values.update(prune_solved=True, prune_solved_after=1, save_strategy="steps", save_steps=SAVE_STEP)
     if case == "resume":
         values["output_dir"] = str(out_dir.parent / "lze" / "out")
         resume = str(Path(values["output_dir"]) / f"checkpoint-{SAVE_STEP}")

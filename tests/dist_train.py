@@ -25,7 +25,7 @@ def main(out_dir: str, mode: str) -> None:
         max_steps=8 if mode == "rollout" else 4,  # rollout: past epoch 0, where skipping starts
         learning_rate=1e-2,
         prune_solved=mode == "prune",
-        prune_after_epochs=1,
+        prune_solved_after=1,
         rollout_filter="lze" if mode == "rollout" else "none",
         rollout_filter_audit=0.5,  # seeded draws: both ranks must take the same ones
     )

@@ -26,7 +26,7 @@ def test_overrides_are_typed_like_the_config_fields():
             "learning_rate=1",
             'energy_terms=["anchor", "uncertainty"]',
             "selector=uniform",
-            "prune_after_epochs=3",
+            "prune_solved_after=3",
             "energy_momentum_mode=improve",
         ]
     )
@@ -36,7 +36,7 @@ def test_overrides_are_typed_like_the_config_fields():
         "learning_rate": 1.0,
         "energy_terms": ["anchor", "uncertainty"],
         "selector": "uniform",
-        "prune_after_epochs": 3,
+        "prune_solved_after": 3,
         "energy_momentum_mode": "improve",
     }
     assert isinstance(parsed["learning_rate"], float)

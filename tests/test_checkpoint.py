@@ -20,7 +20,7 @@ def pruning_trainer(out_dir, prune, rollout_filter="none"):
         save_steps=1,
         learning_rate=1e-2,
         prune_solved=prune,
-        prune_after_epochs=1,
+        prune_solved_after=1,
         prune_replay_fraction=0.5,
         rollout_filter=rollout_filter,
         rollout_filter_audit=0.5,  # audits draw random numbers: resume must replay them too
@@ -88,7 +88,7 @@ def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
         max_steps=-1,
         num_train_epochs=3,
         prune_solved=True,
-        prune_after_epochs=1,
+        prune_solved_after=1,
         prune_replay_fraction=0.0,
     )
     trainer.train()

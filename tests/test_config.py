@@ -22,7 +22,7 @@ BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
         ("energy_momentum_weight", -1.0),
         ("energy_momentum_mode", "up"),
         ("energy_d_init_min", 2.0),
-        ("prune_after_epochs", 0),
+        ("prune_solved_after", 0),
         ("prune_replay_fraction", 1.5),
         ("prune_replay_fraction", float("nan")),
         ("selector", "best"),
@@ -68,3 +68,25 @@ def test_plain_grpo_config_gets_lze_defaults_and_keeps_its_values():
     assert args.learning_rate == 3e-6 and args.num_generations == 4
     assert args.steps_per_generation == plain.steps_per_generation
     assert args.selector == "lze" and args.selection_ratio == 0.4
+
+
+@pytest.mark.parametrize(
+    "old, value, new, expected",
+    [("prune_after_epochs", 3, "prune_solved_after", 3), ("softmax_ema_alpha", 0.25, "softmax_ema_decay", 0.75)],
+)
+def test_renamed_settings_still_work_with_a_warning(old, value, new, expected):
+    with pytest.warns(FutureWarning, match=f"`{old}` is deprecated.*use `{new}`"):
+        args = LZEGRPOConfig(**BASE, **{old: value})
+    assert getattr(args, new) == expected and getattr(args, old) is None
+    with pytest.warns(FutureWarning):  # and from the command line, through TRL's parser
+        from lze_trl.commands.grpo import make_parser
+
+        parsed = make_parser().parse_args_and_config(
+            ["--output_dir", BASE["output_dir"], "--use_cpu", "true", "--report_to", "none", f"--{old}", str(value)]
+        )
+    assert getattr(parsed[1], new) == expected
+
+
+def test_deprecated_softmax_alpha_out_of_range_names_it():
+    with pytest.raises(ValueError, match="softmax_ema_alpha=1.5 is invalid: use softmax_ema_decay"):
+        LZEGRPOConfig(**BASE, softmax_ema_alpha=1.5)

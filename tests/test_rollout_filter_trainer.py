@@ -69,7 +69,7 @@ def test_greso_mode_and_refill_and_pruning_work_together(tmp_path):
         selector="dapo",
         dapo_max_resample=1,
         prune_solved=True,
-        prune_after_epochs=1,
+        prune_solved_after=1,
         rollout_filter="greso",
     )
     plans = []

@@ -35,7 +35,7 @@ def settings(**overrides):
         dapo_max_resample=0,
         prefilter_mode="remove_both",
         softmax_temperature=0.2,
-        softmax_ema_alpha=0.1,
+        softmax_ema_decay=0.9,
     )
     values.update(overrides)
     return SimpleNamespace(**values)
@@ -266,8 +266,8 @@ def test_prefilter_works_from_callables_alone(tmp_path):
         ("dapo_max_resample", 1.5),
         ("prefilter_mode", "remove_some"),
         ("softmax_temperature", 0.0),
-        ("softmax_ema_alpha", 0.0),
-        ("softmax_ema_alpha", 1.5),
+        ("softmax_ema_decay", 1.0),
+        ("softmax_ema_decay", -0.1),
         ("softmax_allocate_rollouts", True),  # with selector="lze"
         ("selector", "raft"),
     ],

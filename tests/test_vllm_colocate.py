@@ -159,7 +159,7 @@ def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir
         dataset=prompt_dataset(8),  # 2 groups per step: one epoch is 4 steps
         max_steps=6,
         prune_solved=True,
-        prune_after_epochs=1,
+        prune_solved_after=1,
         prune_replay_fraction=0.0,
     )
     calls = record_vllm(trainer)

@@ -14,8 +14,8 @@ from .base import GroupBatch, Selector, register_selector
 class SoftmaxSelector(Selector):
     """
     `"softmax"`: the skill card's soft variant. Each prompt's pass rate is tracked by the selector's own EMA (the
-    card's update: the first observation sets it, then `ema <- (1 - a) * ema + a * p` with `a = softmax_ema_alpha`,
-    0.1 by default), updated with the group's pass rate before scoring. The score `-|ema - 0.5|` peaks at 50%
+    card's update: the first observation sets it, then `ema <- d * ema + (1 - d) * p` with `d = softmax_ema_decay`,
+    0.9 by default), updated with the group's pass rate before scoring. The score `-|ema - 0.5|` peaks at 50%
     accuracy; each group's weight is `softmax(score / softmax_temperature)` over the batch, times the number of
     groups, so weights average 1 over the batch and the loss keeps its scale. Every group takes part in the update
     (only its advantages are scaled), except groups with no scorable rollout (weight 0).
@@ -46,9 +46,9 @@ class SoftmaxSelector(Selector):
             self.ema = np.concatenate([self.ema, np.full(len(self.index) - len(self.ema), np.nan)])
         uniq, inverse = np.unique(slots, return_inverse=True)
         mean_p = np.bincount(inverse, weights=p[valid]) / np.bincount(inverse)
-        alpha = self.args.softmax_ema_alpha
+        decay = self.args.softmax_ema_decay
         old = self.ema[uniq]
-        self.ema[uniq] = np.where(np.isnan(old), mean_p, (1.0 - alpha) * old + alpha * mean_p)
+        self.ema[uniq] = np.where(np.isnan(old), mean_p, decay * old + (1.0 - decay) * mean_p)
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         ids = np.asarray(batch.prompt_ids, dtype=np.int64)
