@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .selection import in_learning_zone
+
 
 # ----------------------------------------------------------------------------------------------- reward values
 def _is_reward_value(value: Any) -> bool:
@@ -124,7 +126,7 @@ class DeadRunDetector:
         pass_rates = np.asarray(pass_rates, dtype=np.float64)
         rewards = np.asarray(rewards, dtype=np.float64)
         self.seen += 1
-        self.live += int(((pass_rates > 0) & (pass_rates < 1)).sum())
+        self.live += int(in_learning_zone(pass_rates).sum())
         finite = rewards[np.isfinite(rewards)]
         if finite.size:
             self.low, self.high = min(self.low, float(finite.min())), max(self.high, float(finite.max()))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .selection import in_learning_zone, zone_state
 from .state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 
 
@@ -75,36 +76,6 @@ def load_run(run_dir: PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     if "selected" not in log.columns:
         log["selected"] = log["weight"] > 0
     return prompts, log
-
-
-def in_learning_zone(pass_rate: Any) -> np.ndarray:
-    """
-    Whether each pass rate is in the learning zone, strictly between 0 and 1 (NaN: no).
-
-    Args:
-        pass_rate (array-like):
-            Pass rates.
-
-    Returns:
-        `np.ndarray`: boolean mask.
-    """
-    p = np.asarray(pass_rate, dtype=np.float64)
-    return (p > 0) & (p < 1)
-
-
-def zone_state(pass_rate: Any) -> np.ndarray:
-    """
-    Names the zone of each pass rate: `"unsolved"` (0), `"learning zone"` (strictly between), `"solved"` (1).
-
-    Args:
-        pass_rate (array-like):
-            Pass rates; NaN gives `"unknown"`.
-
-    Returns:
-        `np.ndarray`: array of strings.
-    """
-    p = np.asarray(pass_rate, dtype=np.float64)
-    return np.select([p <= 0, p >= 1, in_learning_zone(p)], ["unsolved", "solved", "learning zone"], "unknown")
 
 
 def _sorted_log(selection_log: pd.DataFrame) -> pd.DataFrame:

@@ -5,6 +5,8 @@ Plain vectorised numpy: no torch or TRL import (a torch tensor of rewards is acc
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -55,6 +57,59 @@ def group_reward_std(rewards: np.ndarray) -> np.ndarray:
     mean = values.sum(axis=1) / np.maximum(count, 1)
     var = (np.where(scorable, values - mean[:, None], 0.0) ** 2).sum(axis=1) / np.maximum(count, 1)
     return np.where(count >= 2, np.sqrt(var), np.nan)
+
+
+ZONES: tuple[str, ...] = ("unsolved", "learning zone", "solved")
+"""The zones of a pass rate (see [`zone_state`])."""
+
+
+def in_learning_zone(pass_rate: Any) -> np.ndarray:
+    """
+    Whether each pass rate is in the learning zone, strictly between 0 and 1 (NaN: no). Only such groups carry a
+    correctness signal for GRPO: some rollouts right, some wrong.
+
+    Args:
+        pass_rate (array-like):
+            Pass rates.
+
+    Returns:
+        `np.ndarray`: boolean mask.
+    """
+    p = np.asarray(pass_rate, dtype=np.float64)
+    return (p > 0) & (p < 1)
+
+
+def is_dead(pass_rate: Any) -> np.ndarray:
+    """
+    Whether each group is *dead*: pass rate 0 or 1, every scorable rollout wrong or every one right, so that its
+    correctness rewards do not vary. NaN (no scorable rollout) is neither dead nor in the learning zone. The one
+    meaning of "dead" across the trainer's `lze/dead_frac`, the rollout filter and the benchmarks' dead share (a
+    dead group under a non-binary correctness reward may still be trained on, see [`reward_spread_energies`]).
+
+    Args:
+        pass_rate (array-like):
+            Pass rates.
+
+    Returns:
+        `np.ndarray`: boolean mask.
+    """
+    p = np.asarray(pass_rate, dtype=np.float64)
+    return (p <= 0) | (p >= 1)
+
+
+def zone_state(pass_rate: Any) -> np.ndarray:
+    """
+    Names the zone of each pass rate: `"unsolved"` (0), `"learning zone"` (strictly between), `"solved"` (1).
+
+    Args:
+        pass_rate (array-like):
+            Pass rates; NaN gives `"unknown"`.
+
+    Returns:
+        `np.ndarray`: array of strings.
+    """
+    p = np.asarray(pass_rate, dtype=np.float64)
+    return np.select([p <= 0, p >= 1, in_learning_zone(p)], ["unsolved", "solved", "learning zone"], "unknown")
 
 
 def num_to_select(num_groups: int, num_active: int, ratio: float, min_ratio: float) -> int:

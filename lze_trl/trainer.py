@@ -32,7 +32,7 @@ from .pruning import PromptPruner
 from .refill import refill_generation_batch
 from .rollout_filter import build_rollout_filter
 from .sampler import LZERepeatSampler
-from .selection import group_pass_rates, reward_spread_energies
+from .selection import group_pass_rates, is_dead, reward_spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
 from .state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
@@ -294,7 +294,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         metrics = {
             "lze/pass_rate_mean": float(np.nanmean(pass_rates)) if np.isfinite(pass_rates).any() else 0.0,
             "lze/energy_mean": float(energies.mean()),
-            "lze/dead_frac": float((energies <= 0).mean()),
+            "lze/dead_frac": float(is_dead(pass_rates).mean()),
             "lze/selected_frac": float((weights > 0).mean()),
             "lze/update_rows": int((weights > 0).sum()) * G,
         }

@@ -266,8 +266,9 @@ def test_lze_still_updates_on_non_binary_rewards(tmp_path):
     trainer = make_trainer(tmp_path, reward=length_reward, model=model, max_steps=3)
     with pytest.warns(UserWarning, match="no prompt group was in the learning zone"):
         trainer.train()
-    # No group is dead (their rewards vary), and each step keeps its quota: 1 of its 2 groups, 4 rows.
-    assert logged(trainer, "lze/dead_frac") == [0.0] * 3
+    # Every group is dead by correctness (pass rate 1), yet its rewards vary: each step keeps its quota, 1 of its 2
+    # groups, 4 rows.
+    assert logged(trainer, "lze/dead_frac") == [1.0] * 3
     assert logged(trainer, "lze/selected_frac") == [0.5] * 3
     assert counter["rows"] == 3 * 1 * 4
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))

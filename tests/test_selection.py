@@ -67,3 +67,15 @@ def test_selection_invariants(energies, ratio, min_frac, noise, seed):
     assert not mask[energies == 0].any()
     if noise == 0 and mask.any():
         assert energies[mask].min() >= energies[(energies > 0) & ~mask].max(initial=0)
+
+
+def test_one_zone_helper_for_dead_and_learning_zone():
+    from lze_trl.plotting import in_learning_zone as plotting_zone
+    from lze_trl.selection import ZONES, in_learning_zone, is_dead, zone_state
+
+    p = np.array([0.0, 0.125, 0.5, 1.0, np.nan])
+    np.testing.assert_array_equal(in_learning_zone(p), [False, True, True, False, False])
+    np.testing.assert_array_equal(is_dead(p), [True, False, False, True, False])  # NaN: neither
+    assert zone_state(p).tolist() == ["unsolved", "learning zone", "learning zone", "solved", "unknown"]
+    assert set(zone_state(p)) - {"unknown"} == set(ZONES)
+    assert plotting_zone is in_learning_zone  # the analysis module uses the method layer's helper, not a copy

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ..selection import is_dead
+
 
 EVAL_SPLITS = ("test", "ood", "train")
 """Evaluated splits: the in-domain held-out test, the out-of-distribution split and a fixed sample of the RL training
@@ -43,7 +45,7 @@ def dead_shares(log: Any) -> dict[str, float | None]:
     rates = log["pass_rate"].to_numpy(dtype=float)
     steps = log["step"].to_numpy()
     scored = ~np.isnan(rates)
-    dead = scored & ((rates <= 0.0) | (rates >= 1.0))
+    dead = scored & is_dead(rates)
     last = steps >= steps.min() + 0.75 * (steps.max() - steps.min() + 1)
     return {
         "dead_share": float(dead.sum() / max(scored.sum(), 1)),

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..selection import is_dead
 from .base import GroupBatch, Selector, register_selector
 
 
@@ -31,7 +32,7 @@ class ReinforceRejSelector(Selector):
     def select(self, batch: GroupBatch) -> np.ndarray:
         ids = np.asarray(batch.prompt_ids, dtype=np.int64)
         p = np.asarray(batch.pass_rates, dtype=np.float64)
-        extreme = (p <= 0.0) | (p >= 1.0)  # False for NaN
+        extreme = is_dead(p)  # False for NaN
         already = np.isin(ids, self.rejected)
         self.rejected = np.union1d(self.rejected, ids[extreme])
         return (np.isfinite(p) & ~extreme & ~already).astype(np.float64)
