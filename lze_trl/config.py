@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from trl import GRPOConfig
 
@@ -98,6 +99,11 @@ class LZEGRPOConfig(GRPOConfig):
             (rounded by largest remainders; 0 skips a prompt for the epoch, 2 or more rolls it out that many times,
             spread over the epoch), and prompts never seen get one. The epoch keeps its length. Needs a map-style
             train dataset.
+        selector_kwargs (`dict[str, Any]` or `str`, *optional*):
+            Settings of a selector registered outside lze-trl (see `lze_trl.selectors.register_selector`), as a dict or
+            a JSON string (the command line's `--selector_kwargs '{"k": 1}'`); the selector reads them from
+            `args.selector_kwargs` and validates them in its `check_args`, so adding a selector needs no change to
+            this config or the trainer. The built-in selectors have their own fields above.
         rollout_filter (`str`, *optional*, defaults to `"none"`):
             Rollout-side selection: predict before generation which prompts would come back dead (all rollouts
             correct or all wrong) and skip them for the epoch, so generation is spent on the learning zone (see
@@ -200,6 +206,13 @@ class LZEGRPOConfig(GRPOConfig):
         default=False,
         metadata={"help": "selector='softmax': share each epoch's rollouts out in proportion to the weights."},
     )
+    selector_kwargs: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={
+            "help": "Settings of a selector registered outside lze-trl, as a dict (JSON on the command line); the "
+            "selector reads and validates them."
+        },
+    )
     rollout_filter: str = field(
         default="none",
         metadata={
@@ -240,8 +253,10 @@ class LZEGRPOConfig(GRPOConfig):
         },
     )
 
+    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["selector_kwargs"]
+
     def __post_init__(self):
-        super().__post_init__()
+        super().__post_init__()  # parses the JSON string of a dict field (`selector_kwargs`), as TRL's
         validate_lze_args(self)
 
 
@@ -366,49 +381,19 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "use a fraction in [0, 1], e.g. 0.1.",
     )
     _check(
-        _finite(args.dapo_std_epsilon) and args.dapo_std_epsilon >= 0,
-        "dapo_std_epsilon",
-        args.dapo_std_epsilon,
-        "use a finite value >= 0, e.g. 1e-6 (0 drops only groups whose rewards are exactly equal).",
-    )
-    _check(
-        isinstance(args.dapo_max_resample, int)
-        and not isinstance(args.dapo_max_resample, bool)
-        and args.dapo_max_resample >= 0,
-        "dapo_max_resample",
-        args.dapo_max_resample,
-        "use an integer >= 0 (0 filters without refilling; DAPO/verl allow up to 10 extra rounds).",
-    )
-    _check(
         args.resume_lze_state in RESUME_MODES,
         "resume_lze_state",
         args.resume_lze_state,
         f"use one of {list(RESUME_MODES)} ('fresh' resumes with a fresh LZE state on purpose).",
     )
     _check(
-        args.prefilter_mode in PREFILTER_MODES,
-        "prefilter_mode",
-        args.prefilter_mode,
-        f"use one of {list(PREFILTER_MODES)}.",
+        args.selector_kwargs is None or isinstance(args.selector_kwargs, dict),
+        "selector_kwargs",
+        args.selector_kwargs,
+        'use a dict (a JSON object on the command line), e.g. {"my_setting": 1}.',
     )
-    _check(
-        _finite(args.softmax_temperature) and args.softmax_temperature > 0,
-        "softmax_temperature",
-        args.softmax_temperature,
-        "use a finite temperature > 0, e.g. 0.2 (0.1-0.3 is typical).",
-    )
-    _check(
-        _finite(args.softmax_ema_decay) and 0 <= args.softmax_ema_decay < 1,
-        "softmax_ema_decay",
-        args.softmax_ema_decay,
-        "use a decay in [0, 1), e.g. 0.9.",
-    )
-    _check(
-        not args.softmax_allocate_rollouts or args.selector == "softmax",
-        "softmax_allocate_rollouts",
-        args.softmax_allocate_rollouts,
-        f"use it with selector='softmax' (got selector={args.selector!r}), or leave it False.",
-    )
+    for selector in SELECTORS.values():  # each selector validates its own settings
+        selector.check_args(args)
     _check(
         args.rollout_filter in ROLLOUT_FILTER_MODES,
         "rollout_filter",

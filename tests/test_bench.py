@@ -258,3 +258,21 @@ def test_every_command_takes_both_spellings_of_its_flags(spelling, tmp_path):
     argv = ["--dataset_name", "gsm8k", "--use_cpu", "--bf16", "false", spelling, out]
     script, training, *_ = grpo.make_parser().parse_args_and_config(argv)
     assert training.output_dir == out
+
+
+def test_sweep_report_counts_the_seeds_of_every_folder(tmp_path):
+    # one folder per seed (as the sweep in BENCHMARKS.md runs them): the report must say all seeds, not the first's
+    import json
+
+    from lze_trl.experiments.sweep import load_runs
+
+    folders = []
+    for seed in (2, 0, 1):
+        folder = tmp_path / f"seed{seed}"
+        (folder / f"seed_{seed}").mkdir(parents=True)
+        (folder / "bench_train.json").write_text(json.dumps({"baseline": "grpo", "seeds": [seed], "config": {}}))
+        (folder / f"seed_{seed}" / "demo_results.json").write_text(json.dumps({"methods": {"grpo": {"s": seed}}}))
+        folders.append(folder)
+    loaded = load_runs(folders)
+    assert loaded["seeds"] == [0, 1, 2]
+    assert loaded["runs"] == {"grpo": {2: {"s": 2}, 0: {"s": 0}, 1: {"s": 1}}}

@@ -19,7 +19,7 @@ from testing_utils import (
 )
 
 from lze_trl.selection import group_reward_std
-from lze_trl.selectors import SELECTORS, GroupBatch, TrainContext, fit_groups, get_selector
+from lze_trl.selectors import SELECTORS, GroupBatch, Selector, TrainContext, fit_groups, get_selector
 from lze_trl.selectors.dapo import DAPOSelector
 from lze_trl.selectors.prefilter import PrefilterSelector
 from lze_trl.selectors.reinforce_rej import ReinforceRejSelector
@@ -539,3 +539,54 @@ def test_two_processes_refill_and_prefilter_agree(tmp_path):
             np.testing.assert_array_equal(p[i % 9 == 0], 0.0)  # the reward can never pass these
             np.testing.assert_array_equal(p[i % 9 == 8], 1.0)  # nor fail these
             assert not set(selection["prompt_id"]) & set(np.flatnonzero((p == 0) | (p == 1)).tolist())
+
+
+def test_a_selector_added_outside_the_package_brings_its_own_settings(tmp_path):
+    # registering a selector is all it takes: its settings come through `selector_kwargs` and it validates them
+    from lze_trl import LZEGRPOConfig
+    from lze_trl.commands.grpo import make_parser
+    from lze_trl.selectors import register_selector
+    from lze_trl.selectors.base import check_setting
+
+    class KeepFirst(Selector):
+        name = "keep_first_test"
+
+        @classmethod
+        def check_args(cls, args):
+            if args.selector != cls.name:
+                return
+            k = (args.selector_kwargs or {}).get("keep", 1)
+            check_setting(isinstance(k, int) and k >= 1, "selector_kwargs['keep']", k, "use an integer >= 1.")
+
+        def select(self, batch):
+            weights = np.zeros(batch.num_groups)
+            weights[: self.args.selector_kwargs["keep"]] = 1.0
+            return weights
+
+    register_selector(KeepFirst)
+    try:
+        base = dict(output_dir=str(tmp_path), report_to="none", use_cpu=True, selector="keep_first_test")
+        with pytest.raises(ValueError, match=r"selector_kwargs\['keep'\]=0 is invalid: use an integer >= 1"):
+            LZEGRPOConfig(**base, selector_kwargs={"keep": 0})
+        args = LZEGRPOConfig(**base, selector_kwargs='{"keep": 2}')  # a JSON string, as from a YAML or the CLI
+        assert args.selector_kwargs == {"keep": 2}
+        np.testing.assert_array_equal(get_selector(args.selector)(args).select(batch([0.5] * 4)), [1, 1, 0, 0])
+        parsed = make_parser().parse_args_and_config(
+            [
+                "--output_dir",
+                str(tmp_path),
+                "--use_cpu",
+                "true",
+                "--report_to",
+                "none",
+                "--selector",
+                "keep_first_test",
+                "--selector_kwargs",
+                '{"keep": 3}',
+            ]
+        )
+        assert parsed[1].selector_kwargs == {"keep": 3}
+        with pytest.raises(ValueError, match="selector_kwargs=.*is invalid: use a dict"):
+            LZEGRPOConfig(**base, selector_kwargs=[1])
+    finally:
+        SELECTORS.pop("keep_first_test")

@@ -46,11 +46,11 @@ def load_runs(folders: list[str | Path]) -> dict[str, Any]:
             Folders holding `bench_train.json` and `seed_<n>/demo_results.json`.
 
     Returns:
-        `dict`: `baseline` (the first folder's), `seeds` (those of the first folder), `config` and `runs`:
+        `dict`: `baseline` (the first folder's), `seeds` (every folder's, sorted), `config` and `runs`:
         `{name: {seed: method record}}`, in the order first seen.
     """
     runs: dict[str, dict[int, Any]] = {}
-    baseline, seeds, config = None, None, None
+    baseline, config, seeds = None, None, set()
     for folder in folders:
         folder = Path(folder)
         bench_file = folder / "bench_train.json"
@@ -58,7 +58,7 @@ def load_runs(folders: list[str | Path]) -> dict[str, Any]:
             raise FileNotFoundError(f"{bench_file} not found: pass folders written by `lze-trl bench train`.")
         bench = json.loads(bench_file.read_text())
         baseline = baseline or bench["baseline"]
-        seeds = seeds or list(bench["seeds"])
+        seeds.update(int(seed) for seed in bench["seeds"])
         config = config or bench["config"]
         for seed in bench["seeds"]:
             result = json.loads((folder / f"seed_{seed}" / "demo_results.json").read_text())
@@ -66,7 +66,7 @@ def load_runs(folders: list[str | Path]) -> dict[str, Any]:
                 runs.setdefault(name, {}).setdefault(int(seed), method)
     if baseline not in runs:
         raise ValueError(f"The baseline run {baseline!r} is missing from {folders}.")
-    return {"baseline": baseline, "seeds": seeds, "config": config, "runs": runs}
+    return {"baseline": baseline, "seeds": sorted(seeds), "config": config, "runs": runs}
 
 
 def _stat(values: list[float]) -> dict[str, float | int | None]:

@@ -6,6 +6,7 @@ for a new one. Plain numpy with no TRL import.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -116,6 +117,21 @@ class Selector:
     def __init__(self, args: Any) -> None:
         self.args = args
 
+    @classmethod
+    def check_args(cls, args: Any) -> None:
+        """
+        Validates this selector's own settings in `args`, raising a `ValueError` that names the setting and the fix.
+
+        Called by [`LZEGRPOConfig`] for every registered selector (their settings are config fields whichever selector
+        runs, so a bad value is caught even when unused). A selector registered outside the package reads its
+        settings from `args.selector_kwargs` (a dict) and checks them here: adding one touches neither the trainer nor
+        the config.
+
+        Args:
+            args ([`LZEGRPOConfig`]):
+                The run's configuration.
+        """
+
     def select(self, batch: GroupBatch) -> np.ndarray:
         """
         Weight of each group in the update: 0 removes the group's rows from the update's forward/backward, 1 keeps
@@ -161,6 +177,17 @@ class Selector:
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         pass
+
+
+def check_setting(condition: bool, setting: str, value: object, requirement: str) -> None:
+    """Raises a `ValueError` `"<setting>=<value> is invalid: <requirement>"` unless `condition` holds."""
+    if not condition:
+        raise ValueError(f"{setting}={value!r} is invalid: {requirement}")
+
+
+def is_finite_number(x: object) -> bool:
+    """Whether `x` is a finite `int` or `float` (not a `bool`)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def fit_groups(

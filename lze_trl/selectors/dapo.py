@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..selection import group_reward_std
-from .base import GroupBatch, Selector, register_selector
+from .base import GroupBatch, Selector, check_setting, is_finite_number, register_selector
 
 
 @register_selector
@@ -35,6 +35,23 @@ class DAPOSelector(Selector):
     def __init__(self, args: Any) -> None:
         super().__init__(args)
         self.refill_rounds = int(args.dapo_max_resample)
+
+    @classmethod
+    def check_args(cls, args: Any) -> None:
+        check_setting(
+            is_finite_number(args.dapo_std_epsilon) and args.dapo_std_epsilon >= 0,
+            "dapo_std_epsilon",
+            args.dapo_std_epsilon,
+            "use a finite value >= 0, e.g. 1e-6 (0 drops only groups whose rewards are exactly equal).",
+        )
+        check_setting(
+            isinstance(args.dapo_max_resample, int)
+            and not isinstance(args.dapo_max_resample, bool)
+            and args.dapo_max_resample >= 0,
+            "dapo_max_resample",
+            args.dapo_max_resample,
+            "use an integer >= 0 (0 filters without refilling; DAPO/verl allow up to 10 extra rounds).",
+        )
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         std = group_reward_std(batch.rewards)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import GroupBatch, Selector, TrainContext, register_selector
+from .base import GroupBatch, Selector, TrainContext, check_setting, register_selector
 
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,15 @@ class PrefilterSelector(Selector):
         super().__init__(args)
         self.pass_rates: np.ndarray | None = None
         self.from_cache = False
+
+    @classmethod
+    def check_args(cls, args: Any) -> None:
+        check_setting(
+            args.prefilter_mode in PREFILTER_MODES,
+            "prefilter_mode",
+            args.prefilter_mode,
+            f"use one of {list(PREFILTER_MODES)}.",
+        )
 
     def removed(self) -> np.ndarray:
         """Boolean mask of the removed dataset rows (after judging)."""

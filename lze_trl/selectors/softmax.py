@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..energy import PromptIndex
-from .base import GroupBatch, Selector, register_selector
+from .base import GroupBatch, Selector, check_setting, is_finite_number, register_selector
 
 
 @register_selector
@@ -36,6 +36,27 @@ class SoftmaxSelector(Selector):
         self._last_count_max = 0
         # Allocating rollouts changes which prompts an epoch rolls out: a map-style dataset is then required.
         self.masks_rollouts = bool(getattr(args, "softmax_allocate_rollouts", False))
+
+    @classmethod
+    def check_args(cls, args: Any) -> None:
+        check_setting(
+            is_finite_number(args.softmax_temperature) and args.softmax_temperature > 0,
+            "softmax_temperature",
+            args.softmax_temperature,
+            "use a finite temperature > 0, e.g. 0.2 (0.1-0.3 is typical).",
+        )
+        check_setting(
+            is_finite_number(args.softmax_ema_decay) and 0 <= args.softmax_ema_decay < 1,
+            "softmax_ema_decay",
+            args.softmax_ema_decay,
+            "use a decay in [0, 1), e.g. 0.9.",
+        )
+        check_setting(
+            not args.softmax_allocate_rollouts or args.selector == "softmax",
+            "softmax_allocate_rollouts",
+            args.softmax_allocate_rollouts,
+            f"use it with selector='softmax' (got selector={args.selector!r}), or leave it False.",
+        )
 
     def _observe(self, ids: np.ndarray, p: np.ndarray) -> None:
         valid = np.isfinite(p)
