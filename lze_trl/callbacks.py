@@ -8,13 +8,11 @@ import io
 import os
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from transformers import TrainerCallback
 
-
-if TYPE_CHECKING:
-    from .trainer import LZEGRPOTrainer
+from .state import RunTables
 
 
 PLOT_REPORTERS = ("wandb", "trackio")
@@ -56,9 +54,10 @@ class LZEPlotCallback(TrainerCallback):
     Add it to a trainer with `trainer.add_callback(LZEPlotCallback(trainer))` or [`add_plot_callback`].
 
     Args:
-        trainer ([`LZEGRPOTrainer`], *optional*):
-            The trainer whose prompt table and selection log are plotted; can be set later with
-            [`~LZEPlotCallback.bind`].
+        tables ([`~lze_trl.state.RunTables`], *optional*):
+            Where the prompt table and the selection log are read: a live [`LZEGRPOTrainer`] (it is one) or a
+            [`~lze_trl.state.SavedRunTables`] of a run's folder. The callback never needs the trainer itself; can be
+            set later with [`~LZEPlotCallback.bind`].
         plot_steps (`int`, *optional*, defaults to `100`):
             Log the figures every `plot_steps` optimizer steps (at the first log at or after it); `None` or 0 logs
             them only at the end of training.
@@ -80,7 +79,7 @@ class LZEPlotCallback(TrainerCallback):
 
     def __init__(
         self,
-        trainer: LZEGRPOTrainer | None = None,
+        tables: RunTables | None = None,
         plot_steps: int | None = 100,
         histogram_steps: int | None = None,
         by: str | None = "difficulty",
@@ -90,7 +89,7 @@ class LZEPlotCallback(TrainerCallback):
         dpi: int = 80,
         bins: int = 20,
     ) -> None:
-        self.trainer = trainer
+        self.tables = tables
         self.plot_steps = plot_steps
         self.histogram_steps = histogram_steps
         self.by = by
@@ -105,9 +104,9 @@ class LZEPlotCallback(TrainerCallback):
         self.num_plot_logs = 0
         self._warned: set[str] = set()
 
-    def bind(self, trainer: LZEGRPOTrainer) -> LZEPlotCallback:
-        """Sets the trainer whose tables are plotted; returns the callback."""
-        self.trainer = trainer
+    def bind(self, tables: RunTables) -> LZEPlotCallback:
+        """Sets where the plotted tables are read (see [`~lze_trl.state.RunTables`]); returns the callback."""
+        self.tables = tables
         return self
 
     # ------------------------------------------------------------------------------------------------- trackers
@@ -134,7 +133,7 @@ class LZEPlotCallback(TrainerCallback):
 
     # ------------------------------------------------------------------------------------------------- events
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.trainer is None or not state.is_world_process_zero:
+        if self.tables is None or not state.is_world_process_zero:
             return
         trackers = self.active_trackers(args)
         if not trackers and self.save_dir is None:
@@ -160,7 +159,7 @@ class LZEPlotCallback(TrainerCallback):
 
         from .plotting import selection_histograms
 
-        columns = self.trainer.selection_log.columns()
+        columns = self.tables.selection_log.columns()
         new = columns["generation"] > self.last_generation
         if not new.any():
             return {}
@@ -175,10 +174,10 @@ class LZEPlotCallback(TrainerCallback):
             return {}
         from .plotting import figure_to_png, plot_run
 
-        log = self.trainer.selection_log.to_pandas()
+        log = self.tables.selection_log.to_pandas()
         if log.empty:
             return {}
-        prompts = self.trainer.prompt_table(include_prompts=self.by is not None)
+        prompts = self.tables.prompt_table(include_prompts=self.by is not None)
         figures = plot_run(prompts, log, by=self.by)
         entries = {}
         for name, fig in figures.items():
@@ -238,7 +237,7 @@ def _pil_image(png: bytes):
     return image
 
 
-def add_plot_callback(trainer: LZEGRPOTrainer, **kwargs) -> LZEPlotCallback | None:
+def add_plot_callback(trainer: Any, **kwargs) -> LZEPlotCallback | None:
     """
     Adds an [`LZEPlotCallback`] to `trainer` when it reports to wandb or trackio; a trainer that already has one keeps
     it, with `kwargs` applied to it.
@@ -252,14 +251,14 @@ def add_plot_callback(trainer: LZEGRPOTrainer, **kwargs) -> LZEPlotCallback | No
     Returns:
         [`LZEPlotCallback`] or `None`: the callback added (or already there), `None` when no tracker is reported to.
     """
-    unknown = set(kwargs) - set(inspect.signature(LZEPlotCallback).parameters) - {"trainer"}
+    unknown = set(kwargs) - set(inspect.signature(LZEPlotCallback).parameters) - {"tables"}
     if unknown:
         raise TypeError(f"add_plot_callback() got unknown LZEPlotCallback arguments: {sorted(unknown)}")
     for callback in trainer.callback_handler.callbacks:
         if isinstance(callback, LZEPlotCallback):
             for name, value in kwargs.items():
                 setattr(callback, name, value)
-            return callback.bind(trainer) if callback.trainer is None else callback
+            return callback.bind(trainer) if callback.tables is None else callback
     if not wants_lze_plots(trainer.args) and not kwargs.get("report_to"):
         return None
     callback = LZEPlotCallback(trainer, **kwargs)

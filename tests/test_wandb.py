@@ -195,7 +195,7 @@ def test_add_plot_callback_once_and_only_with_a_tracker():
     trainer = types.SimpleNamespace(args=args(["wandb"]), callback_handler=Handler())
     trainer.add_callback = trainer.callback_handler.callbacks.append
     callback = add_plot_callback(trainer, plot_steps=5)
-    assert isinstance(callback, LZEPlotCallback) and callback.trainer is trainer and callback.plot_steps == 5
+    assert isinstance(callback, LZEPlotCallback) and callback.tables is trainer and callback.plot_steps == 5
     assert add_plot_callback(trainer) is callback and len(trainer.callback_handler.callbacks) == 1
     assert add_plot_callback(trainer, by="source") is callback and callback.by == "source"  # settings applied
     with pytest.raises(TypeError, match="plot_every"):
@@ -386,3 +386,36 @@ def test_local_trackio_run_records_histograms_and_plots(tmp_path):
             assert image["_type"] == "trackio.image"
             data = (tmp_path / "trackio" / "media" / image["file_path"]).read_bytes()
             assert data[:8] == PNG_MAGIC and len(data) > 8_000
+
+
+def test_the_callback_plots_a_saved_run_without_any_trainer(tmp_path):
+    # A finished run's (or a checkpoint's) files are enough: the callback reads RunTables, never the trainer.
+    from lze_trl.state import (
+        PROMPTS_PARQUET,
+        SELECTION_LOG_PARQUET,
+        LZEStateError,
+        RunTables,
+        SavedRunTables,
+        save_table,
+    )
+
+    live = FakeTrainer()
+    live.select(0, [0.0, 0.25, 0.5, 1.0])
+    live.select(1, [0.5, 0.75])
+    run = tmp_path / "run"
+    run.mkdir()
+    save_table(live.prompt_table(), str(run / PROMPTS_PARQUET))
+    save_table(live.selection_log.to_pandas(), str(run / SELECTION_LOG_PARQUET))
+    saved = SavedRunTables(str(run))
+    assert isinstance(saved, RunTables) and isinstance(live, RunTables)
+    pd.testing.assert_frame_equal(saved.selection_log.to_pandas(), live.selection_log.to_pandas())
+    pd.testing.assert_frame_equal(saved.prompt_table(), live.prompt_table())
+    assert "difficulty" not in saved.prompt_table(include_prompts=False)  # state columns only
+    for tables, folder in ((live, tmp_path / "from_live"), (saved, tmp_path / "from_saved")):
+        callback = LZEPlotCallback(tables, report_to=[], save_dir=str(folder), plot_steps=1)
+        callback.on_log(args([]), state(1), None, logs={"train_runtime": 1.0})
+    live_pngs = sorted(os.listdir(tmp_path / "from_live" / "step-1"))
+    assert live_pngs == sorted(f"{n}.png" for n in PLOTS)
+    assert sorted(os.listdir(tmp_path / "from_saved" / "step-1")) == live_pngs
+    with pytest.raises(LZEStateError, match="no lze_prompts.parquet or lze_selection_log.parquet"):
+        SavedRunTables(str(tmp_path / "empty"))
