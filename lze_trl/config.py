@@ -1,4 +1,8 @@
-"""Configuration of [`LZEGRPOTrainer`]."""
+"""Configuration of [`LZEGRPOTrainer`].
+
+Over 400 lines on purpose: the dataclass documents every field in one docstring, as TRL's `GRPOConfig` does, and
+`validate_lze_args` keeps the checks of the trainer-wide settings next to them (each selector checks its own).
+"""
 
 from __future__ import annotations
 

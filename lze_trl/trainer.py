@@ -1,4 +1,10 @@
-"""[`LZEGRPOTrainer`]: TRL's `GRPOTrainer` that updates only on learning-zone prompt groups."""
+"""[`LZEGRPOTrainer`]: TRL's `GRPOTrainer` that updates only on learning-zone prompt groups.
+
+Over 400 lines on purpose: one class holding only the overrides of `GRPOTrainer`'s hooks (construction, sampler,
+generation and scoring, row marking, micro-step skipping, logging, checkpoint save/load and resume), which share the
+per-run counters; the method (`energy`, `selection`, `selectors`), the refill (`refill`), the TRL mirrors
+(`trl_coupling`) and the state files (`state`) live in their own modules.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Arithmetic reasoning task with verifiable answers and a graded difficulty spectrum.
 
+Just over 400 lines: the first demo task with its grammar, solver, reward and the problem-drawing loop both
+embedded tasks share (`draw_problems`).
+
 This is the embedded CPU demo task: short integer expressions (prompts of at most 24 characters, answers of at most 8)
 that a tiny character-level causal LM can learn on a laptop CPU. Everything is generated deterministically from a seed.
 
