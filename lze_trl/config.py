@@ -29,6 +29,8 @@ class LZEGRPOConfig(GRPOConfig):
     which prompts are still rolled out (forward pruning, off by default). Defaults are those of the authors' release.
 
     Parameters:
+        > Parameters that control which groups take part in the update (backward selection)
+
         selector (`str`, *optional*, defaults to `"lze"`):
             How prompt groups are chosen for the update, by the name of a registered selector (see
             `lze_trl.selectors`): `"lze"` (top `selection_ratio` by energy; restrict `energy_terms` for the paper's
@@ -46,6 +48,8 @@ class LZEGRPOConfig(GRPOConfig):
             keeps 20%.
         selection_noise (`float`, *optional*, defaults to `0.05`):
             Scale of the Gumbel exploration noise added to the energies, relative to their range; 0 ranks by energy.
+        > Parameters that control the energy
+
         energy_ema_decay (`float`, *optional*, defaults to `0.9`):
             Decay of the per-prompt pass-rate EMA, in [0, 1).
         energy_momentum_weight (`float`, *optional*, defaults to `0.3`):
@@ -57,6 +61,8 @@ class LZEGRPOConfig(GRPOConfig):
             Floor of the difficulty anchor `max(1 - p0, energy_d_init_min)`, in [0, 1].
         energy_terms (`list[str]`, *optional*, defaults to `["anchor", "uncertainty", "momentum"]`):
             Terms of the energy to use; a term left out takes its neutral value (ablations of the paper's Fig. 3).
+        > Parameters that control what counts as correct
+
         pass_threshold (`float`, *optional*, defaults to `0.5`):
             A rollout is correct when the correctness reward is `>= pass_threshold`. A rollout whose correctness
             reward is `None` (TRL turns it into NaN) counts neither as correct nor as wrong: it is left out of its
@@ -66,6 +72,8 @@ class LZEGRPOConfig(GRPOConfig):
             `lze_trl.selection.reward_spread_energies`).
         correctness_reward (`str` or `int`, *optional*):
             Name or index of the reward function that defines correctness. Defaults to the first one.
+        > Parameters that control forward pruning
+
         prune_solved (`bool`, *optional*, defaults to `False`):
             Stop rolling out prompts that stay fully solved (forward pruning), replaying a few each epoch. Needs a
             map-style train dataset.
@@ -74,6 +82,8 @@ class LZEGRPOConfig(GRPOConfig):
             pruned, >= 1. Replaces `prune_after_epochs` (deprecated, same value: it counted observations, not epochs).
         prune_replay_fraction (`float`, *optional*, defaults to `0.1`):
             Fraction of the prune pool replayed at the start of each epoch (at least one prompt when > 0), in [0, 1].
+        > Parameters of the peer selectors (each read and validated by its selector)
+
         dapo_std_epsilon (`float`, *optional*, defaults to `1e-6`):
             `selector="dapo"`: a group whose correctness rewards have a standard deviation `<= dapo_std_epsilon` is
             dropped (a tolerance for non-binary rewards), >= 0.
@@ -108,6 +118,8 @@ class LZEGRPOConfig(GRPOConfig):
             a JSON string (the command line's `--selector_kwargs '{"k": 1}'`); the selector reads them from
             `args.selector_kwargs` and validates them in its `check_args`, so adding a selector needs no change to
             this config or the trainer. The built-in selectors have their own fields above.
+        > Parameters that control rollout-side selection (before generation)
+
         rollout_filter (`str`, *optional*, defaults to `"none"`):
             Rollout-side selection: predict before generation which prompts would come back dead (all rollouts
             correct or all wrong) and skip them for the epoch, so generation is spent on the learning zone (see
@@ -128,6 +140,8 @@ class LZEGRPOConfig(GRPOConfig):
         rollout_filter_prior_column (`str`, *optional*):
             Train dataset column (e.g. `"difficulty"`) whose values group prompts never rolled out for their prior:
             the share of dead first observations among prompts with the same value. Default: one group.
+        > Parameters that control the logs and the saved state
+
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
             Rows (one per prompt group and generation batch) kept in the selection log, oldest dropped first; 0
             disables it. Saved as `lze_selection_log.parquet` with each checkpoint and at the end of training, and

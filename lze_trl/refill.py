@@ -14,7 +14,7 @@ from .selectors import fit_groups
 
 
 def refill_generation_batch(
-    trainer: Any, generate: Callable[[list[dict]], dict], inputs, output, group_ids, pass_rates, energies, weights
+    trainer: Any, generate: Callable[[list[dict]], dict], inputs, output, prompt_ids, pass_rates, energies, weights
 ):
     """
     Refills a generation batch whose selector dropped groups, for selectors with `refill_rounds > 0`.
@@ -34,17 +34,17 @@ def refill_generation_batch(
         )
     G, num_processes, rows_per_process = trainer.num_generations, trainer.accelerator.num_processes, len(inputs)
     weights, used = fit_groups(weights, np.zeros(num_processes, dtype=np.int64), G, rows_per_process)
-    rounds = [(output, group_ids, pass_rates, energies, weights)]
-    seen = set(group_ids.tolist())
+    rounds = [(output, prompt_ids, pass_rates, energies, weights)]
+    seen = set(prompt_ids.tolist())
     while len(rounds) <= trainer.selector.refill_rounds and used.sum() < num_processes * rows_per_process:
-        extra, extra_ids = refill_inputs(trainer, inputs, len(group_ids), len(rounds), seen)
+        extra, extra_ids = refill_inputs(trainer, inputs, len(prompt_ids), len(rounds), seen)
         out = generate(extra)
         ids, rewards, rates, energy = trainer._lze_observe(extra_ids)
         w, used = fit_groups(trainer._lze_select(ids, rates, rewards, energy, len(rounds)), used, G, rows_per_process)
         rounds.append((out, ids, rates, energy, w))
         seen.update(ids.tolist())
     if len(rounds) == 1:
-        return output, group_ids, pass_rates, energies, weights, 0
+        return output, prompt_ids, pass_rates, energies, weights, 0
     merged = concat_batches([r[0] for r in rounds], trainer._tokenizer.pad_token_id, sum_keys=("num_items_in_batch",))
     stacked = [np.concatenate([r[i] for r in rounds]) for i in range(1, 5)]
     return merged, *stacked, len(rounds) - 1

@@ -284,16 +284,17 @@ class LZEGRPOTrainer(GRPOTrainer):
             return output
 
         G, num_processes = self.num_generations, self.accelerator.num_processes
-        group_ids, rewards, pass_rates, energies = self._lze_observe(local_ids)
-        weights = self._lze_select(group_ids, pass_rates, rewards, energies, refill_round=0)
+        prompt_ids, rewards, pass_rates, energies = self._lze_observe(local_ids)
+        weights = self._lze_select(prompt_ids, pass_rates, rewards, energies, refill_round=0)
         refills = 0
         if self.selector.refill_rounds > 0:
-            output, group_ids, pass_rates, energies, weights, refills = refill_generation_batch(
-                self, super()._generate_and_score_completions, inputs, output, group_ids, pass_rates, energies, weights
+            generate = super()._generate_and_score_completions
+            output, prompt_ids, pass_rates, energies, weights, refills = refill_generation_batch(
+                self, generate, inputs, output, prompt_ids, pass_rates, energies, weights
             )
-        self.scorer.record_selection(group_ids, weights > 0)
+        self.scorer.record_selection(prompt_ids, weights > 0)
         self.selection_log.append(
-            self.state.global_step, self._lze_generation, group_ids, pass_rates, energies, weights
+            self.state.global_step, self._lze_generation, prompt_ids, pass_rates, energies, weights
         )
         self._lze_generation += 1
 
@@ -344,25 +345,25 @@ class LZEGRPOTrainer(GRPOTrainer):
         """
         G = self.num_generations
         local = torch.tensor(local_ids, dtype=torch.long, device=self.accelerator.device)
-        group_ids = gather(local).cpu().numpy()[::G]
+        prompt_ids = gather(local).cpu().numpy()[::G]
         rewards_per_func = self._lze_rewards_per_func.float()
         rewards = rewards_per_func[:, self._correctness_index].cpu().numpy().reshape(-1, G)
         weights = self.reward_weights.to(rewards_per_func.device).float()
         totals = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1).cpu().numpy().reshape(-1, G)
         pass_rates = group_pass_rates(rewards, G, self.args.pass_threshold)
-        energies = reward_spread_energies(self.scorer.score(group_ids, pass_rates), pass_rates, rewards, totals)
+        energies = reward_spread_energies(self.scorer.score(prompt_ids, pass_rates), pass_rates, rewards, totals)
         if self.pruner is not None:
-            self.pruner.observe(group_ids, pass_rates)
+            self.pruner.observe(prompt_ids, pass_rates)
         message = self._lze_dead_run.observe(pass_rates, rewards)
         if message is not None and self.accelerator.is_main_process:
             warnings.warn(message, UserWarning, stacklevel=2)
         if self.rollout_filter is not None:
-            self.rollout_filter.observe(group_ids, pass_rates)
-        return group_ids, rewards, pass_rates, energies
+            self.rollout_filter.observe(prompt_ids, pass_rates)
+        return prompt_ids, rewards, pass_rates, energies
 
-    def _lze_select(self, group_ids, pass_rates, rewards, energies, refill_round: int) -> np.ndarray:
+    def _lze_select(self, prompt_ids, pass_rates, rewards, energies, refill_round: int) -> np.ndarray:
         seed = [self.args.seed, self._lze_generation] + ([refill_round] if refill_round > 0 else [])
-        batch = GroupBatch(group_ids, pass_rates, rewards, energies, np.random.default_rng(seed))
+        batch = GroupBatch(prompt_ids, pass_rates, rewards, energies, np.random.default_rng(seed))
         return np.asarray(self.selector.select(batch), dtype=np.float64)
 
     def _mark_rows(self, output: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:

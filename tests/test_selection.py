@@ -12,7 +12,7 @@ def test_group_pass_rates_threshold_and_nan():
     rewards = torch.tensor(
         [1.0, 0.0, 0.6, 0.4, float("nan"), 1.0, float("nan"), 0.0, float("nan")] + [float("nan")] * 3
     )
-    p = group_pass_rates(rewards, num_generations=3, threshold=0.5)
+    p = group_pass_rates(rewards, num_generations=3, pass_threshold=0.5)
     assert p[0] == pytest.approx(2 / 3)  # 1.0 and 0.6 pass
     assert p[1] == pytest.approx(1 / 2)  # 0.4 fails, nan left out, 1.0 passes
     assert p[2] == pytest.approx(0.0)
@@ -29,24 +29,24 @@ def test_quota_formula():
 
 def test_top_k_without_noise_is_exact_ranking():
     energies = np.array([0.1, 0.9, 0.0, 0.5, 0.7, 0.0, 0.3, 0.2, 0.8, 0.05])
-    mask = select_top_k(energies, ratio=0.4, min_ratio=0.3, noise=0.0)
+    mask = select_top_k(energies, selection_ratio=0.4, min_selection_ratio=0.3, selection_noise=0.0)
     assert set(np.flatnonzero(mask)) == {1, 8, 4, 3}
 
 
 def test_dead_groups_never_selected_and_do_not_take_quota():
     energies = np.array([0.0, 0.0, 0.0, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.1])
-    mask = select_top_k(energies, ratio=0.4, noise=0.05, rng=np.random.default_rng(0))
+    mask = select_top_k(energies, selection_ratio=0.4, selection_noise=0.05, rng=np.random.default_rng(0))
     assert set(np.flatnonzero(mask)) == {3, 9}
-    assert not select_top_k(np.zeros(8), noise=0.05, rng=np.random.default_rng(0)).any()
+    assert not select_top_k(np.zeros(8), selection_noise=0.05, rng=np.random.default_rng(0)).any()
     assert not select_top_k(np.array([np.nan, 0.0])).any()
 
 
 def test_same_seed_same_decision_and_noise_explores():
     energies = np.linspace(0.1, 0.2, 50)
-    a = select_top_k(energies, noise=0.05, rng=np.random.default_rng([1, 2]))
-    b = select_top_k(energies, noise=0.05, rng=np.random.default_rng([1, 2]))
+    a = select_top_k(energies, selection_noise=0.05, rng=np.random.default_rng([1, 2]))
+    b = select_top_k(energies, selection_noise=0.05, rng=np.random.default_rng([1, 2]))
     np.testing.assert_array_equal(a, b)
-    picks = [select_top_k(energies, noise=1.0, rng=np.random.default_rng(s)) for s in range(20)]
+    picks = [select_top_k(energies, selection_noise=1.0, rng=np.random.default_rng(s)) for s in range(20)]
     assert len({tuple(np.flatnonzero(m)) for m in picks}) > 1
 
 
