@@ -53,23 +53,23 @@ class PromptPruner:
     def num_replayed(self) -> int:
         return int(self.replayed.sum())
 
-    def observe(self, indices: np.ndarray, pass_rates: np.ndarray) -> None:
+    def observe(self, prompt_ids: np.ndarray, pass_rates: np.ndarray) -> None:
         """
         Updates the streaks and the pool with one observation of each prompt.
 
         Args:
-            indices (`np.ndarray`):
-                Dataset indices of the observed prompts.
+            prompt_ids (`np.ndarray`):
+                Prompt ids (dataset row indices) of the observed prompts.
             pass_rates (`np.ndarray`):
                 Their pass rates; NaN (no scorable rollout) leaves a prompt untouched.
         """
-        indices = np.asarray(indices, dtype=np.int64)
+        prompt_ids = np.asarray(prompt_ids, dtype=np.int64)
         p = np.asarray(pass_rates, dtype=np.float64)
         valid = ~np.isnan(p)
-        indices, p = indices[valid], p[valid]
+        prompt_ids, p = prompt_ids[valid], p[valid]
         solved = p >= 1.0
         # A prompt observed twice in one call counts once, solved only if solved every time.
-        uniq, inverse = np.unique(indices, return_inverse=True)
+        uniq, inverse = np.unique(prompt_ids, return_inverse=True)
         all_solved = np.bincount(inverse, weights=~solved, minlength=len(uniq)) == 0
         streak = self.solved_streak[uniq].astype(np.int64)
         self.solved_streak[uniq] = np.where(all_solved, np.minimum(streak + 1, np.iinfo(np.int16).max), 0)
