@@ -55,11 +55,12 @@ skipped prompts with the lowest `pi` are put back until it holds. Every decision
 `(seed, epoch)`, so all processes take the same one, and [`~RolloutFilter.state_dict`] resumes it exactly.
 
 Online recalibration (`calibration=True`, config `rollout_filter_calibration`): the Beta-binomial `pi` of a prompt
-with a state is miscalibrated in a run-specific way (underconfident for prompts dead for good: ~0.7 predicted where
-~0.9 come back dead; overconfident that prompts near `p = 0` or `1` stay alive). Every generated group whose plan-time
-prediction came from the state gives a pair `(x, y)`: `x` its raw `pi` at planning, `y = 1` if it came back dead.
-Kept prompts fill the low-`x` region; retries, audits and the cap's put-backs the high-`x` region. With `B = 10`
-bins `b(x) = min(floor(B x), B - 1)`, bin centres `c_b = (b + 1/2) / B`, `m = 10` pseudo-observations and a
+with a state is miscalibrated, and in a task-specific direction: after one dead observation it says ~0.7, where ~0.9
+come back dead among synthetic prompts dead for good, but only ~0.3 in the `carries` task's GRPO logs. Every
+generated group whose plan-time prediction came from the state gives a pair `(x, y)`: `x` its raw `pi` at planning,
+`y = 1` if it came back dead. Kept prompts fill the low-`x` region; retries, audits and the cap's put-backs the
+high-`x` region, so the audit share sets how fast the skipped region is learned. With `B = 10`
+bins `b(x) = min(floor(B x), B - 1)`, bin centres `c_b = (b + 1/2) / B`, `m = 2` pseudo-observations and a
 half-life of `H = 2048` groups:
 
     statistics (exponentially forgotten: before a call to `observe` with `n` pairs, all three are multiplied by
@@ -102,7 +103,7 @@ PRIOR_EPS = 0.5  # eps
 GRESO_BASE = 0.5
 GRESO_MIN_KEEP = 0.01
 CALIBRATION_BINS = 10  # B
-CALIBRATION_PRIOR = 10.0  # m, pseudo-observations per bin at the identity
+CALIBRATION_PRIOR = 2.0  # m, pseudo-observations per bin at the identity (Beta(1, 1) at c = 1/2)
 CALIBRATION_HALF_LIFE = 2048.0  # H, in observed groups
 
 
