@@ -140,6 +140,11 @@ class LZEGRPOConfig(GRPOConfig):
         rollout_filter_prior_column (`str`, *optional*):
             Train dataset column (e.g. `"difficulty"`) whose values group prompts never rolled out for their prior:
             the share of dead first observations among prompts with the same value. Default: one group.
+        rollout_filter_calibration (`bool`, *optional*, defaults to `False`):
+            Recalibrate the predicted dead probability online before the threshold: a monotone (isotonic) map over 10
+            probability bins, smoothed toward the identity, fitted to the run's own pairs of (prediction at planning,
+            group came back dead), audited skips and retries included (see `lze_trl.rollout_filter`). With
+            `rollout_filter="greso"` it changes only the logged prediction.
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
@@ -249,6 +254,10 @@ class LZEGRPOConfig(GRPOConfig):
     )
     rollout_filter_prior_column: str | None = field(
         default=None, metadata={"help": "Dataset column grouping unseen prompts for their prior (e.g. difficulty)."}
+    )
+    rollout_filter_calibration: bool = field(
+        default=False,
+        metadata={"help": "Recalibrate the predicted dead probability online (isotonic map on the run's outcomes)."},
     )
 
     # Deprecated names (see `DEPRECATED_FIELDS`): accepted with a FutureWarning and moved to their new field.
@@ -437,4 +446,10 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "rollout_filter_audit",
         args.rollout_filter_audit,
         "use a fraction in [0, 1], e.g. 0.02 (0 disables the audit of skipped prompts).",
+    )
+    _check(
+        isinstance(args.rollout_filter_calibration, bool),
+        "rollout_filter_calibration",
+        args.rollout_filter_calibration,
+        "use True or False (True recalibrates rollout_filter's predicted dead probability online).",
     )

@@ -54,6 +54,38 @@ Cap: when fewer than `min_pool` prompts would be kept (a generation batch needs 
 skipped prompts with the lowest `pi` are put back until it holds. Every decision is a function of the state and of
 `(seed, epoch)`, so all processes take the same one, and [`~RolloutFilter.state_dict`] resumes it exactly.
 
+Online recalibration (`calibration=True`, config `rollout_filter_calibration`): the Beta-binomial `pi` of a prompt
+with a state is miscalibrated, and in a task-specific direction: after one dead observation it says ~0.7, where ~0.9
+come back dead among synthetic prompts dead for good, but only ~0.3 in the `carries` task's GRPO logs. Every
+generated group whose plan-time prediction came from the state gives a pair `(x, y)`: `x` its raw `pi` at planning,
+`y = 1` if it came back dead. Kept prompts fill the low-`x` region; retries, audits and the cap's put-backs the
+high-`x` region, so the audit share sets how fast the skipped region is learned. With `B = 10`
+bins `b(x) = min(floor(B x), B - 1)`, bin centres `c_b = (b + 1/2) / B`, `m = 2` pseudo-observations and a
+half-life of `H = 2048` groups:
+
+    statistics (exponentially forgotten: before a call to `observe` with `n` pairs, all three are multiplied by
+    0.5 ** (n / H)):
+        n_b <- n_b + 1,  d_b <- d_b + y,  s_b <- s_b + x          for each pair in bin b(x)
+
+    per bin, smoothed toward the identity (a Beta(m c_b, m (1 - c_b)) prior on the dead rate at raw c_b):
+        x_b = (s_b + m c_b) / (n_b + m),   r_b = (d_b + m c_b) / (n_b + m),   w_b = n_b + m
+
+    monotone: y_b = the weighted isotonic (non-decreasing) regression of r_b with weights w_b (pool-adjacent-
+    violators);
+
+    map (piecewise linear through the anchors (x_b, y_b), slope 1 beyond the outer ones):
+        f(x) = interp(x; x_b, y_b)      for x_0 <= x <= x_{B-1}
+        f(x) = clip(y_0 + x - x_0, 0, 1)  for x < x_0,   clip(y_{B-1} + x - x_{B-1}, 0, 1)  for x > x_{B-1}
+
+    and the prediction the threshold, the cap and the metrics use is pi = f(pi_raw) for prompts with a state (the
+    prior of unseen prompts is already an observed frequency and stays as is).
+
+Without data `f` is the identity (`x_b = y_b = c_b`); `x_b` lies inside bin `b`, so the anchors are strictly
+increasing and `f` is non-decreasing: the ranking of prompts by `pi` is kept, only where the threshold cuts moves.
+The statistics are updated from the gathered groups every process sees, so the map is the same on all of them, and
+they are part of the state dict. `rollout_filter/brier_raw` logs the Brier score of the uncalibrated `pi` next to
+`rollout_filter/brier` (the one used), so a run shows what the map bought.
+
 Plain numpy, no TRL or torch import.
 """
 
@@ -70,6 +102,9 @@ MAX_STREAK_EVIDENCE = 4  # k_max
 PRIOR_EPS = 0.5  # eps
 GRESO_BASE = 0.5
 GRESO_MIN_KEEP = 0.01
+CALIBRATION_BINS = 10  # B
+CALIBRATION_PRIOR = 2.0  # m, pseudo-observations per bin at the identity (Beta(1, 1) at c = 1/2)
+CALIBRATION_HALF_LIFE = 2048.0  # H, in observed groups
 
 
 def beta_binomial_dead(q: np.ndarray, n: np.ndarray, num_generations: int) -> np.ndarray:
@@ -99,6 +134,29 @@ def beta_binomial_dead(q: np.ndarray, n: np.ndarray, num_generations: int) -> np
     return np.minimum(all_wrong + all_right, 1.0)
 
 
+def isotonic_increasing(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """
+    Weighted least-squares non-decreasing fit of `values` (pool-adjacent-violators).
+
+    Args:
+        values (`np.ndarray`):
+            The values, in order.
+        weights (`np.ndarray`):
+            Their weights, > 0.
+
+    Returns:
+        `np.ndarray`: the fitted values, float64, non-decreasing, same shape.
+    """
+    blocks: list[list[float]] = []  # [weighted mean, weight, length]
+    for value, weight in zip(np.asarray(values, dtype=np.float64).tolist(), np.asarray(weights, np.float64).tolist()):
+        blocks.append([value, weight, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            v2, w2, n2 = blocks.pop()
+            v1, w1, n1 = blocks.pop()
+            blocks.append([(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, n1 + n2])
+    return np.asarray([v for v, _, n in blocks for _ in range(n)], dtype=np.float64)
+
+
 class RolloutFilter:
     """
     Per-prompt dead-group predictor and the epoch-level skip decision of rollout-side selection (see the module
@@ -126,6 +184,10 @@ class RolloutFilter:
             Decay `beta` of the pass-rate EMA.
         seed (`int`, *optional*, defaults to `0`):
             Seed of the audit and GRESO draws (with the epoch).
+        calibration (`bool`, *optional*, defaults to `False`):
+            Recalibrate the predicted dead probability of prompts with a state online, with a monotone map fitted
+            to the run's own (prediction, outcome) pairs (see the module docstring); `"greso"` mode then only logs
+            the calibrated prediction (its decisions do not use it).
     """
 
     def __init__(
@@ -140,6 +202,7 @@ class RolloutFilter:
         prior_buckets: np.ndarray | None = None,
         ema_decay: float = 0.9,
         seed: int = 0,
+        calibration: bool = False,
     ) -> None:
         if mode not in ROLLOUT_FILTER_MODES[1:]:
             raise ValueError(f"Unknown rollout filter mode {mode!r}; expected one of {ROLLOUT_FILTER_MODES[1:]}.")
@@ -152,6 +215,7 @@ class RolloutFilter:
         self.min_pool = min_pool
         self.ema_decay = ema_decay
         self.seed = seed
+        self.calibration = bool(calibration)
         if prior_buckets is None:
             prior_buckets = np.zeros(num_prompts, dtype=np.int64)
         prior_buckets = np.asarray(prior_buckets, dtype=np.int64)
@@ -173,6 +237,13 @@ class RolloutFilter:
         # The current epoch's plan: prediction and audit flags (for metrics)
         self.epoch_prediction = np.full(num_prompts, np.nan)
         self.epoch_audit = np.zeros(num_prompts, dtype=bool)
+        self.epoch_raw = np.full(num_prompts, np.nan)  # uncalibrated pi at planning
+        self.epoch_seen = np.zeros(num_prompts, dtype=bool)  # pi came from the prompt's state (not the prior)
+        # Online calibration statistics per bin (forgotten with half-life H): n_b, d_b, s_b
+        self.calibration_count = np.zeros(CALIBRATION_BINS)
+        self.calibration_dead = np.zeros(CALIBRATION_BINS)
+        self.calibration_pred = np.zeros(CALIBRATION_BINS)
+        self.brier_raw = np.zeros(2)  # squared errors of the uncalibrated pi: this batch, the run
         # Run totals
         self.totals = dict.fromkeys(("skipped", "audited", "audited_alive", "observed", "brier_sum"), 0.0)
         self._batch: dict[str, float] = {}
@@ -184,15 +255,69 @@ class RolloutFilter:
         trend = self.last_pass_rate - self.ema_pass_rate
         return np.clip(self.ema_pass_rate + MOMENTUM * trend, 0.0, 1.0)
 
-    def predict_dead(self) -> np.ndarray:
-        """Predicted probability `pi` that each prompt's next group is dead."""
+    def predict_dead(self, raw: bool = False) -> np.ndarray:
+        """
+        Predicted probability `pi` that each prompt's next group is dead.
+
+        Args:
+            raw (`bool`, *optional*, defaults to `False`):
+                Skip the online calibration map (when `calibration` is on): the Beta-binomial / prior `pi` itself.
+
+        Returns:
+            `np.ndarray`: the probabilities, float64, shape `(num_prompts,)`.
+        """
         seen = ~np.isnan(self.last_pass_rate)
         prior = (self.first_dead + 1.0) / (self.first_seen + 2.0)
         pi = prior[self.prior_buckets].astype(np.float64)
         if seen.any():
             evidence = self.num_generations * np.clip(self.dead_streak[seen], 1, MAX_STREAK_EVIDENCE)
             pi[seen] = beta_binomial_dead(self.predict_pass_rate()[seen], evidence, self.num_generations)
+            if self.calibration and not raw:
+                pi[seen] = self.calibrate(pi[seen])
         return pi
+
+    def calibration_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """
+        The anchors `(x_b, y_b)` of the online calibration map (the identity's bin centres before any data).
+
+        Returns:
+            `tuple[np.ndarray, np.ndarray]`: strictly increasing `x_b` and non-decreasing `y_b`, `B` each.
+        """
+        centres = (np.arange(CALIBRATION_BINS) + 0.5) / CALIBRATION_BINS
+        weight = self.calibration_count + CALIBRATION_PRIOR
+        x = (self.calibration_pred + CALIBRATION_PRIOR * centres) / weight
+        r = (self.calibration_dead + CALIBRATION_PRIOR * centres) / weight
+        return x, isotonic_increasing(r, weight)
+
+    def calibrate(self, raw: np.ndarray) -> np.ndarray:
+        """
+        Applies the online calibration map `f` to raw predicted dead probabilities.
+
+        Args:
+            raw (`np.ndarray`):
+                Raw probabilities in [0, 1].
+
+        Returns:
+            `np.ndarray`: `f(raw)`, float64, in [0, 1], non-decreasing in `raw`.
+        """
+        raw = np.asarray(raw, dtype=np.float64)
+        x, y = self.calibration_map()
+        out = np.interp(raw, x, y)
+        out = np.where(raw < x[0], y[0] + raw - x[0], out)
+        out = np.where(raw > x[-1], y[-1] + raw - x[-1], out)
+        return np.clip(out, 0.0, 1.0)
+
+    def _learn_calibration(self, raw: np.ndarray, dead: np.ndarray) -> None:
+        """Forgets `0.5 ** (n / H)` of the calibration statistics, then adds the `n` pairs `(raw, dead)`."""
+        if len(raw) == 0:
+            return
+        forget = 0.5 ** (len(raw) / CALIBRATION_HALF_LIFE)
+        for stat in (self.calibration_count, self.calibration_dead, self.calibration_pred):
+            stat *= forget
+        bins = np.minimum((raw * CALIBRATION_BINS).astype(np.int64), CALIBRATION_BINS - 1)
+        np.add.at(self.calibration_count, bins, 1.0)
+        np.add.at(self.calibration_dead, bins, dead.astype(np.float64))
+        np.add.at(self.calibration_pred, bins, raw)
 
     # ----------------------------------------------------------------------------------------------- decision
     def plan_epoch(
@@ -216,7 +341,11 @@ class RolloutFilter:
         available = np.ones(n, dtype=bool) if available is None else np.asarray(available, dtype=bool)
         rng = np.random.default_rng([self.seed, epoch, 0x5F17])
         u_audit, u_skip = rng.random(n), rng.random(n)
-        pi = self.predict_dead()
+        raw = self.predict_dead(raw=True)
+        seen = ~np.isnan(self.last_pass_rate)
+        pi = raw.copy()
+        if self.calibration and seen.any():
+            pi[seen] = self.calibrate(raw[seen])
         if self.mode == "lze":
             skip = pi > self.threshold
         else:
@@ -232,9 +361,11 @@ class RolloutFilter:
         short = min(self.min_pool, int(available.sum())) - int(keep.sum())
         if short > 0:  # cap: put back the skipped prompts least likely dead
             candidates = np.flatnonzero(skip)
-            back = candidates[np.lexsort((candidates, pi[candidates]))[:short]]
+            back = candidates[np.lexsort((candidates, raw[candidates], pi[candidates]))[:short]]
             keep[back], skip[back] = True, False
         self.epoch_prediction = pi
+        self.epoch_raw = raw
+        self.epoch_seen = seen
         self.epoch_audit = audit
         self.last_epoch[keep] = epoch
         self.visit[keep] = self.progress
@@ -254,8 +385,17 @@ class RolloutFilter:
         if len(idx) == 0:
             return
         dead = (p <= 0.0) | (p >= 1.0)
-        pi = self.epoch_prediction[idx]
-        pi = np.where(np.isnan(pi), self.predict_dead()[idx], pi)
+        pi, raw, from_state = self.epoch_prediction[idx], self.epoch_raw[idx], self.epoch_seen[idx]
+        unplanned = np.isnan(pi)
+        if unplanned.any():  # observed without a plan (e.g. before the first epoch's): the current prediction
+            pi = np.where(unplanned, self.predict_dead()[idx], pi)
+            raw = np.where(unplanned, self.predict_dead(raw=True)[idx], raw)
+            from_state = np.where(unplanned, ~np.isnan(self.last_pass_rate[idx]), from_state)
+        raw = np.where(np.isnan(raw), pi, raw)
+        if self.calibration:
+            self._learn_calibration(raw[from_state], dead[from_state])
+        raw_squared_error = float(((raw - dead) ** 2).sum())
+        self.brier_raw += raw_squared_error
         audited = self.epoch_audit[idx]
         b = self._batch
         b["groups"] += len(idx)
@@ -285,6 +425,8 @@ class RolloutFilter:
             self.last_pass_rate[i] = rate
 
     def _reset_batch(self) -> None:
+        if hasattr(self, "brier_raw"):
+            self.brier_raw[0] = 0.0
         self._batch = dict.fromkeys(
             ("groups", "observed_dead", "predicted_dead", "brier", "audited", "audited_alive"), 0.0
         )
@@ -297,6 +439,7 @@ class RolloutFilter:
             "rollout_filter/predicted_dead_frac": b["predicted_dead"] / groups,
             "rollout_filter/observed_dead_frac": b["observed_dead"] / groups,
             "rollout_filter/brier": b["brier"] / groups,
+            "rollout_filter/brier_raw": self.brier_raw[0] / groups,
             "rollout_filter/audited": b["audited"],
             "rollout_filter/audited_alive": b["audited_alive"],
             "rollout_filter/skipped_total": t["skipped"],
@@ -305,6 +448,7 @@ class RolloutFilter:
             "rollout_filter/audited_alive_total": t["audited_alive"],
             "rollout_filter/wrong_skip_rate": t["audited_alive"] / t["audited"] if t["audited"] else 0.0,
             "rollout_filter/brier_total": t["brier_sum"] / t["observed"] if t["observed"] else 0.0,
+            "rollout_filter/brier_raw_total": self.brier_raw[1] / t["observed"] if t["observed"] else 0.0,
         }
         self._reset_batch()
         return out
@@ -326,6 +470,12 @@ class RolloutFilter:
             "epoch_skipped": np.asarray(getattr(self, "_epoch_skipped", 0)),
             "totals": np.asarray([self.totals[k] for k in sorted(self.totals)], dtype=np.float64),
             "batch": np.asarray([self._batch[k] for k in sorted(self._batch)], dtype=np.float64),
+            "epoch_raw": self.epoch_raw.copy(),
+            "epoch_seen": self.epoch_seen.copy(),
+            "calibration_count": self.calibration_count.copy(),
+            "calibration_dead": self.calibration_dead.copy(),
+            "calibration_pred": self.calibration_pred.copy(),
+            "brier_raw": self.brier_raw.copy(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -348,6 +498,14 @@ class RolloutFilter:
         self._epoch_skipped = int(state["epoch_skipped"])
         self.totals = dict(zip(sorted(self.totals), np.asarray(state["totals"], dtype=np.float64).tolist()))
         self._batch = dict(zip(sorted(self._batch), np.asarray(state["batch"], dtype=np.float64).tolist()))
+        # States saved before the online calibration existed: no calibration data, raw = logged predictions.
+        self.epoch_raw = np.asarray(state.get("epoch_raw", self.epoch_prediction), dtype=np.float64).copy()
+        seen = state.get("epoch_seen", ~np.isnan(self.last_pass_rate))
+        self.epoch_seen = np.asarray(seen, dtype=bool).copy()
+        for name in ("calibration_count", "calibration_dead", "calibration_pred"):
+            setattr(self, name, np.asarray(state.get(name, np.zeros(CALIBRATION_BINS)), dtype=np.float64).copy())
+        brier_raw = state.get("brier_raw", [self._batch["brier"], self.totals["brier_sum"]])
+        self.brier_raw = np.asarray(brier_raw, dtype=np.float64).copy()
 
 
 def prior_buckets_from_column(values: list[Any]) -> np.ndarray:
@@ -391,4 +549,5 @@ def build_rollout_filter(args: Any, train_dataset: Any, num_generations: int) ->
         prior_buckets=buckets,
         ema_decay=args.energy_ema_decay,
         seed=args.seed,
+        calibration=args.rollout_filter_calibration,
     )

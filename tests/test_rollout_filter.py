@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from lze_trl.rollout_filter import RolloutFilter, beta_binomial_dead, prior_buckets_from_column
+from lze_trl.rollout_filter import (
+    CALIBRATION_BINS,
+    RolloutFilter,
+    beta_binomial_dead,
+    isotonic_increasing,
+    prior_buckets_from_column,
+)
 
 
 G = 8
@@ -93,9 +99,10 @@ def test_greso_mode_skips_by_dead_streak_only():
     assert back3 < back
 
 
-def test_every_prompt_is_retried_within_the_floor():
+@pytest.mark.parametrize("calibration", [False, True])
+def test_every_prompt_is_retried_within_the_floor(calibration):
     n, retry = 200, 3
-    f = RolloutFilter(n, G, retry_epochs=retry, audit_fraction=0.0, min_pool=8)
+    f = RolloutFilter(n, G, retry_epochs=retry, audit_fraction=0.0, min_pool=8, calibration=calibration)
     true = np.zeros(n)  # everything always fails: all skipped after the first observation
     last_seen = np.full(n, 0.0)
     progress = 0.0
@@ -174,6 +181,7 @@ def test_bad_settings_are_rejected():
         ("rollout_filter_threshold", 1.0, "rollout_filter_threshold=1.0 is invalid"),
         ("rollout_filter_retry_epochs", 0, "rollout_filter_retry_epochs=0 is invalid"),
         ("rollout_filter_audit", 1.5, "rollout_filter_audit=1.5 is invalid"),
+        ("rollout_filter_calibration", "yes", "rollout_filter_calibration='yes' is invalid"),
     ],
 )
 def test_config_names_the_bad_setting(tmp_path, setting, value, match):
@@ -181,3 +189,122 @@ def test_config_names_the_bad_setting(tmp_path, setting, value, match):
 
     with pytest.raises(ValueError, match=match):
         LZEGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **{setting: value})
+
+
+# ----------------------------------------------------------------------------------------------- online calibration
+def test_online_calibration_lowers_the_brier_score_and_matches_the_dead_share():
+    # 80% of the prompts are dead for good: the raw Beta-binomial is underconfident on them (~0.7 after one dead
+    # observation, where nearly all come back dead). Every prompt is observed every epoch (threshold ~1 skips
+    # nothing), so both filters see the same outcomes and differ only in their predictions.
+    true, _ = pool(seed=1, n=1000, dead_share=0.8)
+    runs = {}
+    for calibration in (False, True):
+        f = RolloutFilter(len(true), G, threshold=0.999999, audit_fraction=0.0, calibration=calibration)
+        runs[calibration] = (f, simulate(f, true, epochs=8)[2:])  # from epoch 2 on the map has data
+    (raw_f, raw), (cal_f, cal) = runs[False], runs[True]
+    for r, c in zip(raw, cal):
+        np.testing.assert_array_equal(r["idx"], c["idx"])
+        np.testing.assert_array_equal(r["dead"], c["dead"])
+    dead = np.concatenate([r["dead"] for r in cal]).astype(float)
+    pred_raw = np.concatenate([r["pred"] for r in raw])
+    pred_cal = np.concatenate([r["pred"] for r in cal])
+    brier_raw, brier_cal = np.mean((pred_raw - dead) ** 2), np.mean((pred_cal - dead) ** 2)
+    assert brier_cal < 0.9 * brier_raw
+    # the run logs both scores: the calibrated run's raw Brier is the uncalibrated run's Brier
+    m_raw, m_cal = raw[-1]["metrics"], cal[-1]["metrics"]
+    assert m_cal["rollout_filter/brier_raw_total"] == pytest.approx(m_raw["rollout_filter/brier_total"])
+    assert m_raw["rollout_filter/brier_raw_total"] == pytest.approx(m_raw["rollout_filter/brier_total"])
+    assert m_cal["rollout_filter/brier_total"] < m_cal["rollout_filter/brier_raw_total"]
+    # calibration-in-the-large: over the epochs measured, the predicted dead share is the observed one within three
+    # binomial standard errors of the observed share plus 0.01 for the map's lag (it is fitted on the past epochs
+    # while the always-dead prompts' streaks, hence their raw predictions, keep growing)
+    tolerance = 3 * np.sqrt(dead.mean() * (1 - dead.mean()) / len(dead)) + 0.01
+    assert abs(pred_cal.mean() - dead.mean()) < tolerance
+    assert abs(pred_raw.mean() - dead.mean()) > abs(pred_cal.mean() - dead.mean())
+    # the map moved the dead-for-good region up (raw ~0.7 -> near the observed ~1)
+    assert cal_f.calibrate(np.array([0.7]))[0] > 0.85
+    assert raw_f.calibration_count.sum() == 0  # off: no statistics, decisions as before
+
+
+def test_calibration_map_is_monotone_and_the_identity_without_data():
+    f = RolloutFilter(10, G, calibration=True)
+    x = np.linspace(0.0, 1.0, 1001)
+    np.testing.assert_allclose(f.calibrate(x), x, atol=1e-12)
+    # adversarial pairs: the dead rate FALLS with the raw prediction; the map stays non-decreasing
+    rng = np.random.default_rng(0)
+    raw = rng.random(5000)
+    f._learn_calibration(raw, rng.random(5000) < 1.0 - raw)
+    xs, ys = f.calibration_map()
+    assert np.all(np.diff(xs) > 0) and np.all(np.diff(ys) >= 0)
+    assert np.all(np.diff(f.calibrate(x)) >= 0) and f.calibrate(x).min() >= 0 and f.calibrate(x).max() <= 1
+    # pool-adjacent-violators: the weighted least-squares non-decreasing fit
+    np.testing.assert_allclose(isotonic_increasing(np.array([1.0, 3.0, 2.0, 4.0]), np.ones(4)), [1, 2.5, 2.5, 4])
+    np.testing.assert_allclose(isotonic_increasing(np.array([3.0, 1.0]), np.array([1.0, 3.0])), [1.5, 1.5])
+    values, weights = rng.random(CALIBRATION_BINS), rng.random(CALIBRATION_BINS) + 0.1
+    fit = isotonic_increasing(values, weights)
+    assert np.all(np.diff(fit) >= -1e-15)
+    assert np.sum(weights * fit) == pytest.approx(np.sum(weights * values))  # PAV keeps the weighted mean
+    # a well-calibrated source leaves the map near the identity
+    g = RolloutFilter(10, G, calibration=True)
+    g._learn_calibration(raw, rng.random(5000) < raw)
+    np.testing.assert_allclose(g.calibrate(x), x, atol=0.08)
+
+
+def test_calibrated_skipping_keeps_the_floor_cap_and_audit():
+    true, _ = pool(dead_share=0.8)
+    f = RolloutFilter(len(true), G, audit_fraction=0.05, min_pool=64, retry_epochs=4, seed=3, calibration=True)
+    records = simulate(f, true, epochs=20)
+    later = np.concatenate([r["dead"] for r in records[1:]]).mean()
+    assert records[0]["dead"].mean() > 0.7 and later < 0.35
+    assert all(len(r["idx"]) >= 64 for r in records)
+    # no starvation: no prompt waited more than the floor's 4 passes' worth of generation (+ the last epoch's)
+    assert f.progress > 5 and np.max(f.progress - f.visit) <= 4 + len(records[-1]["idx"]) / len(true) + 1e-9
+    m = records[-1]["metrics"]
+    assert m["rollout_filter/audited_total"] > 0 and m["rollout_filter/wrong_skip_rate"] < 0.3
+    # the high-probability region has data (audits, retries), and the map learned that it is dead
+    assert f.calibration_count[-3:].sum() > 50 and f.calibrate(np.array([0.8]))[0] > 0.8
+
+
+def test_calibrated_filter_is_deterministic_and_resumes_exactly():
+    true, _ = pool(n=300)
+    a = RolloutFilter(len(true), G, audit_fraction=0.1, seed=7, min_pool=16, calibration=True)
+    b = RolloutFilter(len(true), G, audit_fraction=0.1, seed=7, min_pool=16, calibration=True)
+    ra, rb = simulate(a, true, 6), simulate(b, true, 6)
+    for x, y in zip(ra, rb):
+        np.testing.assert_array_equal(x["idx"], y["idx"])
+        np.testing.assert_array_equal(x["pred"], y["pred"])
+        assert x["metrics"] == y["metrics"]
+    assert a.calibration_count.sum() > 0
+    np.testing.assert_array_equal(a.calibration_map()[1], b.calibration_map()[1])
+
+    restored = RolloutFilter(len(true), G, audit_fraction=0.1, seed=7, min_pool=16, calibration=True)
+    restored.load_state_dict({k: np.array(v) for k, v in a.state_dict().items()})
+    for epoch in range(6, 10):
+        keep_a, keep_r = a.plan_epoch(epoch), restored.plan_epoch(epoch)
+        np.testing.assert_array_equal(keep_a, keep_r)
+        np.testing.assert_array_equal(a.epoch_prediction, restored.epoch_prediction)
+        idx = np.flatnonzero(keep_a)
+        p = np.random.default_rng(epoch).binomial(G, true[idx]) / G
+        a.observe(idx, p)
+        restored.observe(idx, p)
+        assert a.metrics() == restored.metrics()
+    for name in ("calibration_count", "calibration_dead", "calibration_pred"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(restored, name))
+
+
+def test_a_state_saved_before_calibration_existed_still_loads():
+    true, _ = pool(n=100)
+    old = RolloutFilter(len(true), G, audit_fraction=0.1, seed=2)
+    simulate(old, true, 3)
+    old.plan_epoch(3)
+    state = old.state_dict()
+    for key in ("epoch_raw", "epoch_seen", "calibration_count", "calibration_dead", "calibration_pred", "brier_raw"):
+        del state[key]
+    new = RolloutFilter(len(true), G, audit_fraction=0.1, seed=2, calibration=True)
+    new.load_state_dict(state)
+    np.testing.assert_array_equal(new.epoch_raw, old.epoch_prediction)
+    assert new.calibration_count.sum() == 0
+    np.testing.assert_allclose(new.predict_dead(), old.predict_dead(), atol=1e-12)  # no data yet: the identity
+    idx = np.arange(50)
+    new.observe(idx, np.zeros(50))
+    assert new.calibration_count.sum() > 0

@@ -59,6 +59,40 @@ def test_rollout_filter_generates_fewer_dead_groups(tmp_path):
     assert keep is not None and keep[0::4].sum() >= 6 and keep.sum() - keep[0::4].sum() <= 4
 
 
+def test_calibrated_rollout_filter_learns_its_map_and_resumes_exactly(tmp_path):
+    overrides = dict(
+        selection_ratio=1.0,
+        rollout_filter="lze",
+        rollout_filter_calibration=True,
+        rollout_filter_audit=0.5,  # audits draw random numbers: resume must replay them too
+        save_strategy="steps",
+        save_steps=1,
+    )
+    full = train(tmp_path / "full", **overrides)
+    f = full.rollout_filter
+    assert f.calibration and f.calibration_count.sum() > 0
+    assert dead_share_after_first_epoch(full, 8) < 0.35
+    logs = [e for e in full.state.log_history if "lze/rollout_filter/brier_raw" in e]
+    assert len(logs) == 14 and logs[-1]["lze/rollout_filter/brier_raw_total"] > 0
+    # the map's statistics are part of the checkpointed state: a resumed run ends in the same state
+    full_arrays, full_counters = full.lze_state()
+    assert "rollout_filter.calibration_count" in full_arrays
+    resumed = make_trainer(
+        tmp_path / "full",
+        reward=three_quarters_solved,
+        dataset=prompt_dataset(32),
+        per_device_train_batch_size=16,
+        max_steps=14,
+        **overrides,
+    )
+    resumed.args.output_dir = str(tmp_path / "resumed")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / "checkpoint-10"))
+    arrays, counters = resumed.lze_state()
+    assert counters == full_counters
+    for key in full_arrays:
+        np.testing.assert_array_equal(arrays[key], full_arrays[key], err_msg=key)
+
+
 def test_greso_mode_and_refill_and_pruning_work_together(tmp_path):
     trainer = make_trainer(
         tmp_path,
