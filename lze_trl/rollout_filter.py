@@ -1,5 +1,8 @@
 r"""Rollout-side selection: predict, before generation, which prompts will come back dead, and skip them.
 
+Over 400 lines on purpose: a hundred of them are this docstring, the predictor's model in formulas (the issue asked
+for it here), and the filter's state, plan, observation and calibration share one per-prompt state.
+
 A prompt group is *dead* when all `G` rollouts are correct or all are wrong (pass rate 0 or 1): its GRPO advantages
 are all zero and its rollouts teach nothing. [`RolloutFilter`] keeps a small state per prompt (dataset index) from
 the groups observed so far and, at the start of every epoch, decides which prompts the epoch rolls out. The train
@@ -94,6 +97,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from .selection import is_dead
 
 
 ROLLOUT_FILTER_MODES = ("none", "lze", "greso")
@@ -376,15 +381,15 @@ class RolloutFilter:
         return keep
 
     # ----------------------------------------------------------------------------------------------- observation
-    def observe(self, indices: np.ndarray, pass_rates: np.ndarray) -> None:
+    def observe(self, prompt_ids: np.ndarray, pass_rates: np.ndarray) -> None:
         """Updates the state with scored groups (all processes' groups; NaN pass rates are ignored) and the metrics."""
-        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        idx = np.asarray(prompt_ids, dtype=np.int64).reshape(-1)
         p = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
         valid = ~np.isnan(p) & (idx >= 0) & (idx < self.num_prompts)
         idx, p = idx[valid], p[valid]
         if len(idx) == 0:
             return
-        dead = (p <= 0.0) | (p >= 1.0)
+        dead = is_dead(p)
         pi, raw, from_state = self.epoch_prediction[idx], self.epoch_raw[idx], self.epoch_seen[idx]
         unplanned = np.isnan(pi)
         if unplanned.any():  # observed without a plan (e.g. before the first epoch's): the current prediction
@@ -414,14 +419,14 @@ class RolloutFilter:
         new = np.isnan(self.last_pass_rate[first_idx])
         np.add.at(self.first_seen, self.prior_buckets[first_idx[new]], 1)
         np.add.at(self.first_dead, self.prior_buckets[first_idx[new]], dead[first_pos[new]].astype(np.int64))
-        for i, rate, is_dead in zip(idx.tolist(), p.tolist(), dead.tolist()):
+        for i, rate, was_dead in zip(idx.tolist(), p.tolist(), dead.tolist()):
             previous = self.last_pass_rate[i]
             if np.isnan(previous):
                 self.ema_pass_rate[i] = rate
             else:
                 self.ema_pass_rate[i] = self.ema_decay * self.ema_pass_rate[i] + (1.0 - self.ema_decay) * rate
-            same_side = is_dead and not np.isnan(previous) and (previous >= 1.0) == (rate >= 1.0)
-            self.dead_streak[i] = (self.dead_streak[i] + 1 if same_side else 1) if is_dead else 0
+            same_side = was_dead and not np.isnan(previous) and (previous >= 1.0) == (rate >= 1.0)
+            self.dead_streak[i] = (self.dead_streak[i] + 1 if same_side else 1) if was_dead else 0
             self.last_pass_rate[i] = rate
 
     def _reset_batch(self) -> None:
