@@ -215,7 +215,7 @@ def test_flops_of_a_hand_checked_run():
     meter = RunMeter(
         rollout_prompt_tokens=100, rollout_completion_tokens=50, update_prompt_tokens=40, update_completion_tokens=20
     )
-    assert meter.rollout_tokens == 150 and meter.update_tokens == 60
+    assert meter.rollout_processed_tokens == 150 and meter.update_processed_tokens == 60
     flops = meter.flops(num_params=1000)
     assert flops["generation_flops"] == 2 * 1000 * 150
     assert flops["update_flops"] == 6 * 1000 * 60
@@ -246,13 +246,13 @@ def test_metered_trainer_counts_the_rows_of_the_update(tmp_path, tiny, selector)
     logged = [e for e in trainer.state.log_history if "lze/update_tokens" in e]
     assert meter.generation_batches == 3 and meter.rollouts == 3 * 8
     # TRL's own count of rollout tokens (prompt + completion) is the meter's.
-    assert trainer.state.num_input_tokens_seen == meter.rollout_tokens
+    assert trainer.state.num_input_tokens_seen == meter.rollout_processed_tokens
     # The trainer's loss-token count of the update is the completion tokens the meter saw entering the loss.
     assert meter.update_completion_tokens == sum(e["lze/update_tokens"] for e in logged)
     if selector == "none":
-        assert meter.update_tokens == meter.rollout_tokens and meter.update_rows == meter.rollouts
+        assert meter.update_processed_tokens == meter.rollout_processed_tokens and meter.update_rows == meter.rollouts
     else:
-        assert meter.update_tokens < meter.rollout_tokens
+        assert meter.update_processed_tokens < meter.rollout_processed_tokens
     assert meter.selection_seconds > 0 and meter.rollout_seconds < meter.step_seconds
 
 
@@ -284,8 +284,8 @@ def _run(accs, seconds_per_step, flops_per_step, update_tokens):
         "rollouts": 100,
         "rollout_completion_tokens": 500,
         "rollout_prompt_tokens": 1000,
-        "update_tokens": update_tokens,
-        "update_completion_tokens": update_tokens // 3,
+        "update_processed_tokens": 3 * update_tokens,
+        "update_completion_tokens": update_tokens,
         "update_rows": 10,
         "generation_flops": 1.0,
         "update_flops": 2.0,
@@ -344,7 +344,10 @@ def test_demo_command_end_to_end(tmp_path, capsys):
         assert [r["step"] for r in method["curve"]] == list(range(config.steps + 1))
         assert summary["rollouts"] == config.steps * config.prompts_per_step * config.num_generations
         assert summary["total_flops"] == pytest.approx(summary["generation_flops"] + summary["update_flops"])
-        assert summary["update_flops"] == pytest.approx(6 * summary["num_params"] * summary["update_tokens"])
+        assert summary["update_flops"] == pytest.approx(6 * summary["num_params"] * summary["update_processed_tokens"])
+        # one word, one count: update tokens are the loss tokens, as the trainer's `lze/update_tokens` logs them
+        logged = sum(row["lze/update_tokens"] for row in method["steps"] if "lze/update_tokens" in row)
+        assert summary["update_tokens"] == summary["update_completion_tokens"] == logged
         for key in (
             "final_test_accuracy",
             "final_ood_accuracy",
@@ -356,7 +359,9 @@ def test_demo_command_end_to_end(tmp_path, capsys):
         assert set(method["ratios"]) >= {"update_tokens_per_step", "total_flops", "train_seconds"}
         assert set(method["final_accuracy_by_level"]) == {"test", "ood", "train"}
     grpo = results["methods"]["grpo"]["summary"]
-    assert grpo["update_tokens"] == grpo["rollout_tokens"] + grpo["rollout_prompt_tokens"]
+    # plain GRPO updates on every rollout: its update tokens are the completion tokens it generated
+    assert grpo["update_tokens"] == grpo["rollout_tokens"]
+    assert grpo["update_processed_tokens"] == grpo["rollout_tokens"] + grpo["rollout_prompt_tokens"]
     assert set(results["target"]) == set(results["target_train_prompts"]) == {"lze", "lze+prune"}
     assert results["target"]["lze"]["split"] == "test" and results["target_train_prompts"]["lze"]["split"] == "train"
     assert sum(results["start"]["train_pass_rate_histogram"]["counts"]) == config.n_train

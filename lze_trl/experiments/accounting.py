@@ -90,25 +90,29 @@ class RunMeter:
     step_seconds: float = 0.0
 
     @property
-    def rollout_tokens(self) -> int:
+    def rollout_processed_tokens(self) -> int:
+        """Prompt + completion tokens of every rollout: what generation processes (the FLOP basis)."""
         return self.rollout_prompt_tokens + self.rollout_completion_tokens
 
     @property
-    def update_tokens(self) -> int:
+    def update_processed_tokens(self) -> int:
+        """Prompt + completion tokens of the updated rows: what the update processes (the FLOP basis). Not the
+        *update tokens* of the trainer's `lze/update_tokens` and the results' `update_tokens`, which count the loss
+        (completion) tokens, `update_completion_tokens`."""
         return self.update_prompt_tokens + self.update_completion_tokens
 
     def flops(self, num_params: int) -> dict[str, float]:
         """Generation, update and total FLOPs under the `2 N` / `6 N` per-token model."""
-        generation = float(GENERATION_FLOPS_PER_TOKEN * num_params * self.rollout_tokens)
-        update = float(UPDATE_FLOPS_PER_TOKEN * num_params * self.update_tokens)
+        generation = float(GENERATION_FLOPS_PER_TOKEN * num_params * self.rollout_processed_tokens)
+        update = float(UPDATE_FLOPS_PER_TOKEN * num_params * self.update_processed_tokens)
         return {"generation_flops": generation, "update_flops": update, "total_flops": generation + update}
 
     def snapshot(self, num_params: int) -> dict[str, float]:
         """Every counter, the derived token totals and the FLOPs, as a flat dict."""
         return {
             **asdict(self),
-            "rollout_tokens": self.rollout_tokens,
-            "update_tokens": self.update_tokens,
+            "rollout_processed_tokens": self.rollout_processed_tokens,
+            "update_processed_tokens": self.update_processed_tokens,
             **self.flops(num_params),
         }
 

@@ -125,6 +125,8 @@ def run_comparison(config: DemoConfig, output_dir: str | os.PathLike, figures: b
             "generation_flops_per_token": f"{GENERATION_FLOPS_PER_TOKEN}N (prompt + completion tokens, every rollout)",
             "update_flops_per_token": f"{UPDATE_FLOPS_PER_TOKEN}N (prompt + completion tokens of every updated row)",
             "rollout_tokens": "completion tokens generated (prompt tokens: rollout_prompt_tokens)",
+            "update_tokens": "loss (completion) tokens of the updated rows, as the trainer's lze/update_tokens "
+            "(prompt + completion: update_processed_tokens)",
         },
         "warm_start": warm_meta,
         "start": start,

@@ -88,9 +88,11 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
         "rollouts": totals["rollouts"],
         "rollout_tokens": totals["rollout_completion_tokens"],
         "rollout_prompt_tokens": totals["rollout_prompt_tokens"],
-        "update_tokens": totals["update_tokens"],
-        "update_tokens_per_step": totals["update_tokens"] / batches,
+        # update tokens = loss (completion) tokens of the updated rows, as the trainer's `lze/update_tokens`
+        "update_tokens": totals["update_completion_tokens"],
+        "update_tokens_per_step": totals["update_completion_tokens"] / batches,
         "update_completion_tokens": totals["update_completion_tokens"],
+        "update_processed_tokens": totals["update_processed_tokens"],
         "update_rows": totals["update_rows"],
         "generation_flops": totals["generation_flops"],
         "update_flops": totals["update_flops"],
