@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from accelerate.state import AcceleratorState, PartialState  # noqa: E402
 from accelerate.utils import DistributedType  # noqa: E402
-from testing_utils import prompt_dataset, restored_environ, save_rank_results, tiny_config  # noqa: E402
+from testing_utils import end_distributed, prompt_dataset, restored_environ, save_rank_results, tiny_config  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
 from lze_trl import LZEGRPOConfig, LZEGRPOTrainer  # noqa: E402
@@ -299,3 +299,4 @@ if __name__ == "__main__":
             with restored_environ():
                 run(out / engine / case, engine, case)
             print(f"[dist_engines] {engine}/{case}: {time.perf_counter() - start:.1f} s", flush=True)
+    end_distributed()

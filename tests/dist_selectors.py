@@ -8,7 +8,14 @@ allocation, and writes each rank's final state under `OUT_DIR/<selector>/`.
 import sys
 from pathlib import Path
 
-from testing_utils import count_grad_rows, flat_parameters, make_trainer, prompt_dataset, save_rank_results
+from testing_utils import (
+    count_grad_rows,
+    end_distributed,
+    flat_parameters,
+    make_trainer,
+    prompt_dataset,
+    save_rank_results,
+)
 
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
@@ -36,3 +43,4 @@ if __name__ == "__main__":
     run(out / "dapo", "dapo", per_device_train_batch_size=6, dapo_max_resample=3)
     run(out / "prefilter", "prefilter", prefilter_mode="remove_both", prefilter_cache_dir=str(out / "cache"))
     run(out / "softmax", "softmax", num_prompts=8, max_steps=4, softmax_allocate_rollouts=True)
+    end_distributed()

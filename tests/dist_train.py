@@ -4,6 +4,7 @@ import sys
 
 from testing_utils import (
     count_grad_rows,
+    end_distributed,
     flat_parameters,
     mixed_reward,
     prompt_dataset,
@@ -39,3 +40,4 @@ def main(out_dir: str, mode: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1], mode=sys.argv[2] if len(sys.argv) > 2 else "select")
+    end_distributed()

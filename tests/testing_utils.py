@@ -203,6 +203,19 @@ def restored_environ():
 
 
 # ----------------------------------------------------------------------------------------------- two processes
+def end_distributed() -> None:
+    """
+    Ends a torchrun worker cleanly: a barrier, then `destroy_process_group`, so that no rank tears down the gloo
+    group's threads at interpreter exit while the other still uses it (a rank once aborted at exit with "terminate
+    called without an active exception").
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def save_rank_results(trainer, out_dir, params: np.ndarray, log_keys=("loss",), **info) -> None:
     """
     Writes what one process of a torchrun test ends with: `rank{r}.npz` (`params` and the LZE state arrays) and
