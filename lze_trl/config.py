@@ -6,8 +6,8 @@ Over 400 lines on purpose: the dataclass documents every field in one docstring,
 
 from __future__ import annotations
 
-import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -16,6 +16,8 @@ from trl import GRPOConfig
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
 from .rollout_filter import ROLLOUT_FILTER_MODES
 from .selectors import PREFILTER_MODES, SELECTORS
+from .selectors.base import check_setting as _check
+from .selectors.base import is_finite_number as _finite
 from .state import RESUME_MODES
 
 
@@ -294,40 +296,40 @@ DEFAULT_MIN_SELECTION_RATIO = 0.3
 LZE_FIELDS = tuple(f.name for f in fields(LZEGRPOConfig) if f.name not in {g.name for g in fields(GRPOConfig)})
 
 
-def _check(condition: bool, setting: str, value: object, requirement: str) -> None:
-    if not condition:
-        raise ValueError(f"{setting}={value!r} is invalid: {requirement}")
+@dataclass(frozen=True)
+class _Renamed:
+    """A renamed setting: its new name, how the new value follows from the old, and when the old value is valid."""
+
+    new: str
+    how: str
+    convert: Callable[[Any], Any] = lambda value: value
+    valid: Callable[[Any], bool] = lambda value: True
 
 
-def _finite(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-DEPRECATED_FIELDS: dict[str, tuple[str, str]] = {
-    "prune_after_epochs": ("prune_solved_after", "the same value"),
-    "softmax_ema_alpha": ("softmax_ema_decay", "1 - softmax_ema_alpha"),
+DEPRECATED_FIELDS: dict[str, _Renamed] = {
+    "prune_after_epochs": _Renamed("prune_solved_after", "the same value"),
+    "softmax_ema_alpha": _Renamed(
+        "softmax_ema_decay", "1 - softmax_ema_alpha", lambda a: 1.0 - a, lambda a: _finite(a) and 0 < a <= 1
+    ),
 }
-"""Renamed settings: old name -> (new name, how the new value follows from the old)."""
+"""Renamed settings by old name (see [`_Renamed`])."""
 
 
 def _migrate_deprecated(args: LZEGRPOConfig) -> None:
     """Moves a deprecated setting's value to its new field, with a `FutureWarning` naming both."""
-    for old, (new, how) in DEPRECATED_FIELDS.items():
+    for old, renamed in DEPRECATED_FIELDS.items():
         value = getattr(args, old, None)
         if value is None:
             continue
-        if old == "softmax_ema_alpha":
-            _check(_finite(value) and 0 < value <= 1, old, value, "use softmax_ema_decay in [0, 1) instead.")
-            converted = 1.0 - value
-        else:
-            converted = value
+        _check(renamed.valid(value), old, value, f"use {renamed.new} instead ({renamed.new} = {renamed.how}).")
+        converted = renamed.convert(value)
         warnings.warn(
-            f"`{old}` is deprecated and will be removed in a future version: use `{new}` ({new} = {how}, here "
-            f"{converted!r}).",
+            f"`{old}` is deprecated and will be removed in a future version: use `{renamed.new}` ({renamed.new} = "
+            f"{renamed.how}, here {converted!r}).",
             FutureWarning,
             stacklevel=4,
         )
-        setattr(args, new, converted)
+        setattr(args, renamed.new, converted)
         setattr(args, old, None)
 
 
