@@ -14,7 +14,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
-from .rollout_filter import ROLLOUT_FILTER_MODES
+from .rollout_filter import ROLLOUT_FILTER_GRANULARITIES, ROLLOUT_FILTER_MODES
 from .selectors import PREFILTER_MODES, SELECTORS
 from .selectors.base import check_setting as _check
 from .selectors.base import is_finite_number as _finite
@@ -131,6 +131,12 @@ class LZEGRPOConfig(GRPOConfig):
             `1 - max(0.5 ** k, 0.01)` after `k` consecutive dead observations. Needs a map-style train dataset. The
             rollout stage then does the selecting: pair it with `selection_ratio=1.0` so that every alive group it
             paid for reaches the update (the backward top-k would otherwise drop most of them again).
+        rollout_filter_granularity (`str`, *optional*, defaults to `"batch"`):
+            When the skip decision is taken. `"batch"`: each generation batch is filled, just before it is generated,
+            with the next prompts of the epoch's order that the current state does not skip, so every decision uses
+            the groups scored up to then (including the prior learned from the epoch's first observations) and every
+            generation batch is full. `"epoch"`: the epoch's pool is decided once at its start (the first version:
+            nothing is skipped in the first epoch, and state learned during an epoch acts only from the next).
         rollout_filter_threshold (`float`, *optional*, defaults to `0.6`):
             `rollout_filter="lze"`: predicted dead probability above which a prompt is skipped, in (0, 1).
         rollout_filter_retry_epochs (`int`, *optional*, defaults to `8`):
@@ -243,6 +249,13 @@ class LZEGRPOConfig(GRPOConfig):
         metadata={
             "help": "Rollout-side selection: skip prompts predicted dead before generating them.",
             "choices": list(ROLLOUT_FILTER_MODES),
+        },
+    )
+    rollout_filter_granularity: str = field(
+        default="batch",
+        metadata={
+            "help": "When rollout_filter decides: per generation batch, with the latest state, or once per epoch.",
+            "choices": list(ROLLOUT_FILTER_GRANULARITIES),
         },
     )
     rollout_filter_threshold: float = field(
@@ -428,6 +441,13 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "rollout_filter",
         args.rollout_filter,
         f"use one of {list(ROLLOUT_FILTER_MODES)} ('none' rolls every prompt out).",
+    )
+    _check(
+        args.rollout_filter_granularity in ROLLOUT_FILTER_GRANULARITIES,
+        "rollout_filter_granularity",
+        args.rollout_filter_granularity,
+        f"use one of {list(ROLLOUT_FILTER_GRANULARITIES)} ('batch' decides each generation batch with the latest "
+        "state).",
     )
     _check(
         _finite(args.rollout_filter_threshold) and 0 < args.rollout_filter_threshold < 1,

@@ -13,6 +13,9 @@ from .prompt_ids import PROMPT_ID_COLUMN
 from .selectors import fit_groups
 
 
+REFILL_BATCH_OFFSET = 1_000_000  # refill rounds' batch indices for the rollout filter's draws, apart from the epoch's
+
+
 def refill_generation_batch(
     trainer: Any, generate: Callable[[list[dict]], dict], inputs, output, prompt_ids, pass_rates, energies, weights
 ):
@@ -57,15 +60,27 @@ def refill_inputs(
     This process's inputs for one refill round, and their prompt ids: `num_groups` prompts drawn without
     replacement from the epoch's pool (the sampler's, after pruning and the selector's rollout mask) minus the
     prompts already in this generation batch (from the whole pool, with replacement, when too few are left),
-    seeded by `(seed, generation index, round)`; each repeated `num_generations` times and dealt to the processes
-    in order. The rows carry the same columns as `inputs` (never the internal prompt-id column).
+    seeded by `(seed, generation index, round)`. With a per-batch rollout filter, the round's prompts are the first
+    of that random order its filter does not skip (the whole order when it skips too many); each repeated
+    `num_generations` times and dealt to the processes in order. The rows carry the same columns as `inputs` (never
+    the internal prompt-id column).
     """
     keep = trainer.train_sampler.epoch_keep if trainer.train_sampler is not None else None
     pool = np.flatnonzero(keep) if keep is not None else np.arange(len(trainer.train_dataset))
     fresh = pool[~np.isin(pool, np.fromiter(seen, dtype=np.int64, count=len(seen)))]
     source = fresh if len(fresh) >= num_groups else pool
     rng = np.random.default_rng([trainer.args.seed, trainer._lze_generation, refill_round, 1])
-    chosen = rng.choice(source, size=num_groups, replace=len(source) < num_groups)
+    chosen = None
+    planner = trainer.train_sampler.batch_planner if trainer.train_sampler is not None else None
+    if planner is not None and len(source) >= num_groups:
+        # Rollout-side selection per batch: the round's prompts pass the same filter as the sampler's batches.
+        sampler = trainer.train_sampler
+        replays = sampler.pruner.replayed if sampler.pruner is not None else None
+        batch = REFILL_BATCH_OFFSET * refill_round + trainer._lze_generation
+        planned, _ = planner(sampler.epoch, batch, rng.permutation(source), 0, num_groups, exempt=replays)
+        chosen = np.asarray(planned) if planned is not None else None
+    if chosen is None:
+        chosen = rng.choice(source, size=num_groups, replace=len(source) < num_groups)
     columns = trainer.train_dataset[chosen.tolist()]
     keys = [k for k in inputs[0] if k in columns and k != PROMPT_ID_COLUMN]
     rows = [{k: columns[k][i] for k in keys} for i in range(num_groups)]

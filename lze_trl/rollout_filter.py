@@ -5,9 +5,15 @@ for it here), and the filter's state, plan, observation and calibration share on
 
 A prompt group is *dead* when all `G` rollouts are correct or all are wrong (pass rate 0 or 1): its GRPO advantages
 are all zero and its rollouts teach nothing. [`RolloutFilter`] keeps a small state per prompt (dataset index) from
-the groups observed so far and, at the start of every epoch, decides which prompts the epoch rolls out. The train
-sampler then builds the epoch's generation batches from the kept prompts only, so every generation batch is full and
-mostly alive; the prompts skipped cost no generation at all.
+the groups observed so far and decides which prompts are rolled out, so every generation batch is full and mostly
+alive; the prompts skipped cost no generation at all. Two granularities (config `rollout_filter_granularity`):
+
+- `"batch"` (default, [`~RolloutFilter.plan_batch`]): each generation batch is decided when the data loader asks for
+  it, from the state as it is then (the groups scored up to one or two batches earlier: the loader reads ahead).
+  The sampler walks the epoch's order and the batch takes the next candidates that are not skipped; the skipped
+  ones are consumed, so skipping shortens the epoch. The first observations of an epoch thus act on its later
+  batches: the prior of unseen prompts is learned within the first epoch, where the epoch-level plan is blind.
+- `"epoch"` ([`~RolloutFilter.plan_epoch`]): the epoch's pool is decided once, at its start.
 
 The model (all per prompt `i`, `G` = rollouts per group):
 
@@ -50,12 +56,19 @@ with `u` uniform draws seeded by `(seed, e)` and `h_i` a fixed per-prompt draw i
                                                          skipped prompts per pass of generation)
     keep_i   = not skip_i or retry_i or audit_i
 
+Per batch (`"batch"`), the same `skip_i` and `retry_i` for each candidate `i` of the epoch's order from the cursor
+on, with `u` seeded by `(seed, epoch, batch)`; `audit_i = skip_i and not retry_i and u_i < audit` (each skipped
+candidate is generated anyway with probability `audit`); the batch is the first `size` candidates with
+`keep_i`, and the cursor moves past the last of them.
+
 Mode `"greso"` (the GRESO-like baseline, no energy state): `skip_i = u'_i < 1 - max(base ** k_i, 0.01)`, base 0.5,
 with the same floor and audit. Both modes log the same `pi` as their prediction, so their calibration compares.
 
 Cap: when fewer than `min_pool` prompts would be kept (a generation batch needs `min_pool` distinct prompts), the
-skipped prompts with the lowest `pi` are put back until it holds. Every decision is a function of the state and of
-`(seed, epoch)`, so all processes take the same one, and [`~RolloutFilter.state_dict`] resumes it exactly.
+skipped prompts with the lowest `pi` are put back until it holds; per batch, the epoch's first batch is always
+filled so (a later batch that cannot be filled ends the epoch, so an epoch never generates nothing). Every decision
+is a function of the state and of `(seed, epoch)` (and the batch), so all processes take the same one, and
+[`~RolloutFilter.state_dict`] resumes it exactly.
 
 Online recalibration (`calibration=True`, config `rollout_filter_calibration`): the Beta-binomial `pi` of a prompt
 with a state is miscalibrated, and in a task-specific direction: after one dead observation it says ~0.7, where ~0.9
@@ -102,6 +115,7 @@ from .selection import is_dead
 
 
 ROLLOUT_FILTER_MODES = ("none", "lze", "greso")
+ROLLOUT_FILTER_GRANULARITIES = ("batch", "epoch")
 MOMENTUM = 0.5  # mu
 MAX_STREAK_EVIDENCE = 4  # k_max
 PRIOR_EPS = 0.5  # eps
@@ -379,6 +393,91 @@ class RolloutFilter:
         self.totals["audited"] += int(audit.sum())
         self._epoch_skipped = int(skip.sum())
         return keep
+
+    def plan_batch(
+        self,
+        epoch: int,
+        batch: int,
+        order: list[int] | np.ndarray,
+        cursor: int,
+        size: int,
+        exempt: np.ndarray | None = None,
+    ) -> tuple[list[int] | None, int]:
+        """
+        The next generation batch of `size` prompts, decided now from the current state (granularity `"batch"`).
+
+        Walks the epoch's candidate `order` from `cursor` and takes, in order, the first `size` candidates that are
+        not skipped (same skip, retry floor and audit rules as [`~RolloutFilter.plan_epoch`], the audit drawn per
+        skipped candidate with probability `audit_fraction`); the skipped candidates before the last one taken are
+        consumed. The draws are seeded by `(seed, epoch, batch)`, so every process takes the same decision. Cap: the
+        epoch's first batch (`batch == 0`) is always full when `order` holds `size` prompts: the skipped candidates
+        least likely dead fill it. A later batch that cannot be filled ends the epoch (the candidates left are not
+        generated, as TRL drops an incomplete last batch).
+
+        Args:
+            epoch (`int`):
+                The epoch (with `batch`, seeds the draws).
+            batch (`int`):
+                Index of this generation batch in the epoch.
+            order (`list[int]` or `np.ndarray`):
+                The epoch's candidate prompts in sampling order (its pool, pruned prompts already removed).
+            cursor (`int`):
+                Position in `order` of the first candidate not yet consumed.
+            size (`int`):
+                Distinct prompts a generation batch needs.
+            exempt (`np.ndarray`, *optional*):
+                Boolean mask over all prompts never skipped (e.g. forward pruning's replays).
+
+        Returns:
+            `tuple[list[int] | None, int]`: the batch's prompts (`None` when the epoch ends) and the new cursor.
+        """
+        order = np.asarray(order, dtype=np.int64)
+        rest = order[cursor:]
+        if len(rest) < size or size <= 0:
+            return None, len(order)
+        rng = np.random.default_rng([self.seed, epoch, batch, 0xB47C])
+        u_audit, u_skip = rng.random(len(rest)), rng.random(len(rest))
+        raw = self.predict_dead(raw=True)[rest]
+        seen = ~np.isnan(self.last_pass_rate[rest])
+        pi = raw.copy()
+        if self.calibration and seen.any():
+            pi[seen] = self.calibrate(raw[seen])
+        if self.mode == "lze":
+            skip = pi > self.threshold
+        else:
+            skip = u_skip < 1.0 - np.maximum(GRESO_BASE ** self.dead_streak[rest], GRESO_MIN_KEEP)
+        skip &= ~(self.progress - self.visit[rest] >= self.retry_epochs * (1.0 + self.stagger[rest]) / 2.0)
+        if exempt is not None:
+            skip &= ~np.asarray(exempt, dtype=bool)[rest]
+        audit = skip & (u_audit < self.audit_fraction)
+        skip &= ~audit
+        kept = np.flatnonzero(~skip)
+        if len(kept) >= size:
+            take = kept[:size]
+            consumed = int(take[-1]) + 1
+        elif batch == 0:  # cap: the epoch's first batch is full, topped up with the skips least likely dead
+            candidates = np.flatnonzero(skip)
+            back = candidates[np.lexsort((candidates, raw[candidates], pi[candidates]))[: size - len(kept)]]
+            skip[back] = False
+            take = np.sort(np.concatenate([kept, back]))
+            consumed = len(rest)
+        else:
+            return None, len(order)
+        chosen = rest[take]
+        if batch == 0:
+            self._epoch_skipped = 0
+        skipped = int(skip[:consumed].sum())
+        self.epoch_prediction[chosen] = pi[take]
+        self.epoch_raw[chosen] = raw[take]
+        self.epoch_seen[chosen] = seen[take]
+        self.epoch_audit[chosen] = audit[take]
+        self.last_epoch[chosen] = epoch
+        self.visit[chosen] = self.progress
+        self.progress += len(chosen) / max(self.num_prompts, 1)
+        self.totals["skipped"] += skipped
+        self.totals["audited"] += int(audit[take].sum())
+        self._epoch_skipped = getattr(self, "_epoch_skipped", 0) + skipped
+        return chosen.tolist(), cursor + consumed
 
     # ----------------------------------------------------------------------------------------------- observation
     def observe(self, prompt_ids: np.ndarray, pass_rates: np.ndarray) -> None:

@@ -57,6 +57,14 @@ class LZERepeatSampler(RepeatSampler):
             Rollout-side selection applied last: called as `(epoch, available, exempt=replays)` with the pool left by
             pruning and `rollout_filter` (`None`: every prompt) and the epoch's pruning replays, returns the boolean
             mask of prompts the epoch rolls out ([`~lze_trl.rollout_filter.RolloutFilter.plan_epoch`]).
+        batch_planner (`Callable[..., tuple[list[int] | None, int]]`, *optional*):
+            Rollout-side selection per generation batch, instead of `rollout_planner`: each generation batch is
+            decided only when the data loader asks for its first index, called as `(epoch, batch, order, cursor,
+            batch_size, exempt=replays)` with the epoch's pool in order, and returns the batch's prompts (or `None`,
+            which ends the epoch) and the new position in the order
+            ([`~lze_trl.rollout_filter.RolloutFilter.plan_batch`]). Decisions thus use the state of the groups
+            scored up to then (one or two generation batches behind, as the data loader reads ahead). The batches
+            yielded in the epoch and the position are saved in checkpoints, so a resumed run replays them exactly.
     """
 
     def __init__(
@@ -71,6 +79,7 @@ class LZERepeatSampler(RepeatSampler):
         rollout_filter: Callable[[int, int], np.ndarray | None] | None = None,
         rollout_counts: Callable[[int, int], np.ndarray | None] | None = None,
         rollout_planner: Callable[..., np.ndarray] | None = None,
+        batch_planner: Callable[..., tuple[list[int] | None, int]] | None = None,
     ) -> None:
         # TRL's fields (`num_samples`, `batch_size`, ... read by its `__len__`); its own generator is not used: the
         # permutations come from `self._generator`, rewound per epoch (see `permutation`).
@@ -79,6 +88,13 @@ class LZERepeatSampler(RepeatSampler):
         self.rollout_filter = rollout_filter
         self.rollout_counts = rollout_counts
         self.rollout_planner = rollout_planner
+        self.batch_planner = batch_planner
+        # Per-batch planning (`batch_planner`): the epoch's batches so far, the position in its order, and whether
+        # the order ran out; saved in checkpoints (the state moves on, the decisions cannot be re-derived).
+        self.epoch_record: list[list[int]] = []
+        self.epoch_cursor = 0
+        self.epoch_exhausted = False
+        self._restored_stream: tuple[list[list[int]], int, bool] | None = None
         self.epoch = 0
         self.epoch_offset = 0
         self.skip_batches = 0  # dataloader batches to skip at the start of the next iteration (resume)
@@ -112,19 +128,22 @@ class LZERepeatSampler(RepeatSampler):
         batches_done: int,
         epoch_keep: np.ndarray | None = None,
         epoch_counts: np.ndarray | None = None,
+        stream: tuple[list[list[int]], int, bool] | None = None,
     ) -> None:
         """
         Continues at `epoch`, skipping the first `batches_done` dataloader batches of it.
 
         A dataloader batch is one of the `repeat_count` repetitions of a generation batch, so `batches_done` counts
         the Trainer's micro-steps in the epoch. `epoch_keep` is the pool the epoch started with (pruning and rollout
-        masks) and `epoch_counts` its groups per prompt (`rollout_counts`), as saved in the checkpoint.
+        masks) and `epoch_counts` its groups per prompt (`rollout_counts`), as saved in the checkpoint; with a
+        `batch_planner`, `stream` is `(epoch_record, epoch_cursor, epoch_exhausted)` as saved.
         """
         self._resume_epoch = epoch
         self.epoch = epoch
         self.skip_batches = batches_done
         self._restored_keep = epoch_keep
         self._restored_counts = epoch_counts
+        self._restored_stream = stream
         self._restored = True
 
     def permutation(self, epoch: int) -> list[int]:
@@ -142,15 +161,19 @@ class LZERepeatSampler(RepeatSampler):
         self._last_perm = (epoch, perm)
         return perm
 
-    def epoch_batches(self, epoch: int) -> list[list[int]]:
-        """The generation batches (lists of prompt indices) of `epoch`, pool and counts decided now."""
+    def epoch_order(self, epoch: int) -> list[int]:
+        """The pool of `epoch` in sampling order (one entry per group), pool and counts decided now."""
         order = self.permutation(epoch)
         if self._restored:
             self.epoch_keep, self.epoch_counts = self._restored_keep, self._restored_counts
+            stream, self._restored_stream = self._restored_stream, None
             self._restored_keep, self._restored_counts, self._restored = None, None, False
         else:
             self.epoch_keep = self._plan_pool(epoch)
             self.epoch_counts = self._plan_counts(epoch)
+            stream = None
+        self.epoch_record, self.epoch_cursor, self.epoch_exhausted = stream if stream is not None else ([], 0, False)
+        self.epoch_record = [list(chunk) for chunk in self.epoch_record]
         if self.epoch_keep is not None:
             order = [i for i in order if self.epoch_keep[i]]
         if self.epoch_counts is not None:
@@ -162,8 +185,28 @@ class LZERepeatSampler(RepeatSampler):
             "replayed_prompts": self.pruner.num_replayed if self.pruner is not None else 0,
             "skipped_prompts": self.num_samples - distinct,
         }
+        return order
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """The generation batches (lists of prompt indices) of `epoch`, pool and counts decided now."""
+        order = self.epoch_order(epoch)
         num_batches = len(order) // self.batch_size
         return [order[b * self.batch_size : (b + 1) * self.batch_size] for b in range(num_batches)]
+
+    def _planned_batches(self, order: list[int]) -> Iterator[list[int]]:
+        """The epoch's generation batches with a `batch_planner`: the recorded ones, then one decision per batch."""
+        yield from list(self.epoch_record)
+        replays = self.pruner.replayed if self.pruner is not None else None
+        while not self.epoch_exhausted:
+            chunk, cursor = self.batch_planner(
+                self.epoch, len(self.epoch_record), order, self.epoch_cursor, self.batch_size, exempt=replays
+            )
+            self.epoch_cursor = cursor
+            if chunk is None:
+                self.epoch_exhausted = True
+                return
+            self.epoch_record.append(list(chunk))
+            yield list(chunk)
 
     def _plan_counts(self, epoch: int) -> np.ndarray | None:
         counts = self.rollout_counts(self.num_samples, epoch) if self.rollout_counts is not None else None
@@ -189,6 +232,9 @@ class LZERepeatSampler(RepeatSampler):
         return keep
 
     def __iter__(self) -> Iterator[int]:
+        if self.batch_planner is not None:
+            yield from self._iter_planned()
+            return
         units = [chunk for chunk in self.epoch_batches(self.epoch) for _ in range(self.repeat_count)]
         skip, self.skip_batches = self.skip_batches, 0
         if skip > 0 and skip >= len(units):
@@ -202,3 +248,22 @@ class LZERepeatSampler(RepeatSampler):
             for index in chunk:
                 for _ in range(self.mini_repeat_count):
                     yield index
+
+    def _iter_planned(self) -> Iterator[int]:
+        order = self.epoch_order(self.epoch)
+        skip, self.skip_batches = self.skip_batches, 0
+        if skip > 0 and self.epoch_exhausted and skip >= len(self.epoch_record) * self.repeat_count:
+            # Resumed at the very end of an epoch: carry on with the next one.
+            self.resumed_at_epoch_end = True
+            self.epoch_offset += 1
+            self.epoch += 1
+            order = self.epoch_order(self.epoch)
+            skip = 0
+        for chunk in self._planned_batches(order):
+            for _ in range(self.repeat_count):
+                if skip > 0:
+                    skip -= 1
+                    continue
+                for index in chunk:
+                    for _ in range(self.mini_repeat_count):
+                        yield index

@@ -251,7 +251,8 @@ class LZEGRPOTrainer(GRPOTrainer):
             pruner=self.pruner,
             rollout_filter=self.selector.rollout_mask,
             rollout_counts=self.selector.rollout_counts,
-            rollout_planner=self.rollout_filter.plan_epoch if self.rollout_filter is not None else None,
+            rollout_planner=self._rollout_filter_hook("epoch", "plan_epoch"),
+            batch_planner=self._rollout_filter_hook("batch", "plan_batch"),
         )
         if self._lze_resume is not None:
             self.train_sampler.resume(
@@ -259,8 +260,15 @@ class LZEGRPOTrainer(GRPOTrainer):
                 self._lze_resume["batches_in_epoch"],
                 self._lze_resume.get("epoch_keep"),
                 self._lze_resume.get("epoch_counts"),
+                self._lze_resume.get("stream"),
             )
         return self.train_sampler
+
+    def _rollout_filter_hook(self, granularity: str, name: str):
+        """The rollout filter's planning method the sampler calls at `rollout_filter_granularity`, else `None`."""
+        if self.rollout_filter is None or self.args.rollout_filter_granularity != granularity:
+            return None
+        return getattr(self.rollout_filter, name)
 
     def set_initial_training_values(self, args, dataloader):
         values = list(super().set_initial_training_values(args, dataloader))
@@ -312,7 +320,10 @@ class LZEGRPOTrainer(GRPOTrainer):
             metrics["lze/pruned_prompts"] = self.pruner.num_pruned
             metrics["lze/replayed_prompts"] = self.train_sampler.epoch_stats["replayed_prompts"]
         if self.train_sampler is not None:
-            metrics["lze/rollouts_skipped"] = self._lze_rollouts_skipped
+            skipped = self._lze_rollouts_skipped
+            if self.train_sampler.batch_planner is not None:  # skipped while filling batches, not at epoch starts
+                skipped += int(self.rollout_filter.totals["skipped"]) * self.num_generations
+            metrics["lze/rollouts_skipped"] = skipped
         if self.rollout_filter is not None:
             metrics.update({f"lze/{k}": v for k, v in self.rollout_filter.metrics().items()})
 
@@ -493,6 +504,11 @@ class LZEGRPOTrainer(GRPOTrainer):
             arrays["sampler.epoch_keep"] = self.train_sampler.epoch_keep.copy()
         if self.train_sampler is not None and self.train_sampler.epoch_counts is not None:
             arrays["sampler.epoch_counts"] = self.train_sampler.epoch_counts.copy()
+        if self.train_sampler is not None and self.train_sampler.batch_planner is not None:
+            sampler = self.train_sampler
+            record = np.asarray(sampler.epoch_record, dtype=np.int64).reshape(len(sampler.epoch_record), -1)
+            arrays["sampler.epoch_record"] = record
+            arrays["sampler.epoch_stream"] = np.asarray([sampler.epoch_cursor, int(sampler.epoch_exhausted)])
         counters = {
             "generation": self._lze_generation,
             "step": self._step,
@@ -598,7 +614,16 @@ class LZEGRPOTrainer(GRPOTrainer):
             "checkpoint": checkpoint,
             "epoch_keep": arrays.get("sampler.epoch_keep"),
             "epoch_counts": arrays.get("sampler.epoch_counts"),
+            "stream": self._saved_stream(arrays),
         }
+
+    @staticmethod
+    def _saved_stream(arrays: dict[str, np.ndarray]) -> tuple[list[list[int]], int, bool] | None:
+        """The per-batch planner's position saved in a checkpoint: (batches of the epoch, cursor, exhausted)."""
+        if "sampler.epoch_stream" not in arrays:
+            return None
+        cursor, exhausted = (int(v) for v in arrays["sampler.epoch_stream"])
+        return [list(map(int, row)) for row in arrays["sampler.epoch_record"]], cursor, bool(exhausted)
 
     def _resume_lze_state(self, checkpoint: str) -> bool:
         """

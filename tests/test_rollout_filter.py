@@ -308,3 +308,105 @@ def test_a_state_saved_before_calibration_existed_still_loads():
     idx = np.arange(50)
     new.observe(idx, np.zeros(50))
     assert new.calibration_count.sum() > 0
+
+
+# ------------------------------------------------------------------------------------------ per-batch decisions
+
+
+def simulate_batches(f, true, batches, size=16, seed=0, order_seed=0):
+    """Per-batch plan / generate / observe over epochs of a shuffled order; returns the per-batch records."""
+    rng = np.random.default_rng(seed)
+    records, epoch, batch, cursor = [], 0, 0, 0
+    order = np.random.default_rng([order_seed, epoch]).permutation(f.num_prompts)
+    while len(records) < batches:
+        chosen, cursor = f.plan_batch(epoch, batch, order, cursor, size)
+        if chosen is None:  # the epoch ends: the next one starts over a new order
+            epoch, batch, cursor = epoch + 1, 0, 0
+            order = np.random.default_rng([order_seed, epoch]).permutation(f.num_prompts)
+            continue
+        idx = np.asarray(chosen)
+        predicted = f.epoch_prediction[idx].copy()
+        p = rng.binomial(G, true[idx]) / G
+        f.observe(idx, p)
+        records.append({"idx": idx, "pred": predicted, "dead": (p == 0) | (p == 1), "epoch": epoch})
+        batch += 1
+    return records
+
+
+def test_per_batch_decisions_skip_in_the_first_epoch_from_the_bucket_prior():
+    # Two difficulty buckets: the "hard" one never solved (dead), the other in the learning zone. With per-epoch
+    # planning, the whole first epoch is generated blind; per batch, the prior learned from the first observations
+    # skips the dead bucket's unseen prompts already in epoch 0.
+    n = 2000
+    hard = np.arange(n) % 2 == 0
+    true = np.where(hard, 0.0, 0.5)
+    f = RolloutFilter(n, G, audit_fraction=0.0, prior_buckets=hard.astype(int), retry_epochs=1000)
+    records = simulate_batches(f, true, batches=40)
+    assert all(r["epoch"] == 0 for r in records[:20])
+    first_epoch = [r for r in records if r["epoch"] == 0]
+    dead_first, dead_later = first_epoch[0]["dead"].mean(), np.mean([r["dead"].mean() for r in first_epoch[3:]])
+    assert dead_first > 0.3 and dead_later < 0.15  # GRPO would stay at ~0.5 + 2 * 0.5**8
+    # every batch is full, of distinct prompts; the skipped prompts are counted as they are walked past
+    assert all(len(set(r["idx"].tolist())) == 16 for r in records)
+    assert f.totals["skipped"] > 0.3 * len(first_epoch) * 16
+
+
+def test_per_batch_audit_generates_a_share_of_the_skips_and_counts_wrong_ones():
+    true, dead = pool(n=3000, dead_share=0.7)
+    f = RolloutFilter(len(true), G, audit_fraction=0.1, retry_epochs=1000, seed=3)
+    # observe everything once (dead ones seen dead), then decide batches
+    f.observe(np.arange(len(true)), np.random.default_rng(1).binomial(G, true) / G)
+    simulate_batches(f, true, batches=60, seed=2)
+    audited, skipped = f.totals["audited"], f.totals["skipped"]
+    # audits are ~10% of the skipped candidates walked past (audited ones are generated, not skipped)
+    assert 0.06 < audited / (audited + skipped) < 0.14
+    assert 0 <= f.totals["audited_alive"] <= audited
+
+
+def test_per_batch_cap_fills_the_first_batch_and_a_later_short_batch_ends_the_epoch():
+    n = 40
+    f = RolloutFilter(n, G, audit_fraction=0.0, retry_epochs=1000)
+    f.observe(np.arange(n), np.r_[np.zeros(n - 3), np.full(3, 0.5)])  # 37 dead, 3 alive
+    order = np.arange(n)[::-1]
+    chosen, cursor = f.plan_batch(1, 0, order, 0, 8)
+    assert len(chosen) == 8 and {37, 38, 39} <= set(chosen) and cursor == n  # topped up from the skips
+    assert f.plan_batch(1, 1, order, 0, 8) == (None, n)  # not the epoch's first batch: no cap, the epoch ends
+    # exempt prompts (pruning's replays) are never skipped
+    exempt = np.zeros(n, dtype=bool)
+    exempt[[0, 1, 2, 3, 4]] = True
+    chosen, _ = f.plan_batch(2, 1, np.arange(n), 0, 8, exempt=exempt)
+    assert set(range(5)) <= set(chosen) and {37, 38, 39} <= set(chosen)
+
+
+def test_per_batch_retry_floor_brings_every_prompt_back():
+    n, retry = 300, 2
+    f = RolloutFilter(n, G, retry_epochs=retry, audit_fraction=0.0)
+    records = simulate_batches(f, np.zeros(n), batches=200, size=10)  # all dead: everything skipped once seen
+    seen_at = {}
+    for b, r in enumerate(records):
+        for i in r["idx"].tolist():
+            seen_at.setdefault(i, []).append(b)
+    assert len(seen_at) == n  # nobody starves
+    # a pass is n / 10 = 30 batches: no prompt waits more than `retry` passes (plus an epoch's walk) between visits
+    gaps = [np.diff(v).max() for v in seen_at.values() if len(v) > 1]
+    assert gaps and max(gaps) <= (retry + 1) * n / 10
+
+
+def test_per_batch_decisions_agree_across_processes_and_resume_exactly():
+    true, _ = pool(n=500)
+    make = lambda seed=7: RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=seed)  # noqa: E731
+    a, b, other = make(), make(), make(8)
+    ra, rb, ro = (simulate_batches(x, true, 80) for x in (a, b, other))  # past epoch 0: streaks, draws
+    assert all((x["idx"] == y["idx"]).all() for x, y in zip(ra, rb))
+    assert any((x["idx"] != z["idx"]).any() for x, z in zip(ra, ro))
+    restored = make()
+    restored.load_state_dict({k: np.array(v) for k, v in a.state_dict().items()})
+    order = np.random.default_rng(5).permutation(len(true))
+    for batch in range(4):
+        ca, cursor_a = a.plan_batch(9, batch, order, batch * 40, 16)
+        cr, cursor_r = restored.plan_batch(9, batch, order, batch * 40, 16)
+        assert ca == cr and cursor_a == cursor_r
+        p = np.random.default_rng(batch).binomial(G, true[ca]) / G
+        a.observe(ca, p)
+        restored.observe(ca, p)
+        assert a.metrics() == restored.metrics()

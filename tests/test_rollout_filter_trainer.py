@@ -39,9 +39,16 @@ def train(tmp_path, max_steps=14, **overrides):
     return trainer
 
 
-def test_rollout_filter_generates_fewer_dead_groups(tmp_path):
+@pytest.mark.parametrize("granularity", ["batch", "epoch"])
+def test_rollout_filter_generates_fewer_dead_groups(tmp_path, granularity):
     plain = train(tmp_path / "plain", selector="lze", selection_ratio=1.0)
-    filtered = train(tmp_path / "filtered", selector="lze", selection_ratio=1.0, rollout_filter="lze")
+    filtered = train(
+        tmp_path / "filtered",
+        selector="lze",
+        selection_ratio=1.0,
+        rollout_filter="lze",
+        rollout_filter_granularity=granularity,
+    )
     assert plain.rollout_filter is None
     dead_plain = dead_share_after_first_epoch(plain, 8)
     dead_filtered = dead_share_after_first_epoch(filtered, 8)
@@ -54,17 +61,31 @@ def test_rollout_filter_generates_fewer_dead_groups(tmp_path):
     assert logs and logs[-1]["lze/rollout_filter/skipped_total"] > 0
     late = [e for e in logs if e["step"] > 8]
     assert np.mean([e["lze/rollout_filter/predicted_dead_frac"] for e in late]) < 0.5
-    # the epoch's pool excludes most always-solved prompts (a few may be audited or put back by the cap)
-    keep = filtered.train_sampler.epoch_keep
-    assert keep is not None and keep[0::4].sum() >= 6 and keep.sum() - keep[0::4].sum() <= 4
+    if granularity == "epoch":
+        # the epoch's pool excludes most always-solved prompts (a few may be audited or put back by the cap)
+        keep = filtered.train_sampler.epoch_keep
+        assert keep is not None and keep[0::4].sum() >= 6 and keep.sum() - keep[0::4].sum() <= 4
+    else:
+        # decided per batch: no epoch pool, and the batches of the current epoch hold mostly unsolved prompts
+        assert filtered.train_sampler.epoch_keep is None
+        generated = np.concatenate(filtered.train_sampler.epoch_record)
+        assert np.mean(generated % 4 == 0) >= 0.75
+        # unlike the epoch-level plan, the first epoch already skips: its observations drive the decisions
+        log = filtered.selection_log.to_pandas()
+        first = log[log["generation"] < 8]["pass_rate"].to_numpy()
+        assert float(((first <= 0) | (first >= 1)).mean()) < 0.6
 
 
-def test_calibrated_rollout_filter_learns_its_map_and_resumes_exactly(tmp_path):
+@pytest.mark.parametrize("granularity", ["batch", "epoch"])
+def test_calibrated_rollout_filter_learns_its_map_and_resumes_exactly(tmp_path, granularity):
     overrides = dict(
         selection_ratio=1.0,
         rollout_filter="lze",
+        rollout_filter_granularity=granularity,
         rollout_filter_calibration=True,
-        rollout_filter_audit=0.5,  # audits draw random numbers: resume must replay them too
+        # audits draw random numbers: resume must replay them too. Per batch, every skipped candidate of a batch's
+        # walk is audited with this probability (per epoch, it is scaled by the share kept), hence the smaller value.
+        rollout_filter_audit=0.02 if granularity == "batch" else 0.5,
         save_strategy="steps",
         save_steps=1,
     )
@@ -93,7 +114,8 @@ def test_calibrated_rollout_filter_learns_its_map_and_resumes_exactly(tmp_path):
         np.testing.assert_array_equal(arrays[key], full_arrays[key], err_msg=key)
 
 
-def test_greso_mode_and_refill_and_pruning_work_together(tmp_path):
+@pytest.mark.parametrize("granularity", ["batch", "epoch"])
+def test_greso_mode_and_refill_and_pruning_work_together(tmp_path, granularity):
     trainer = make_trainer(
         tmp_path,
         reward=three_quarters_solved,
@@ -105,16 +127,32 @@ def test_greso_mode_and_refill_and_pruning_work_together(tmp_path):
         prune_solved=True,
         prune_solved_after=1,
         rollout_filter="greso",
+        rollout_filter_granularity=granularity,
     )
     plans = []
-    plan_epoch = trainer.rollout_filter.plan_epoch
+    f = trainer.rollout_filter
+    plan_epoch, plan_batch = f.plan_epoch, f.plan_batch
 
     def recording_plan(epoch, available=None, exempt=None):
         keep = plan_epoch(epoch, available, exempt=exempt)
         plans.append((available.copy(), None if exempt is None else exempt.copy(), keep.copy()))
         return keep
 
-    trainer.rollout_filter.plan_epoch = recording_plan
+    def recording_batch(epoch, batch, order, cursor, size, exempt=None):
+        chosen, new_cursor = plan_batch(epoch, batch, order, cursor, size, exempt=exempt)
+        available = np.zeros(f.num_prompts, dtype=bool)
+        available[np.asarray(order, dtype=np.int64)] = True
+        keep = np.zeros(f.num_prompts, dtype=bool)
+        if chosen is not None:
+            keep[chosen] = True
+            # the batch is full, of distinct prompts, taken from the candidates it walked
+            assert len(set(chosen)) == size and set(chosen) <= set(np.asarray(order)[cursor:new_cursor].tolist())
+        walked = np.zeros(f.num_prompts, dtype=bool)
+        walked[np.asarray(order, dtype=np.int64)[cursor:new_cursor]] = True
+        plans.append((available, None if exempt is None else exempt & walked, keep))
+        return chosen, new_cursor
+
+    f.plan_epoch, f.plan_batch = recording_plan, recording_batch
     trainer.train()
     assert trainer.state.global_step == 14
     logs = [e for e in trainer.state.log_history if "lze/refill_rounds" in e]
@@ -123,7 +161,7 @@ def test_greso_mode_and_refill_and_pruning_work_together(tmp_path):
     assert trainer.pruner.num_pruned > 0 and len(plans) >= 2
     for available, exempt, keep in plans:
         assert not (keep & ~available).any()
-        if exempt is not None:
+        if exempt is not None and keep.any():
             assert keep[exempt & available].all()
     assert any(not available.all() for available, _, _ in plans)
     assert trainer.rollout_filter.totals["observed"] > 0

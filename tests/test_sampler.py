@@ -112,3 +112,73 @@ def test_bad_rollout_counts_are_rejected():
     sampler = LZERepeatSampler(4, mini_repeat_count=2, rollout_counts=lambda n, e: np.array([1, -1, 1, 1]))
     with pytest.raises(ValueError, match="non-negative"):
         list(sampler)
+
+
+class ShiftingPlanner:
+    """A batch planner whose decision depends on state that changes while the epoch runs (like observed groups):
+    it takes the next candidates whose index is not divisible by `self.modulus`."""
+
+    def __init__(self):
+        self.modulus = 2
+        self.calls = []
+
+    def __call__(self, epoch, batch, order, cursor, size, exempt=None):
+        self.calls.append((epoch, batch, cursor))
+        taken = []
+        position = cursor
+        while position < len(order) and len(taken) < size:
+            if order[position] % self.modulus:
+                taken.append(order[position])
+            position += 1
+        return (taken, position) if len(taken) == size else (None, len(order))
+
+
+def chunks(indices, mini_repeat_count):
+    return indices[::mini_repeat_count]
+
+
+def test_batch_planner_decides_each_batch_when_it_is_drawn():
+    planner = ShiftingPlanner()
+    sampler = LZERepeatSampler(40, mini_repeat_count=2, batch_size=4, repeat_count=2, seed=3, batch_planner=planner)
+    sampler.set_epoch(0)
+    stream = iter(sampler)
+    first = [next(stream) for _ in range(2 * 4 * 2)]  # one generation batch, repeated twice
+    assert len(planner.calls) == 1  # lazily: nothing decided beyond the batch being read
+    planner.modulus = 3  # the state moves on: the next batch is decided with it
+    rest = list(stream)
+    first_batch = chunks(first, 2)[:4]
+    assert all(i % 2 for i in first_batch) and all(i % 3 for i in chunks(rest, 2))
+    assert first[:8] == first[8:]  # the repeat_count copies of a generation batch are the same batch
+    assert sampler.epoch_exhausted and sampler.epoch_record[0] == first_batch
+    assert [len(c) for c in sampler.epoch_record] == [4] * len(sampler.epoch_record)
+
+
+def test_batch_planner_resume_replays_the_recorded_batches_then_decides_on():
+    def run(resume_at=None, saved=None):
+        planner = ShiftingPlanner()
+        sampler = LZERepeatSampler(40, mini_repeat_count=1, batch_size=4, seed=3, batch_planner=planner)
+        if saved is not None:
+            sampler.resume(1, resume_at, stream=saved)
+            planner.modulus = 3
+        sampler.set_epoch(1)
+        out = []
+        for i, index in enumerate(sampler):
+            out.append(index)
+            if (i + 1) % 4 == 0 and len(out) // 4 == 2:
+                planner.modulus = 3  # changed after the second batch was read (with one batch read ahead: third)
+        return out, sampler, planner
+
+    full, sampler, _ = run()
+    # save as a checkpoint after 2 batches consumed, 3 recorded (the data loader had read one batch ahead)
+    saved = ([list(c) for c in sampler.epoch_record[:3]], None, False)
+    # the cursor after the third batch: replay the planner's walk
+    walk = ShiftingPlanner()
+    order = sampler.permutation(1)
+    cursor = 0
+    for b in range(3):
+        walk.modulus = 2 if b < 2 else 3
+        _, cursor = walk(1, b, order, cursor, 4)
+    saved = (saved[0], cursor, False)
+    resumed, _, planner = run(resume_at=2, saved=saved)
+    assert resumed == full[8:]
+    assert planner.calls[0][1] == 3  # decisions resume with the epoch's fourth batch

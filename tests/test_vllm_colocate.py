@@ -230,18 +230,20 @@ def three_quarters_solved(prompts, completions, **kwargs):
     ]
 
 
-def test_rollout_filter_chooses_the_batch_before_vllm_sees_it(tmp_path, model_dir):
-    """Rollout-side selection: prompts predicted dead are left out of the pool, so vLLM never generates them."""
+@pytest.mark.parametrize("granularity", ["batch", "epoch"])
+def test_rollout_filter_chooses_the_batch_before_vllm_sees_it(tmp_path, model_dir, granularity):
+    """Rollout-side selection: prompts predicted dead are left out before generation, so vLLM never generates them."""
     trainer = vllm_trainer(
         tmp_path,
         model_dir,
         "lze",
         reward=three_quarters_solved,
-        dataset=prompt_dataset(16),  # 4 groups per step: the first, unfiltered epoch is 4 steps
+        dataset=prompt_dataset(16),  # 4 groups per step: the first, unfiltered epoch is 4 steps (per epoch)
         per_device_train_batch_size=16,
         max_steps=7,
         selection_ratio=1.0,
         rollout_filter="lze",
+        rollout_filter_granularity=granularity,
         rollout_filter_audit=0.0,
     )
     calls = record_vllm(trainer)
@@ -249,16 +251,21 @@ def test_rollout_filter_chooses_the_batch_before_vllm_sees_it(tmp_path, model_di
     generate = trainer.vllm_generation.generate
 
     def recording_generate(prompts, *args, **kwargs):
-        pools.append(set(np.flatnonzero(trainer.train_sampler.epoch_keep).tolist()))
+        sampler = trainer.train_sampler
+        if granularity == "epoch":
+            pools.append(set(np.flatnonzero(sampler.epoch_keep).tolist()))
+        else:  # the batches decided so far in the epoch (the data loader reads one ahead)
+            pools.append({n for chunk in sampler.epoch_record for n in chunk})
         return generate(prompts, *args, **kwargs)
 
     trainer.vllm_generation.generate = recording_generate
     trainer.train()
     assert len(calls["prompts"]) == 7
-    assert {n for prompts in calls["prompts"][:4] for n in prompts} == set(range(16))  # epoch 0: every prompt
+    if granularity == "epoch":
+        assert {n for prompts in calls["prompts"][:4] for n in prompts} == set(range(16))  # epoch 0: every prompt
     for prompts, pool in zip(calls["prompts"], pools):
-        assert set(prompts) <= pool  # the batch was chosen from the filtered pool before vLLM saw it
+        assert set(prompts) <= pool  # the batch was chosen by the filter before vLLM saw it
     later = {n for prompts in calls["prompts"][4:] for n in prompts}
     solved = {n for n in range(16) if n % 4}
-    assert len(later & solved) < len(solved) / 2  # most always-solved prompts were skipped after epoch 0
+    assert len(later & solved) < len(solved) / 2  # most always-solved prompts were skipped after the first steps
     assert trainer.rollout_filter.totals["skipped"] > 0
