@@ -148,6 +148,10 @@ class LZEGRPOConfig(GRPOConfig):
         rollout_filter_prior_column (`str`, *optional*):
             Train dataset column (e.g. `"difficulty"`) whose values group prompts never rolled out for their prior:
             the share of dead first observations among prompts with the same value. Default: one group.
+        rollout_filter_momentum (`float`, *optional*, defaults to `0.5`):
+            Weight `mu` of the trend in the predicted pass rate `q = ema + mu * (p_last - ema)` of a prompt already
+            rolled out, >= 0: below 1 it lies between the pass-rate EMA and the last pass rate, 1 is the last pass
+            rate, above 1 extrapolates the trend (a prompt being learned is predicted solved sooner).
         rollout_filter_calibration (`bool`, *optional*, defaults to `False`):
             Recalibrate the predicted dead probability online before the threshold: a monotone (isotonic) map over 10
             probability bins, smoothed toward the identity, fitted to the run's own pairs of (prediction at planning,
@@ -269,6 +273,12 @@ class LZEGRPOConfig(GRPOConfig):
     )
     rollout_filter_prior_column: str | None = field(
         default=None, metadata={"help": "Dataset column grouping unseen prompts for their prior (e.g. difficulty)."}
+    )
+    rollout_filter_momentum: float = field(
+        default=0.5,
+        metadata={
+            "help": "Weight mu of the last pass rate's trend in the predicted pass rate, >= 0 (>1 extrapolates)."
+        },
     )
     rollout_filter_calibration: bool = field(
         default=False,
@@ -468,6 +478,12 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "rollout_filter_audit",
         args.rollout_filter_audit,
         "use a fraction in [0, 1], e.g. 0.02 (0 disables the audit of skipped prompts).",
+    )
+    _check(
+        _finite(args.rollout_filter_momentum) and args.rollout_filter_momentum >= 0,
+        "rollout_filter_momentum",
+        args.rollout_filter_momentum,
+        "use a number >= 0, e.g. 0.5 (1 predicts the last pass rate, above 1 extrapolates its trend).",
     )
     _check(
         isinstance(args.rollout_filter_calibration, bool),

@@ -25,7 +25,8 @@ The model (all per prompt `i`, `G` = rollouts per group):
 
     predicted pass rate (between the long-run EMA and the last observation: the momentum p_last - ema moves it,
     so a prompt that just improved comes back, and one dead once after a live history is not written off):
-        q = clip(ema + mu * (p_last - ema), 0, 1),  mu = 0.5
+        q = clip(ema + mu * (p_last - ema), 0, 1),  mu = 0.5 (`rollout_filter_momentum`; mu > 1 extrapolates the
+                                                     trend past the last observation)
 
     evidence: the streak accumulates it, an alive observation counts once:
         n = G * min(max(k, 1), k_max),  k_max = 4
@@ -207,6 +208,9 @@ class RolloutFilter:
             Recalibrate the predicted dead probability of prompts with a state online, with a monotone map fitted
             to the run's own (prediction, outcome) pairs (see the module docstring); `"greso"` mode then only logs
             the calibrated prediction (its decisions do not use it).
+        momentum (`float`, *optional*, defaults to `0.5`):
+            `mu` of the predicted pass rate `q = ema + mu * (p_last - ema)`: below 1 between the EMA and the last
+            observation, 1 the last observation, above 1 the trend extrapolated past it.
     """
 
     def __init__(
@@ -222,6 +226,7 @@ class RolloutFilter:
         ema_decay: float = 0.9,
         seed: int = 0,
         calibration: bool = False,
+        momentum: float = MOMENTUM,
     ) -> None:
         if mode not in ROLLOUT_FILTER_MODES[1:]:
             raise ValueError(f"Unknown rollout filter mode {mode!r}; expected one of {ROLLOUT_FILTER_MODES[1:]}.")
@@ -235,6 +240,7 @@ class RolloutFilter:
         self.ema_decay = ema_decay
         self.seed = seed
         self.calibration = bool(calibration)
+        self.momentum = float(momentum)
         if prior_buckets is None:
             prior_buckets = np.zeros(num_prompts, dtype=np.int64)
         prior_buckets = np.asarray(prior_buckets, dtype=np.int64)
@@ -272,7 +278,7 @@ class RolloutFilter:
     def predict_pass_rate(self) -> np.ndarray:
         """Predicted pass rate `q` of every prompt (NaN for prompts never observed)."""
         trend = self.last_pass_rate - self.ema_pass_rate
-        return np.clip(self.ema_pass_rate + MOMENTUM * trend, 0.0, 1.0)
+        return np.clip(self.ema_pass_rate + self.momentum * trend, 0.0, 1.0)
 
     def predict_dead(self, raw: bool = False) -> np.ndarray:
         """
@@ -654,4 +660,5 @@ def build_rollout_filter(args: Any, train_dataset: Any, num_generations: int) ->
         ema_decay=args.energy_ema_decay,
         seed=args.seed,
         calibration=args.rollout_filter_calibration,
+        momentum=args.rollout_filter_momentum,
     )

@@ -182,6 +182,8 @@ def test_bad_settings_are_rejected():
         ("rollout_filter_retry_epochs", 0, "rollout_filter_retry_epochs=0 is invalid"),
         ("rollout_filter_audit", 1.5, "rollout_filter_audit=1.5 is invalid"),
         ("rollout_filter_calibration", "yes", "rollout_filter_calibration='yes' is invalid"),
+        ("rollout_filter_granularity", "step", "rollout_filter_granularity='step' is invalid"),
+        ("rollout_filter_momentum", -0.5, "rollout_filter_momentum=-0.5 is invalid"),
     ],
 )
 def test_config_names_the_bad_setting(tmp_path, setting, value, match):
@@ -410,3 +412,21 @@ def test_per_batch_decisions_agree_across_processes_and_resume_exactly():
         a.observe(ca, p)
         restored.observe(ca, p)
         assert a.metrics() == restored.metrics()
+
+
+def test_momentum_moves_the_predicted_pass_rate_along_the_trend():
+    # a prompt being learned: 0.25, then 0.75. mu < 1 predicts between the EMA and 0.75, mu = 1 predicts 0.75,
+    # mu > 1 extrapolates past it, and its predicted dead probability (mostly all-correct) grows with mu
+    predictions = {}
+    for mu in (0.5, 1.0, 2.0):
+        f = RolloutFilter(2, G, momentum=mu)
+        f.observe([0, 1], [0.25, 0.5])
+        f.observe([0, 1], [0.75, 0.5])
+        predictions[mu] = (f.predict_pass_rate(), f.predict_dead())
+    ema = 0.9 * 0.25 + 0.1 * 0.75
+    np.testing.assert_allclose(predictions[0.5][0][0], ema + 0.5 * (0.75 - ema))
+    np.testing.assert_allclose(predictions[1.0][0][0], 0.75)
+    np.testing.assert_allclose(predictions[2.0][0][0], min(ema + 2.0 * (0.75 - ema), 1.0))  # 1.2, clipped
+    assert predictions[0.5][1][0] < predictions[1.0][1][0] < predictions[2.0][1][0]
+    # a prompt with a flat history is predicted the same whatever mu
+    assert len({float(predictions[mu][0][1]) for mu in predictions}) == 1
