@@ -54,6 +54,22 @@ def dead_shares(log: Any) -> dict[str, float | None]:
     }
 
 
+def audited_skips(steps: list[dict[str, Any]] | None) -> dict[str, float | None]:
+    """
+    The rollout filter's audit at the end of a run (`None` without a filter): skipped prompts generated anyway
+    (`audited_skips`), how many came back alive (`audited_skips_alive`), and their share (`wrong_skip_rate`).
+    """
+    last = next((s for s in reversed(steps or []) if "lze/rollout_filter/audited_total" in s), None)
+    if last is None:
+        return {"audited_skips": None, "audited_skips_alive": None, "wrong_skip_rate": None}
+    audited, alive = last["lze/rollout_filter/audited_total"], last["lze/rollout_filter/audited_alive_total"]
+    return {
+        "audited_skips": audited,
+        "audited_skips_alive": alive,
+        "wrong_skip_rate": alive / audited if audited else None,
+    }
+
+
 def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_window: int = 1) -> dict[str, Any]:
     """
     The figures of one run's table row: accuracies, tokens, FLOPs, times, and time/FLOPs to reach the baseline's
@@ -101,6 +117,7 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
         # Share of the generated completion tokens that went through an update's forward/backward.
         "utilisation": totals["update_completion_tokens"] / max(totals["rollout_completion_tokens"], 1),
         **dead_shares(run.get("selection_log")),
+        **audited_skips(run.get("steps")),
     }
     for split in EVAL_SPLITS:
         row[f"start_{split}_accuracy"] = first[f"{split}_accuracy"]
@@ -312,6 +329,7 @@ SUMMARY_KEYS = (
     "utilisation",
     "dead_share",
     "dead_share_last_quarter",
+    "wrong_skip_rate",
 )
 
 
