@@ -333,9 +333,9 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     # the headline table comes last, one row per method
     headline = printed[printed.index("Headline (task carries") :]
     assert "in the learning zone" in headline and "rollouts to target" in headline
-    assert all(f"\n{name} " in headline for name in ("grpo", "lze", "lze+prune"))
+    assert all(f"\n{name} " in headline for name in ("grpo", "lze", "lze+prune", "lze+rollout"))
     results = json.loads((out / "demo_results.json").read_text())
-    assert list(results["methods"]) == ["grpo", "lze", "lze+prune"]
+    assert list(results["methods"]) == ["grpo", "lze", "lze+prune", "lze+rollout"]
     assert results["baseline"] == "grpo"
     config = DemoConfig.tiny()
     for method in results["methods"].values():
@@ -362,7 +362,7 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     # plain GRPO updates on every rollout: its update tokens are the completion tokens it generated
     assert grpo["update_tokens"] == grpo["rollout_tokens"]
     assert grpo["update_processed_tokens"] == grpo["rollout_tokens"] + grpo["rollout_prompt_tokens"]
-    assert set(results["target"]) == set(results["target_train_prompts"]) == {"lze", "lze+prune"}
+    assert set(results["target"]) == set(results["target_train_prompts"]) == {"lze", "lze+prune", "lze+rollout"}
     assert results["target"]["lze"]["split"] == "test" and results["target_train_prompts"]["lze"]["split"] == "train"
     assert sum(results["start"]["train_pass_rate_histogram"]["counts"]) == config.n_train
     assert results["machine"]["start"]["cpu_count"] >= 1
@@ -381,7 +381,7 @@ def test_demo_command_end_to_end(tmp_path, capsys):
         "test_size": config.n_test,
         "ood_size": config.n_ood,
     }
-    assert summary["task"] == "carries" and list(summary["methods"]) == ["grpo", "lze", "lze+prune"]
+    assert summary["task"] == "carries" and list(summary["methods"]) == ["grpo", "lze", "lze+prune", "lze+rollout"]
     for name, row in summary["methods"].items():
         full = results["methods"][name]["summary"]
         assert row["test_accuracy"] == full["final_test_accuracy"]
@@ -391,6 +391,7 @@ def test_demo_command_end_to_end(tmp_path, capsys):
         assert row["rollouts_ratio"] == pytest.approx(full["rollouts"] / grpo["rollouts"])
         log = pd.read_parquet(out / "runs" / name / "lze_selection_log.parquet")
         assert row["dead_share"] == pytest.approx(((log["pass_rate"] == 0) | (log["pass_rate"] == 1)).mean())
+        assert row["utilisation"] == pytest.approx(full["update_tokens"] / full["rollout_tokens"])
         reached = full["reach_test_rollouts"]
         expected = None if reached is None else pytest.approx(reached / grpo["rollouts"])
         assert row["rollouts_to_grpo_final"] == expected

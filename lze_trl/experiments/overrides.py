@@ -13,14 +13,14 @@ from transformers.hf_argparser import string_to_bool
 
 from ..config import LZEGRPOConfig
 from ..selectors import SELECTORS
-from .config import MethodSpec
+from .config import LZE_ROLLOUT_OVERRIDES, MethodSpec
 
 
 ALIASES: dict[str, dict[str, Any]] = {
     "grpo": {"selector": "none"},
     "lze+prune": {"selector": "lze", "prune_solved": True},
     # Rollout-side selection: the rollout stage picks the learning zone, the update keeps every alive group of it.
-    "lze+rollout": {"selector": "lze", "rollout_filter": "lze", "selection_ratio": 1.0},
+    "lze+rollout": LZE_ROLLOUT_OVERRIDES,
     # GRESO-like baseline: skip probability from consecutive dead observations only, dead groups filtered (DAPO).
     "greso": {"selector": "dapo", "rollout_filter": "greso"},
 }

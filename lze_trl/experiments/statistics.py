@@ -242,7 +242,8 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
         (0, 1) at the start; `test_accuracy`, `ood_accuracy`: greedy; `test_size`, `ood_size`: prompts evaluated) and
         `methods.<name>` (`test_accuracy`, `ood_accuracy`: final greedy; `update_tokens_ratio`, `rollouts_ratio`,
         `total_flops_ratio`: to the baseline's totals; `dead_share`: share of the generated groups that were
-        all-correct or all-wrong; `rollouts_to_grpo_final`, `flops_to_grpo_final`: rollouts and FLOPs spent until
+        all-correct or all-wrong; `utilisation`: share of the generated completion tokens that reached a backward
+        pass; `rollouts_to_grpo_final`, `flops_to_grpo_final`: rollouts and FLOPs spent until
         the run first reached the baseline's final in-domain test accuracy, as ratios to the baseline's totals,
         `None` when never reached; `rollouts_to_grpo_final_ood`, `flops_to_grpo_final_ood`: the same on OOD).
     """
@@ -269,6 +270,7 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
             "rollouts_ratio": _ratio(row["rollouts"], base["rollouts"]),
             "total_flops_ratio": _ratio(row["total_flops"], base["total_flops"]),
             "dead_share": row.get("dead_share"),
+            "utilisation": row.get("utilisation"),
             "rollouts_to_grpo_final": _ratio(row.get("reach_test_rollouts"), base["rollouts"]),
             "flops_to_grpo_final": _ratio(row.get("reach_test_flops"), base["total_flops"]),
             "rollouts_to_grpo_final_ood": _ratio(row.get("reach_ood_rollouts"), base["rollouts"]),
