@@ -1,0 +1,80 @@
+"""The rollout-side columns of `lze-trl bench train` folders, as one Markdown table (BENCHMARKS.md section 7c).
+
+    python benchmarks/rollout_filter/side_table.py FOLDER [FOLDER ...] > table.md
+
+Each folder holds one `bench_train.json` (one or more seeds); methods are merged by name over all seeds. Columns: final
+in-domain accuracy, share of generated groups that were dead over the run and in its last quarter, utilisation
+(generated completion tokens that reached a backward pass), audited skips that came back alive (wrong skips, summed
+over seeds), rollouts and total FLOPs over the baseline's (`grpo` of the same seed), CPU time over the baseline's, and
+rollouts spent until the run first reached the baseline's final in-domain accuracy, over the baseline's total.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+
+def stat(values: list[float | None], fmt: str, scale: float = 1.0, unit: str = "") -> str:
+    kept = [v * scale for v in values if v is not None]
+    if not kept:
+        return "n/a"
+    text = f"{np.mean(kept):{fmt}} ± {np.std(kept, ddof=1) if len(kept) > 1 else 0.0:{fmt}}{unit}"
+    return text if len(kept) == len(values) else f"{text} ({len(kept)}/{len(values)} seeds)"
+
+
+def main(folders: list[str]) -> None:
+    rows: dict[str, list[dict]] = defaultdict(list)
+    seeds = []
+    for folder in folders:
+        results = json.loads((Path(folder) / "bench_train.json").read_text())
+        for run in results["runs"]:
+            seeds.append(run["seed"])
+            base = run["methods"][results["baseline"]]["summary"]
+            for name, method in run["methods"].items():
+                rows[name].append({"s": method["summary"], "base": base})
+    print(f"Seeds {sorted(seeds)}; mean ± sample std over seeds; ratios to `grpo` of the same seed.\n")
+    header = [
+        "run",
+        "in-domain acc, final",
+        "dead groups, run",
+        "dead groups, last quarter",
+        "utilisation",
+        "wrong skips (alive / audited)",
+        "rollouts / grpo",
+        "total FLOPs / grpo",
+        "CPU time / grpo",
+        "rollouts to grpo's final acc / grpo's total",
+    ]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name, runs in rows.items():
+        s = [r["s"] for r in runs]
+        audited = [x.get("audited_skips") for x in s]
+        alive = [x.get("audited_skips_alive") for x in s]
+        wrong = "n/a" if any(a is None for a in audited) else f"{int(sum(alive))} / {int(sum(audited))}"
+        reach = [
+            x["reach_test_rollouts"] / r["base"]["rollouts"] if x["reach_test_rollouts"] is not None else None
+            for x, r in zip(s, runs)
+        ]
+        cells = [
+            f"`{name}`",
+            stat([x["final_test_accuracy"] for x in s], ".3f"),
+            stat([x["dead_share"] for x in s], ".1f", 100, "%"),
+            stat([x["dead_share_last_quarter"] for x in s], ".1f", 100, "%"),
+            stat([x["utilisation"] for x in s], ".1f", 100, "%"),
+            wrong,
+            stat([x["rollouts"] / r["base"]["rollouts"] for x, r in zip(s, runs)], ".2f", unit="x"),
+            stat([x["total_flops"] / r["base"]["total_flops"] for x, r in zip(s, runs)], ".2f", unit="x"),
+            stat([x["train_cpu_seconds"] / r["base"]["train_cpu_seconds"] for x, r in zip(s, runs)], ".2f", unit="x"),
+            stat(reach, ".2f", unit="x") if any(v is not None for v in reach) else "not reached",
+        ]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
