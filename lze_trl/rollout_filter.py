@@ -58,9 +58,11 @@ with `u` uniform draws seeded by `(seed, e)` and `h_i` a fixed per-prompt draw i
     keep_i   = not skip_i or retry_i or audit_i
 
 Per batch (`"batch"`), the same `skip_i` and `retry_i` for each candidate `i` of the epoch's order from the cursor
-on, with `u` seeded by `(seed, epoch, batch)`; `audit_i = skip_i and not retry_i and u_i < audit` (each skipped
-candidate is generated anyway with probability `audit`); the batch is the first `size` candidates with
-`keep_i`, and the cursor moves past the last of them.
+on, with the draws seeded by `(seed, epoch, batch)`; the audit takes `a ~ Binomial(size, audit)` slots of the batch:
+`audit_i` for the first `a` candidates with `skip_i and not retry_i` in the walk (a uniform sample of the skipped
+prompts, the order being a random permutation), so about `audit` of the generated groups are audited skips, however
+many candidates a batch walks past (a per-candidate draw would make audits most of a batch when most candidates are
+skipped); the batch is the first `size` candidates with `keep_i`, and the cursor moves past the last of them.
 
 Mode `"greso"` (the GRESO-like baseline, no energy state): `skip_i = u'_i < 1 - max(base ** k_i, 0.01)`, base 0.5,
 with the same floor and audit. Both modes log the same `pi` as their prediction, so their calibration compares.
@@ -413,10 +415,11 @@ class RolloutFilter:
         The next generation batch of `size` prompts, decided now from the current state (granularity `"batch"`).
 
         Walks the epoch's candidate `order` from `cursor` and takes, in order, the first `size` candidates that are
-        not skipped (same skip, retry floor and audit rules as [`~RolloutFilter.plan_epoch`], the audit drawn per
-        skipped candidate with probability `audit_fraction`); the skipped candidates before the last one taken are
-        consumed. The draws are seeded by `(seed, epoch, batch)`, so every process takes the same decision. Cap: the
-        epoch's first batch (`batch == 0`) is always full when `order` holds `size` prompts: the skipped candidates
+        not skipped (same skip and retry floor rules as [`~RolloutFilter.plan_epoch`]; the audit takes
+        `Binomial(size, audit_fraction)` of the batch's slots for the first skipped candidates of the walk, so about
+        `audit_fraction` of the generated groups are audited skips); the skipped candidates before the last one taken
+        are consumed. The draws are seeded by `(seed, epoch, batch)`, so every process takes the same decision. Cap:
+        the epoch's first batch (`batch == 0`) is always full when `order` holds `size` prompts: the skipped candidates
         least likely dead fill it. A later batch that cannot be filled ends the epoch (the candidates left are not
         generated, as TRL drops an incomplete last batch).
 
@@ -442,7 +445,7 @@ class RolloutFilter:
         if len(rest) < size or size <= 0:
             return None, len(order)
         rng = np.random.default_rng([self.seed, epoch, batch, 0xB47C])
-        u_audit, u_skip = rng.random(len(rest)), rng.random(len(rest))
+        u_skip = rng.random(len(rest))
         raw = self.predict_dead(raw=True)[rest]
         seen = ~np.isnan(self.last_pass_rate[rest])
         pi = raw.copy()
@@ -455,7 +458,10 @@ class RolloutFilter:
         skip &= ~(self.progress - self.visit[rest] >= self.retry_epochs * (1.0 + self.stagger[rest]) / 2.0)
         if exempt is not None:
             skip &= ~np.asarray(exempt, dtype=bool)[rest]
-        audit = skip & (u_audit < self.audit_fraction)
+        # Audit: Binomial(size, audit_fraction) slots of the batch go to the first skipped candidates of the walk
+        # (a uniform sample of the skipped prompts: the order is a random permutation).
+        audit = np.zeros(len(rest), dtype=bool)
+        audit[np.flatnonzero(skip)[: rng.binomial(size, self.audit_fraction)]] = True
         skip &= ~audit
         kept = np.flatnonzero(~skip)
         if len(kept) >= size:

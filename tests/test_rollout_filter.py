@@ -327,10 +327,10 @@ def simulate_batches(f, true, batches, size=16, seed=0, order_seed=0):
             order = np.random.default_rng([order_seed, epoch]).permutation(f.num_prompts)
             continue
         idx = np.asarray(chosen)
-        predicted = f.epoch_prediction[idx].copy()
+        predicted, audited = f.epoch_prediction[idx].copy(), f.epoch_audit[idx].copy()
         p = rng.binomial(G, true[idx]) / G
         f.observe(idx, p)
-        records.append({"idx": idx, "pred": predicted, "dead": (p == 0) | (p == 1), "epoch": epoch})
+        records.append({"idx": idx, "pred": predicted, "dead": (p == 0) | (p == 1), "epoch": epoch, "audit": audited})
         batch += 1
     return records
 
@@ -358,11 +358,15 @@ def test_per_batch_audit_generates_a_share_of_the_skips_and_counts_wrong_ones():
     f = RolloutFilter(len(true), G, audit_fraction=0.1, retry_epochs=1000, seed=3)
     # observe everything once (dead ones seen dead), then decide batches
     f.observe(np.arange(len(true)), np.random.default_rng(1).binomial(G, true) / G)
-    simulate_batches(f, true, batches=60, seed=2)
+    records = simulate_batches(f, true, batches=60, seed=2)
     audited, skipped = f.totals["audited"], f.totals["skipped"]
-    # audits are ~10% of the skipped candidates walked past (audited ones are generated, not skipped)
-    assert 0.06 < audited / (audited + skipped) < 0.14
-    assert 0 <= f.totals["audited_alive"] <= audited
+    # audits are ~10% of the generated groups, however many skipped candidates each batch walks past
+    assert 0.07 < audited / (60 * 16) < 0.13 and skipped > 5 * audited
+    # they are skipped prompts: mostly dead, and the wrong skips among them are counted
+    assert sum(int(r["audit"].sum()) for r in records) == audited
+    dead_audits = sum(int(r["dead"][r["audit"]].sum()) for r in records)
+    assert dead_audits > 0.6 * audited
+    assert 0 < f.totals["audited_alive"] < 0.4 * audited
 
 
 def test_per_batch_cap_fills_the_first_batch_and_a_later_short_batch_ends_the_epoch():
