@@ -39,6 +39,9 @@ The model (all per prompt `i`, `G` = rollouts per group):
     prompts never observed (prior): the running share of dead FIRST observations, per value of a difficulty
     column when one is given (`prior_buckets`), else over all prompts, with a Laplace prior:
         pi = (dead_first[bucket] + 1) / (first[bucket] + 2)
+    Only a bucket's prior skips an unseen prompt: the pooled prior (no column) is logged as its prediction but never
+    skips it, since it says nothing about that prompt; skipping on it made per-batch runs recycle the prompts already
+    seen alive instead of exploring the dataset (measured: BENCHMARKS.md section 7c).
 
 With a dead streak of `k` and `q = 0`, `pi ~ sqrt(k G / (k G + G)) = sqrt(k / (k + 1))` grows in `k`, as GRESO's skip
 probability does; a prompt dead once after a live history keeps part of its EMA in `q`, and one observed alive
@@ -243,6 +246,9 @@ class RolloutFilter:
         self.seed = seed
         self.calibration = bool(calibration)
         self.momentum = float(momentum)
+        # Without buckets the prior of unseen prompts is one pooled rate: no evidence about any prompt in particular,
+        # so it is logged but never skips one (skipping on it would stop the run from exploring the dataset).
+        self.skip_unseen = prior_buckets is not None
         if prior_buckets is None:
             prior_buckets = np.zeros(num_prompts, dtype=np.int64)
         prior_buckets = np.asarray(prior_buckets, dtype=np.int64)
@@ -377,6 +383,8 @@ class RolloutFilter:
             skip = pi > self.threshold
         else:
             skip = u_skip < 1.0 - np.maximum(GRESO_BASE**self.dead_streak, GRESO_MIN_KEEP)
+        if not self.skip_unseen:
+            skip &= seen
         retry = self.progress - self.visit >= self.retry_epochs * (1.0 + self.stagger) / 2.0
         skip &= available & ~retry
         if exempt is not None:
@@ -455,6 +463,8 @@ class RolloutFilter:
             skip = pi > self.threshold
         else:
             skip = u_skip < 1.0 - np.maximum(GRESO_BASE ** self.dead_streak[rest], GRESO_MIN_KEEP)
+        if not self.skip_unseen:
+            skip &= seen
         skip &= ~(self.progress - self.visit[rest] >= self.retry_epochs * (1.0 + self.stagger[rest]) / 2.0)
         if exempt is not None:
             skip &= ~np.asarray(exempt, dtype=bool)[rest]

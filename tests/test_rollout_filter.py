@@ -434,3 +434,26 @@ def test_momentum_moves_the_predicted_pass_rate_along_the_trend():
     assert predictions[0.5][1][0] < predictions[1.0][1][0] < predictions[2.0][1][0]
     # a prompt with a flat history is predicted the same whatever mu
     assert len({float(predictions[mu][0][1]) for mu in predictions}) == 1
+
+
+@pytest.mark.parametrize("plan", ["epoch", "batch"])
+def test_a_pooled_prior_never_skips_an_unseen_prompt(plan):
+    # 90% of the first observations were dead: the pooled prior says 0.9 for every unseen prompt, but it is no
+    # evidence about any one of them, so they stay in the pool; a bucket's prior (a difficulty column) does skip.
+    n = 200
+    pooled = RolloutFilter(n, G, audit_fraction=0.0, retry_epochs=1000)
+    bucketed = RolloutFilter(n, G, audit_fraction=0.0, retry_epochs=1000, prior_buckets=np.zeros(n, dtype=int))
+    seen = np.arange(100)
+    for f in (pooled, bucketed):
+        f.observe(seen, np.where(seen % 10 == 0, 0.5, 0.0))
+        assert f.predict_dead()[150] > 0.85
+    for f, unseen_kept in ((pooled, 100), (bucketed, 0)):
+        if plan == "epoch":
+            keep = f.plan_epoch(1)
+        else:
+            chosen, _ = f.plan_batch(1, 1, np.arange(n), 0, 110)  # 10 seen alive + 100 unseen, if kept
+            keep = np.zeros(n, dtype=bool)
+            if chosen is not None:
+                keep[chosen] = True
+        assert keep[100:].sum() == unseen_kept
+        assert keep[:100].sum() <= 10 + 1  # the prompts seen dead are skipped either way
