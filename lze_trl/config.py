@@ -148,10 +148,11 @@ class LZEGRPOConfig(GRPOConfig):
         rollout_filter_prior_column (`str`, *optional*):
             Train dataset column (e.g. `"difficulty"`) whose values group prompts never rolled out for their prior:
             the share of dead first observations among prompts with the same value. Default: one group.
-        rollout_filter_momentum (`float`, *optional*, defaults to `0.5`):
+        rollout_filter_momentum (`float`, *optional*, defaults to `1.0`):
             Weight `mu` of the trend in the predicted pass rate `q = ema + mu * (p_last - ema)` of a prompt already
-            rolled out, >= 0: below 1 it lies between the pass-rate EMA and the last pass rate, 1 is the last pass
-            rate, above 1 extrapolates the trend (a prompt being learned is predicted solved sooner).
+            rolled out, >= 0: 1 is the last pass rate, below 1 lies between the pass-rate EMA and the last pass rate,
+            above 1 extrapolates the trend. (0.5 until measured: a prompt being learned was predicted below its last
+            pass rate and came back all-correct; BENCHMARKS.md section 7c.)
         rollout_filter_calibration (`bool`, *optional*, defaults to `False`):
             Recalibrate the predicted dead probability online before the threshold: a monotone (isotonic) map over 10
             probability bins, smoothed toward the identity, fitted to the run's own pairs of (prediction at planning,
@@ -275,7 +276,7 @@ class LZEGRPOConfig(GRPOConfig):
         default=None, metadata={"help": "Dataset column grouping unseen prompts for their prior (e.g. difficulty)."}
     )
     rollout_filter_momentum: float = field(
-        default=0.5,
+        default=1.0,
         metadata={
             "help": "Weight mu of the last pass rate's trend in the predicted pass rate, >= 0 (>1 extrapolates)."
         },

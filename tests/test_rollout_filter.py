@@ -201,7 +201,8 @@ def test_online_calibration_lowers_the_brier_score_and_matches_the_dead_share():
     true, _ = pool(seed=1, n=1000, dead_share=0.8)
     runs = {}
     for calibration in (False, True):
-        f = RolloutFilter(len(true), G, threshold=0.999999, audit_fraction=0.0, calibration=calibration)
+        # mu = 0.5 (the first default): between the EMA and the last observation, under-confident on the dead
+        f = RolloutFilter(len(true), G, threshold=0.999999, audit_fraction=0.0, calibration=calibration, momentum=0.5)
         runs[calibration] = (f, simulate(f, true, epochs=8)[2:])  # from epoch 2 on the map has data
     (raw_f, raw), (cal_f, cal) = runs[False], runs[True]
     for r, c in zip(raw, cal):
@@ -254,7 +255,9 @@ def test_calibration_map_is_monotone_and_the_identity_without_data():
 
 def test_calibrated_skipping_keeps_the_floor_cap_and_audit():
     true, _ = pool(dead_share=0.8)
-    f = RolloutFilter(len(true), G, audit_fraction=0.05, min_pool=64, retry_epochs=4, seed=3, calibration=True)
+    f = RolloutFilter(
+        len(true), G, audit_fraction=0.05, min_pool=64, retry_epochs=4, seed=3, calibration=True, momentum=0.5
+    )
     records = simulate(f, true, epochs=20)
     later = np.concatenate([r["dead"] for r in records[1:]]).mean()
     assert records[0]["dead"].mean() > 0.7 and later < 0.35

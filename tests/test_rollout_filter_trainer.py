@@ -62,9 +62,10 @@ def test_rollout_filter_generates_fewer_dead_groups(tmp_path, granularity):
     late = [e for e in logs if e["step"] > 8]
     assert np.mean([e["lze/rollout_filter/predicted_dead_frac"] for e in late]) < 0.5
     if granularity == "epoch":
-        # the epoch's pool excludes most always-solved prompts (a few may be audited or put back by the cap)
+        # the epoch's pool excludes most always-solved prompts (a few may be audited or put back by the cap) and keeps
+        # most of the others (an alive prompt whose last group came back dead is predicted dead: mu = 1)
         keep = filtered.train_sampler.epoch_keep
-        assert keep is not None and keep[0::4].sum() >= 6 and keep.sum() - keep[0::4].sum() <= 4
+        assert keep is not None and keep[0::4].sum() >= 5 and keep.sum() - keep[0::4].sum() <= 4
     else:
         # decided per batch: no epoch pool, and the batches of the current epoch hold mostly unsolved prompts
         assert filtered.train_sampler.epoch_keep is None
