@@ -134,8 +134,8 @@ class LZEGRPOConfig(GRPOConfig):
         rollout_filter_granularity (`str`, *optional*, defaults to `"batch"`):
             When the skip decision is taken. `"batch"`: each generation batch is filled, just before it is generated,
             with the next prompts of the epoch's order that the current state does not skip, so every decision uses
-            the groups scored up to then (including the prior learned from the epoch's first observations) and every
-            generation batch is full. `"epoch"`: the epoch's pool is decided once at its start (the first version:
+            the groups scored up to then (e.g. a prior column's per-bucket prior learned from the epoch's first
+            observations) and every generation batch is full. `"epoch"`: the epoch's pool is decided once at its start (the first version:
             nothing is skipped in the first epoch, and state learned during an epoch acts only from the next).
         rollout_filter_threshold (`float`, *optional*, defaults to `0.6`):
             `rollout_filter="lze"`: predicted dead probability above which a prompt is skipped, in (0, 1).
@@ -143,11 +143,13 @@ class LZEGRPOConfig(GRPOConfig):
             Exploration floor: a skipped prompt is rolled out again after at most this many epochs without one, >= 1.
             Skipping shortens epochs, so an epoch here is a full dataset's worth of generated groups.
         rollout_filter_audit (`float`, *optional*, defaults to `0.02`):
-            Share of the skipped prompts rolled out anyway to count wrong skips (`rollout_filter/wrong_skip_rate`),
-            in [0, 1].
+            Skipped prompts rolled out anyway to count wrong skips (`rollout_filter/wrong_skip_rate`), in [0, 1]:
+            per batch, about this share of each batch's groups; per epoch, this share of the skipped prompts times
+            the share kept.
         rollout_filter_prior_column (`str`, *optional*):
             Train dataset column (e.g. `"difficulty"`) whose values group prompts never rolled out for their prior:
-            the share of dead first observations among prompts with the same value. Default: one group.
+            the share of dead first observations among prompts with the same value, which can skip them. Default:
+            one group, whose prior is logged but never skips a prompt never seen.
         rollout_filter_momentum (`float`, *optional*, defaults to `1.0`):
             Weight `mu` of the trend in the predicted pass rate `q = ema + mu * (p_last - ema)` of a prompt already
             rolled out, >= 0: 1 is the last pass rate, below 1 lies between the pass-rate EMA and the last pass rate,
