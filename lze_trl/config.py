@@ -135,8 +135,9 @@ class LZEGRPOConfig(GRPOConfig):
             When the skip decision is taken. `"batch"`: each generation batch is filled, just before it is generated,
             with the next prompts of the epoch's order that the current state does not skip, so every decision uses
             the groups scored up to then (e.g. a prior column's per-bucket prior learned from the epoch's first
-            observations) and every generation batch is full. `"epoch"`: the epoch's pool is decided once at its start (the first version:
-            nothing is skipped in the first epoch, and state learned during an epoch acts only from the next).
+            observations) and every generation batch is full. `"epoch"`: the epoch's pool is decided once at its
+            start (the first version: nothing is skipped in the first epoch, and state learned during an epoch acts
+            only from the next).
         rollout_filter_threshold (`float`, *optional*, defaults to `0.6`):
             `rollout_filter="lze"`: predicted dead probability above which a prompt is skipped, in (0, 1).
         rollout_filter_retry_epochs (`int`, *optional*, defaults to `8`):
