@@ -354,6 +354,42 @@ class RolloutFilter:
         np.add.at(self.calibration_pred, bins, raw)
 
     # ----------------------------------------------------------------------------------------------- decision
+    def _skip_rule(
+        self, idx: np.ndarray, u_skip: np.ndarray, exempt: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """
+        The skip rule shared by [`~RolloutFilter.plan_epoch`] and [`~RolloutFilter.plan_batch`], before the audit and
+        the cap: the mode's rule on the (calibrated) prediction, unseen prompts kept unless a prior column is given,
+        the retry floor, and the exemptions.
+
+        Args:
+            idx (`np.ndarray`):
+                The candidate prompts.
+            u_skip (`np.ndarray`):
+                One uniform draw per candidate (the `"greso"` mode's coin).
+            exempt (`np.ndarray`, *optional*):
+                Boolean mask over all prompts never skipped.
+
+        Returns:
+            `tuple[np.ndarray, ...]`: per candidate, the raw prediction, whether its state has an observation, the
+            prediction used (`pi`, calibrated when on) and the skip mask.
+        """
+        raw = self.predict_dead(raw=True)[idx]
+        seen = ~np.isnan(self.last_pass_rate[idx])
+        pi = raw.copy()
+        if self.calibration and seen.any():
+            pi[seen] = self.calibrate(raw[seen])
+        if self.mode == "lze":
+            skip = pi > self.threshold
+        else:
+            skip = u_skip < 1.0 - np.maximum(GRESO_BASE ** self.dead_streak[idx], GRESO_MIN_KEEP)
+        if not self.skip_unseen:
+            skip &= seen
+        skip &= ~(self.progress - self.visit[idx] >= self.retry_epochs * (1.0 + self.stagger[idx]) / 2.0)
+        if exempt is not None:
+            skip &= ~np.asarray(exempt, dtype=bool)[idx]
+        return raw, seen, pi, skip
+
     def plan_epoch(
         self, epoch: int, available: np.ndarray | None = None, exempt: np.ndarray | None = None
     ) -> np.ndarray:
@@ -375,21 +411,8 @@ class RolloutFilter:
         available = np.ones(n, dtype=bool) if available is None else np.asarray(available, dtype=bool)
         rng = np.random.default_rng([self.seed, epoch, 0x5F17])
         u_audit, u_skip = rng.random(n), rng.random(n)
-        raw = self.predict_dead(raw=True)
-        seen = ~np.isnan(self.last_pass_rate)
-        pi = raw.copy()
-        if self.calibration and seen.any():
-            pi[seen] = self.calibrate(raw[seen])
-        if self.mode == "lze":
-            skip = pi > self.threshold
-        else:
-            skip = u_skip < 1.0 - np.maximum(GRESO_BASE**self.dead_streak, GRESO_MIN_KEEP)
-        if not self.skip_unseen:
-            skip &= seen
-        retry = self.progress - self.visit >= self.retry_epochs * (1.0 + self.stagger) / 2.0
-        skip &= available & ~retry
-        if exempt is not None:
-            skip &= ~np.asarray(exempt, dtype=bool)
+        raw, seen, pi, skip = self._skip_rule(np.arange(n), u_skip, exempt)
+        skip &= available
         kept_share = int((available & ~skip).sum()) / max(n, 1)
         audit = skip & (u_audit < self.audit_fraction * kept_share)
         skip &= ~audit
@@ -455,20 +478,7 @@ class RolloutFilter:
             return None, len(order)
         rng = np.random.default_rng([self.seed, epoch, batch, 0xB47C])
         u_skip = rng.random(len(rest))
-        raw = self.predict_dead(raw=True)[rest]
-        seen = ~np.isnan(self.last_pass_rate[rest])
-        pi = raw.copy()
-        if self.calibration and seen.any():
-            pi[seen] = self.calibrate(raw[seen])
-        if self.mode == "lze":
-            skip = pi > self.threshold
-        else:
-            skip = u_skip < 1.0 - np.maximum(GRESO_BASE ** self.dead_streak[rest], GRESO_MIN_KEEP)
-        if not self.skip_unseen:
-            skip &= seen
-        skip &= ~(self.progress - self.visit[rest] >= self.retry_epochs * (1.0 + self.stagger[rest]) / 2.0)
-        if exempt is not None:
-            skip &= ~np.asarray(exempt, dtype=bool)[rest]
+        raw, seen, pi, skip = self._skip_rule(rest, u_skip, exempt)
         # Audit: Binomial(size, audit_fraction) slots of the batch go to the first skipped candidates of the walk
         # (a uniform sample of the skipped prompts: the order is a random permutation).
         audit = np.zeros(len(rest), dtype=bool)
