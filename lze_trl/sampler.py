@@ -6,6 +6,7 @@ per-epoch pool and a rewindable generator (pinned against TRL's sampler by `test
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -244,10 +245,25 @@ class LZERepeatSampler(RepeatSampler):
             self.epoch += 1
             units = [chunk for chunk in self.epoch_batches(self.epoch) for _ in range(self.repeat_count)]
             skip = 0
+        if not units:
+            self._warn_empty_epoch()
         for chunk in units[skip:]:
             for index in chunk:
                 for _ in range(self.mini_repeat_count):
                     yield index
+
+    def _warn_empty_epoch(self) -> None:
+        """Says why an epoch yields no generation batch (the Trainer then stops with a message about iterable
+        datasets, which does not name the cause)."""
+        warnings.warn(
+            f"Epoch {self.epoch} has no generation batch to roll out: {self.epoch_stats['pool_prompts']} of "
+            f"{self.num_samples} prompts are left in its pool after forward pruning and rollout-side selection, "
+            f"fewer than one generation batch ({self.batch_size} prompts), so training stops at this epoch. Train on "
+            "more prompts, prune later (a larger `prune_solved_after`), replay more (`prune_replay_fraction`), or "
+            "turn pruning (`prune_solved`) or `rollout_filter` off.",
+            UserWarning,
+            stacklevel=3,
+        )
 
     def _iter_planned(self) -> Iterator[int]:
         order = self.epoch_order(self.epoch)
@@ -259,6 +275,8 @@ class LZERepeatSampler(RepeatSampler):
             self.epoch += 1
             order = self.epoch_order(self.epoch)
             skip = 0
+        if len(order) < self.batch_size and not self.epoch_record:
+            self._warn_empty_epoch()
         for chunk in self._planned_batches(order):
             for _ in range(self.repeat_count):
                 if skip > 0:

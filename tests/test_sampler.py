@@ -1,6 +1,8 @@
 import itertools
+import warnings
 
 import numpy as np
+import pytest
 from trl.trainer.utils import RepeatSampler
 
 from lze_trl import LZERepeatSampler, PromptPruner
@@ -182,3 +184,21 @@ def test_batch_planner_resume_replays_the_recorded_batches_then_decides_on():
     resumed, _, planner = run(resume_at=2, saved=saved)
     assert resumed == full[8:]
     assert planner.calls[0][1] == 3  # decisions resume with the epoch's fourth batch
+
+
+def test_an_epoch_pruned_below_one_batch_says_why_it_yields_nothing():
+    pruner = PromptPruner(12, solved_after=1, replay_fraction=0.0, seed=0)
+    pruner.observe(np.arange(9), np.ones(9))  # 3 prompts left: fewer than a batch of 4
+    for planner in (None, ShiftingPlanner()):
+        sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, pruner=pruner, batch_planner=planner)
+        sampler.set_epoch(1)
+        with pytest.warns(UserWarning, match=r"Epoch 1 has no generation batch.*3 of 12 prompts.*prune_solved_after"):
+            assert list(sampler) == []
+    # a pool of one batch or more does not warn
+    pruner = PromptPruner(12, solved_after=1, replay_fraction=0.0, seed=0)
+    pruner.observe(np.arange(8), np.ones(8))
+    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, pruner=pruner)
+    sampler.set_epoch(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sorted(set(sampler)) == [8, 9, 10, 11]
