@@ -5,15 +5,18 @@ import pytest
 
 from lze_trl.tasks import TASKS, arithmetic_reward, carries, get_task, is_test_prompt
 from lze_trl.tasks.carries import (
+    DEFAULT_N_OOD,
     LEVELS,
     OOD_LEVELS,
     TRAIN_LEVELS,
     WARM_START_LEVELS,
     column_sum,
     count_carries,
+    in_ood_range,
     make_dataset,
     make_problem,
     make_splits,
+    ood_problems,
     warm_start_examples,
 )
 
@@ -34,7 +37,7 @@ def test_column_sum_counts_carries_and_forgets_the_chosen_ones():
         column_sum(-1, 2)
 
 
-@pytest.mark.parametrize("level", [*TRAIN_LEVELS, *OOD_LEVELS])
+@pytest.mark.parametrize("level", sorted(LEVELS))
 def test_each_level_has_its_digits_and_carries(level):
     rng = np.random.default_rng(level)
     digits, carries_wanted = LEVELS[level]
@@ -48,17 +51,34 @@ def test_each_level_has_its_digits_and_carries(level):
         make_problem(rng, 9)
 
 
-def test_the_ood_levels_carry_more_often_than_any_training_prompt_of_their_length():
-    most = {}
-    for level in TRAIN_LEVELS:
-        digits, k = LEVELS[level]
-        most[digits] = max(most.get(digits, 0), k)
-    for level in OOD_LEVELS:
-        digits, k = LEVELS[level]
-        assert k > most[digits]
-    assert most == {2: 2, 3: 0}  # RL: carries in two-digit sums only; OOD: carries in three-digit sums
-    # the warm start was shown every OOD setting (with slips): RL is what never trains on it
-    assert max(LEVELS[level][1] for level in OOD_LEVELS) <= max(WARM_START_LEVELS)
+def test_the_ood_split_is_the_operand_range_rl_never_trains_on():
+    ood = make_dataset(DEFAULT_N_OOD, seed=0, split="ood")
+    prompts = list(ood["prompt"])
+    assert len(prompts) == len(set(prompts)) == DEFAULT_N_OOD == 180  # every prompt of the range, once
+    for prompt in prompts:
+        a, b = operands(prompt)
+        assert in_ood_range(prompt) and 80 <= min(a, b) and max(a, b) <= 99 and count_carries(a, b) == 2
+    assert set(ood["difficulty"]) == set(OOD_LEVELS) == {2}
+    assert LEVELS[2][1] <= max(WARM_START_LEVELS)  # the warm start was shown two carries (with slips), RL never here
+    assert sorted(prompts) == sorted(p["prompt"] for p in ood_problems())
+    assert list(make_dataset(20, seed=0, split="ood")["prompt"]) == prompts[:20]  # a seeded subset
+    assert list(make_dataset(20, seed=1, split="ood")["prompt"]) != prompts[:20]
+    assert len(ood_problems((1, 2))) == 400 and not ood_problems((0,))  # both operands >= 80: the tens carry
+    with pytest.raises(ValueError, match=r"holds 180 prompts.*n_ood"):
+        make_dataset(200, split="ood")
+    with pytest.raises(ValueError, match="two-digit"):
+        ood_problems((4,))
+    # RL (train and test) never holds a prompt of the range, at any level
+    splits = make_splits(2000, 600, 10, seed=0)
+    assert not any(in_ood_range(p) for split in ("train", "test") for p in splits[split]["prompt"])
+    assert not in_ood_range("79+99=") and not in_ood_range("180+190=") and in_ood_range("80+80=")
+
+
+def test_the_demo_evaluates_the_whole_ood_range_by_default():
+    from lze_trl.experiments import DemoConfig
+
+    assert DemoConfig().n_ood is None and DemoConfig().resolved_n_ood() == 180
+    assert DemoConfig(task="arithmetic").resolved_n_ood() == 200 and DemoConfig(n_ood=50).resolved_n_ood() == 50
 
 
 def test_splits_are_disjoint_balanced_and_reproducible():

@@ -79,8 +79,9 @@ class DemoConfig:
             Training prompts (the task's training levels).
         n_test (`int`, *optional*, defaults to `600`):
             In-domain held-out prompts (the training levels, disjoint from training prompts).
-        n_ood (`int`, *optional*, defaults to `200`):
-            Out-of-distribution prompts (the task's OOD levels).
+        n_ood (`int`, *optional*):
+            Out-of-distribution prompts (the task's OOD split); `None` takes the task's `DEFAULT_N_OOD`: all 180
+            prompts of the `carries` task's OOD range, 200 for `arithmetic` (see [`DemoConfig.resolved_n_ood`]).
         n_train_eval (`int`, *optional*, defaults to `256`):
             Training prompts evaluated by greedy decoding (the first ones of the training set).
         data_seed (`int`, *optional*, defaults to `0`):
@@ -127,7 +128,7 @@ class DemoConfig:
     warm_start: WarmStartConfig = field(default_factory=lambda: default_warm_start("carries"))
     n_train: int = 2048
     n_test: int = 600
-    n_ood: int = 200
+    n_ood: int | None = None
     n_train_eval: int = 256
     data_seed: int = 0
     seed: int = 0
@@ -174,6 +175,10 @@ class DemoConfig:
         )
         values.update(kwargs)
         return cls(**values)
+
+    def resolved_n_ood(self) -> int:
+        """`n_ood`, or the task's `DEFAULT_N_OOD` when it is `None`."""
+        return get_task(self.task).DEFAULT_N_OOD if self.n_ood is None else self.n_ood
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

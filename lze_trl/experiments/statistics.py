@@ -256,8 +256,8 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
             "learning_zone_share": start["train_pass_rate_histogram"]["learning_zone_frac"],
             "test_accuracy": start["test_accuracy"],
             "ood_accuracy": start["ood_accuracy"],
-            "test_size": config["n_test"],
-            "ood_size": config["n_ood"],
+            "test_size": start.get("test_size", config["n_test"]),
+            "ood_size": start.get("ood_size", config["n_ood"]),
         },
         "methods": {},
     }

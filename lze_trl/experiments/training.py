@@ -28,7 +28,9 @@ def prepare(config: DemoConfig) -> tuple[Any, Any, dict[str, Any], dict[str, Any
         )
     torch.set_num_threads(config.torch_threads)
     model, tokenizer, meta = load_warm_start(config.warm_start, config.cache_dir, progress=config.progress)
-    splits = get_task(config.task).make_splits(config.n_train, config.n_test, config.n_ood, seed=config.data_seed)
+    splits = get_task(config.task).make_splits(
+        config.n_train, config.n_test, config.resolved_n_ood(), seed=config.data_seed
+    )
     splits["train_eval"] = splits["train"].select(range(min(config.n_train_eval, config.n_train)))
     return model, tokenizer, splits, meta
 
@@ -51,6 +53,7 @@ def start_state(config: DemoConfig, model: Any, tokenizer: Any, splits: dict[str
         "train_pass_rate_by_level": {int(lv): float(rates[levels == lv].mean()) for lv in np.unique(levels)},
         "train_pass_rates": rates.tolist(),
     }
+    state["test_size"], state["ood_size"] = len(splits["test"]), len(splits["ood"])
     for name, key in (("test", "test"), ("ood", "ood"), ("train", "train_eval")):
         acc = greedy_accuracy(model, tokenizer, splits[key], max_new_tokens=config.max_completion_length)
         state[f"{name}_accuracy"] = acc["accuracy"]

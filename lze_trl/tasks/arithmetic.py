@@ -50,6 +50,8 @@ TRAIN_LEVELS: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 OOD_LEVELS: tuple[int, ...] = (6, 7)
 WARM_START_LEVELS: tuple[int, ...] = (0, 1, 2, 3)
 NUM_LEVELS: int = 8
+DEFAULT_N_OOD: int = 200
+"""OOD prompts a demo evaluates by default."""
 TEST_PERCENT: int = 20
 _SPLIT_STREAMS: dict[str, int] = {"train": 0, "test": 1, "ood": 2, "warm_start": 3, "carry_drop": 4}
 _MAX_DRAWS_PER_EXAMPLE: int = 1000

@@ -8,21 +8,22 @@ the carry has to be remembered.
 The warm start (see [`warm_start_examples`]) shows sums written by a solver that forgets each carry, independently,
 with probability `carry_drop_prob` (`q`). A policy that copies that solver solves a prompt with `k` carries with
 probability `(1 - q) ** k` when it samples, so the training prompts spread over the whole pass-rate range by their
-number of carries, and RL, by lowering the slip probability, improves every level at once (held-out and out of
-distribution included).
+number of carries, and RL, by lowering the slip probability, has something general to learn.
 
 Levels (both operands of `d` digits, drawn uniformly and redrawn until the column addition makes exactly `k` carries):
 
-| level | 0 | 1 | 2 | 3 | 4 (OOD) | 5 (OOD) | 6 |
+| level | 0 | 1 | 2 | 3 | 4 | 5 | 6 |
 |---|---|---|---|---|---|---|---|
 | digits `d` | 2 | 2 | 2 | 3 | 3 | 3 | 3 |
 | carries `k` | 0 | 1 | 2 | 0 | 1 | 2 | 3 |
 
-The RL prompts (train and test) are levels 0-3: carries only in two-digit sums, three-digit sums only without a
-carry. The OOD split (levels 4-5) has carries in three-digit sums, the longer length: the same carry rule at columns
-and lengths RL never shows with a carry. The warm start sees levels 0-5 (zero to two carries, two or three digits),
-so the OOD prompts are a setting it was shown (with slips) but RL never trains on. Level 6 (three carries) is in no
-split (its starting accuracy is 0).
+The RL prompts (train and test) are levels 0-3 **outside the OOD operand range**: no two-digit sum whose operands are
+both at least `OOD_MIN_OPERAND` (80) is ever trained or tested in domain. The OOD split is every level-2 sum (two
+digits, two carries) inside that range, 180 prompts such as `"87+96="`: the carry rule RL trains on, at operands it
+never shows (the tens column never holds two digits of 8 or 9 in RL). The warm start saw sums of every range (with
+slips), so the OOD prompts are a setting the policy knows but RL never trains on; its greedy accuracy there starts
+at 0.28. Levels 4-6 (carries in three-digit sums) are the warm start's and the first splits' (BENCHMARKS.md,
+appendices): RL specialised away from them.
 
 Train and test prompts are separated by the seed-independent rule of [`~lze_trl.tasks.arithmetic.is_test_prompt`];
 the warm start only sees train-side prompts.
@@ -40,11 +41,15 @@ from .arithmetic import draw_problems
 
 
 TRAIN_LEVELS: tuple[int, ...] = (0, 1, 2, 3)
-OOD_LEVELS: tuple[int, ...] = (4, 5)
+OOD_LEVELS: tuple[int, ...] = (2,)
+OOD_MIN_OPERAND: int = 80
+"""The OOD operand range: two-digit sums whose operands are both at least this; RL never trains on one."""
 WARM_START_LEVELS: tuple[int, ...] = (0, 1, 2)
 """For the warm start, a level is a number of carries, with operands of 2 or 3 digits (uniformly): levels 0-2 cover
 task levels 0-5, never three carries."""
 NUM_LEVELS: int = 7
+DEFAULT_N_OOD: int = 180
+"""OOD prompts a demo evaluates by default: the whole OOD range."""
 _STREAMS: dict[str, int] = {"train": 10, "test": 11, "ood": 12, "warm_start": 13, "slip": 14}
 _MAX_DRAWS: int = 100_000
 
@@ -114,6 +119,44 @@ def _draw(rng: np.random.Generator, digits: int, carries: int, difficulty: int) 
     raise RuntimeError(f"Could not draw a problem with {digits} digits and {carries} carries.")  # pragma: no cover
 
 
+def in_ood_range(prompt: str) -> bool:
+    """Whether `prompt` (`"a+b="`) is a two-digit sum with both operands at least `OOD_MIN_OPERAND`."""
+    a, b = prompt.rstrip("=").split("+")
+    return len(a) == len(b) == 2 and min(int(a), int(b)) >= OOD_MIN_OPERAND
+
+
+def _in_domain_problem(rng: np.random.Generator, difficulty: int) -> dict[str, Any]:
+    """[`make_problem`], redrawn while the prompt is in the OOD operand range (the train and test draw)."""
+    for _ in range(_MAX_DRAWS):
+        problem = make_problem(rng, difficulty)
+        if not in_ood_range(problem["prompt"]):
+            return problem
+    raise RuntimeError(f"Could not draw a level-{difficulty} problem outside the OOD range.")  # pragma: no cover
+
+
+def ood_problems(levels: Sequence[int] = OOD_LEVELS) -> list[dict[str, Any]]:
+    """
+    Every problem of the OOD operand range at the given two-digit levels, in increasing `(a, b)` order.
+
+    Args:
+        levels (`Sequence[int]`, *optional*, defaults to `OOD_LEVELS`):
+            Two-digit levels (0-2); level 0 is empty there (the tens column always carries).
+
+    Returns:
+        `list[dict[str, Any]]`: `{"prompt", "answer", "difficulty"}` problems (180 for level 2).
+    """
+    if any(LEVELS.get(int(level), (0,))[0] != 2 for level in levels):
+        raise ValueError(f"The OOD range holds two-digit sums: levels must be in [0, 2], got {list(levels)}.")
+    wanted = {LEVELS[int(level)][1]: int(level) for level in levels}
+    operands = range(OOD_MIN_OPERAND, 100)
+    return [
+        {"prompt": f"{a}+{b}=", "answer": str(a + b), "difficulty": wanted[count_carries(a, b)]}
+        for a in operands
+        for b in operands
+        if count_carries(a, b) in wanted
+    ]
+
+
 def make_problem(rng: np.random.Generator, difficulty: int) -> dict[str, Any]:
     """
     Draws one addition problem of the given level (see the module docstring).
@@ -156,14 +199,17 @@ def make_dataset(n: int, seed: int = 0, levels: Sequence[int] | None = None, spl
 
     Args:
         n (`int`):
-            Number of rows, spread round-robin over `levels` and then shuffled.
+            Number of rows. `"train"` and `"test"`: spread round-robin over `levels`, then shuffled. `"ood"`: `n`
+            distinct problems of the OOD range (all of them, 180 at level 2, when `n` is their number), in a seeded
+            order.
         seed (`int`, *optional*, defaults to `0`):
             Random seed; the same `(n, seed, levels, split)` always yields the same dataset.
         levels (`Sequence[int]`, *optional*):
-            Levels to draw from. Defaults to `TRAIN_LEVELS` (0-3) for `"train"` and `"test"`, `OOD_LEVELS` (4-5) for
-            `"ood"`.
+            Levels to draw from. Defaults to `TRAIN_LEVELS` (0-3) for `"train"` and `"test"`, `OOD_LEVELS` (2, in the
+            OOD operand range) for `"ood"`.
         split (`str`, *optional*, defaults to `"train"`):
-            `"train"`, `"test"` or `"ood"`; `"train"` and `"test"` never share a prompt.
+            `"train"`, `"test"` or `"ood"`; `"train"` and `"test"` never share a prompt and never hold a prompt of the
+            OOD operand range.
 
     Returns:
         [`~datasets.Dataset`]: Columns `prompt`, `answer` and `difficulty` (the level).
@@ -172,13 +218,23 @@ def make_dataset(n: int, seed: int = 0, levels: Sequence[int] | None = None, spl
         raise ValueError(f"`split` must be one of 'train', 'test', 'ood', got {split!r}.")
     if levels is None:
         levels = OOD_LEVELS if split == "ood" else TRAIN_LEVELS
-    partition = None if split == "ood" else split
-    problems = _generate(n, seed, levels, stream=split, partition=partition)
+    if split == "ood":
+        pool = ood_problems(levels)
+        if not 0 <= n <= len(pool):
+            raise ValueError(
+                f"The carries task's OOD range holds {len(pool)} prompts at levels {list(levels)}, so `n_ood` must be "
+                f"in [0, {len(pool)}], got {n}: lower `n_ood` (its default, None, takes them all)."
+            )
+        order = np.random.default_rng([seed, _STREAMS["ood"]]).permutation(len(pool))[:n]
+        problems = [pool[i] for i in order]
+    else:
+        problems = _generate(n, seed, levels, stream=split, partition=split, draw=_in_domain_problem)
     return Dataset.from_dict({key: [p[key] for p in problems] for key in ("prompt", "answer", "difficulty")})
 
 
 def make_splits(n_train: int, n_test: int, n_ood: int, seed: int = 0) -> dict[str, Dataset]:
-    """The train (levels 0-3), test (levels 0-3, disjoint prompts) and OOD (levels 4-5) datasets."""
+    """The train (levels 0-3), test (levels 0-3, disjoint prompts) and OOD (level 2 in the OOD operand range)
+    datasets."""
     return {
         "train": make_dataset(n_train, seed, split="train"),
         "test": make_dataset(n_test, seed, split="test"),
