@@ -234,6 +234,18 @@ def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, c
     assert rows["none"]["rollouts_to_base_test"]["n"] == 2  # it reaches its own final accuracy
     assert rows["lze"]["kept_share"]["mean"] <= 0.5
     assert "OOD gain" in (out / "sweep.md").read_text()
+    # the per-level table: the start, then every run's final accuracy per in-domain and OOD level, over seeds
+    levels = {row["name"]: row["levels"] for row in report["levels"]}
+    assert list(levels)[:2] == ["start", "none"] and set(levels["lze"]) == set(levels["start"])
+    assert {column.split(":")[0] for column in levels["start"]} == {"test", "ood"}
+    finals = [
+        json.loads((first / f"seed_{seed}" / "demo_results.json").read_text())["methods"]["lze"] for seed in (0, 1)
+    ]
+    assert levels["lze"]["test:0"]["mean"] == pytest.approx(
+        np.mean([f["final_accuracy_by_level"]["test"]["0"] for f in finals])
+    )
+    assert "Final greedy accuracy per level" in (out / "sweep.md").read_text()
+    assert "(OOD) |" in (out / "sweep.md").read_text()
     capsys.readouterr()
     assert main(["report", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2
     assert "bench_train.json not found" in capsys.readouterr().err

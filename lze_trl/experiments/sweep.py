@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .statistics import _first_reaching, stats_over_seeds
-from .tables import sweep_markdown
+from .tables import level_markdown, sweep_markdown
 
 
 ENERGY_TERMS = ("anchor", "uncertainty", "momentum")
@@ -46,11 +46,12 @@ def load_runs(folders: list[str | Path]) -> dict[str, Any]:
             Folders holding `bench_train.json` and `seed_<n>/demo_results.json`.
 
     Returns:
-        `dict`: `baseline` (the first folder's), `seeds` (every folder's, sorted), `config` and `runs`:
+        `dict`: `baseline` (the first folder's), `seeds` (every folder's, sorted), `config`, `start` (the first
+        seed's starting greedy accuracy per level: `{"test": {level: acc}, "ood": {...}}`) and `runs`:
         `{name: {seed: method record}}`, in the order first seen.
     """
     runs: dict[str, dict[int, Any]] = {}
-    baseline, config, seeds = None, None, set()
+    baseline, config, seeds, start = None, None, set(), None
     for folder in folders:
         folder = Path(folder)
         bench_file = folder / "bench_train.json"
@@ -62,11 +63,13 @@ def load_runs(folders: list[str | Path]) -> dict[str, Any]:
         config = config or bench["config"]
         for seed in bench["seeds"]:
             result = json.loads((folder / f"seed_{seed}" / "demo_results.json").read_text())
+            if start is None and "start" in result:
+                start = {split: result["start"].get(f"{split}_accuracy_by_level", {}) for split in ("test", "ood")}
             for name, method in result["methods"].items():
                 runs.setdefault(name, {}).setdefault(int(seed), method)
     if baseline not in runs:
         raise ValueError(f"The baseline run {baseline!r} is missing from {folders}.")
-    return {"baseline": baseline, "seeds": sorted(seeds), "config": config, "runs": runs}
+    return {"baseline": baseline, "seeds": sorted(seeds), "config": config, "start": start or {}, "runs": runs}
 
 
 def _stat(values: list[float]) -> dict[str, float | int | None]:
@@ -133,6 +136,31 @@ def sweep_table(loaded: dict[str, Any], window: int = 3) -> list[dict[str, Any]]
         row = {"name": name, "overrides": dict(next(iter(per_seed.values()))["overrides"]), "seeds": seeds}
         row.update({key: _stat(values) for key, values in cols.items()})
         rows.append(row)
+    return rows
+
+
+def level_table(loaded: dict[str, Any]) -> list[dict[str, Any]]:
+    """
+    One row per run: its final greedy accuracy per split (`test`, `ood`) and level, each `{"mean", "std", "n"}` over
+    seeds (from each seed's `final_accuracy_by_level`), after a `start` row (the starting policy's, one value).
+
+    Args:
+        loaded (`dict`):
+            The output of [`load_runs`].
+
+    Returns:
+        `list[dict]`: `{"name", "levels": {"test:0": stat, ..., "ood:2": stat}}` rows, `start` first.
+    """
+    columns = [f"{split}:{level}" for split in ("test", "ood") for level in sorted(loaded["start"].get(split, {}))]
+    start = {column: _stat([loaded["start"][column.split(":")[0]][column.split(":")[1]]]) for column in columns}
+    rows = [{"name": "start", "levels": start}]
+    for name, per_seed in loaded["runs"].items():
+        levels = {}
+        for column in columns:
+            split, level = column.split(":")
+            values = [run.get("final_accuracy_by_level", {}).get(split, {}).get(level) for run in per_seed.values()]
+            levels[column] = _stat([v for v in values if v is not None])
+        rows.append({"name": name, "levels": levels})
     return rows
 
 
@@ -290,12 +318,16 @@ def write_report(folders: list[str | Path], output_dir: str | Path, window: int 
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     table = sweep_markdown(rows, loaded["baseline"], window)
+    levels = level_table(loaded)
     seeds = ", ".join(str(s) for s in loaded["seeds"])
     text = (
         f"Seeds {seeds}; {loaded['config']['steps']} steps per run; baseline `{loaded['baseline']}`; mean ± sample "
         f"std over seeds; ratios are per seed to the baseline of the same seed.\n\n{table}\n"
     )
+    if len(levels[0]["levels"]) > 0:
+        text += f"\nFinal greedy accuracy per level (mean ± sample std over seeds):\n\n{level_markdown(levels)}\n"
     (output_dir / "sweep.md").write_text(text)
-    (output_dir / "sweep.json").write_text(json.dumps({"baseline": loaded["baseline"], "rows": rows}, indent=1))
+    report = {"baseline": loaded["baseline"], "rows": rows, "levels": levels}
+    (output_dir / "sweep.json").write_text(json.dumps(report, indent=1))
     figure = plot_sweep(rows, loaded["baseline"], output_dir / "sweep.png")
     return {"rows": rows, "markdown": text, "figure": figure, "baseline": loaded["baseline"]}

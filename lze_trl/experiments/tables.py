@@ -319,3 +319,22 @@ def sweep_markdown(rows: list[dict[str, Any]], baseline: str, window: int = 3) -
         for row in rows
     ]
     return "\n".join(markdown_table(header, cells))
+
+
+def level_markdown(rows: list[dict[str, Any]]) -> str:
+    """The per-level Markdown table of [`~lze_trl.experiments.sweep.level_table`]'s rows: one column per in-domain
+    level (`L<k>`) and OOD level (`L<k> (OOD)`)."""
+    columns = list(rows[0]["levels"])
+    labels = [f"L{c.split(':')[1]}" + (" (OOD)" if c.startswith("ood:") else "") for c in columns]
+
+    def cell(row: dict[str, Any], column: str) -> str:
+        stat = row["levels"][column]
+        if not stat["n"]:
+            return "n/a"
+        return f"{stat['mean']:.3f}" if row["name"] == "start" else format_stat(stat, "acc")
+
+    cells = [
+        [row["name"] if row["name"] == "start" else f"`{row['name']}`"] + [cell(row, c) for c in columns]
+        for row in rows
+    ]
+    return "\n".join(markdown_table(["run", *labels], cells))
