@@ -1,12 +1,13 @@
 """The rollout-side columns of `lze-trl bench train` folders, as one Markdown table (BENCHMARKS.md section 7c).
 
-    python benchmarks/rollout_filter/side_table.py FOLDER [FOLDER ...] > table.md
+    python benchmarks/rollout_filter/side_table.py [--ood] FOLDER [FOLDER ...] > table.md
 
 Each folder holds one `bench_train.json` (one or more seeds); methods are merged by name over all seeds. Columns: final
 in-domain accuracy, share of generated groups that were dead over the run and in its last quarter, utilisation
 (generated completion tokens that reached a backward pass), audited skips that came back alive (wrong skips, summed
 over seeds), rollouts and total FLOPs over the baseline's (`grpo` of the same seed), CPU time over the baseline's, and
-rollouts spent until the run first reached the baseline's final in-domain accuracy, over the baseline's total.
+rollouts and total FLOPs spent until the run first reached the baseline's final in-domain accuracy, then its final OOD
+accuracy, over the baseline's totals (`--ood` adds the OOD columns: final OOD accuracy and the OOD reach figures).
 """
 
 from __future__ import annotations
@@ -27,7 +28,17 @@ def stat(values: list[float | None], fmt: str, scale: float = 1.0, unit: str = "
     return text if len(kept) == len(values) else f"{text} ({len(kept)}/{len(values)} seeds)"
 
 
+def reach(runs: list[dict], split: str, what: str) -> str:
+    """Rollouts (`what="rollouts"`) or FLOPs (`"flops"`) spent until the run first reached the baseline's final
+    `split` accuracy, over the baseline's total."""
+    key, total = f"reach_{split}_{what}", "rollouts" if what == "rollouts" else "total_flops"
+    values = [r["s"][key] / r["base"][total] if r["s"].get(key) is not None else None for r in runs]
+    return stat(values, ".2f", unit="x") if any(v is not None for v in values) else "not reached"
+
+
 def main(folders: list[str]) -> None:
+    ood = "--ood" in folders
+    folders = [f for f in folders if f != "--ood"]
     rows: dict[str, list[dict]] = defaultdict(list)
     seeds = []
     for folder in folders:
@@ -50,6 +61,9 @@ def main(folders: list[str]) -> None:
         "CPU time / grpo",
         "rollouts to grpo's final acc / grpo's total",
     ]
+    if ood:
+        header[2:2] = ["OOD acc, final"]
+        header += ["FLOPs to grpo's final acc", "rollouts to grpo's final OOD acc", "FLOPs to grpo's final OOD acc"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for name, runs in rows.items():
@@ -57,10 +71,6 @@ def main(folders: list[str]) -> None:
         audited = [x.get("audited_skips") for x in s]
         alive = [x.get("audited_skips_alive") for x in s]
         wrong = "n/a" if any(a is None for a in audited) else f"{int(sum(alive))} / {int(sum(audited))}"
-        reach = [
-            x["reach_test_rollouts"] / r["base"]["rollouts"] if x["reach_test_rollouts"] is not None else None
-            for x, r in zip(s, runs)
-        ]
         cells = [
             f"`{name}`",
             stat([x["final_test_accuracy"] for x in s], ".3f"),
@@ -71,8 +81,15 @@ def main(folders: list[str]) -> None:
             stat([x["rollouts"] / r["base"]["rollouts"] for x, r in zip(s, runs)], ".2f", unit="x"),
             stat([x["total_flops"] / r["base"]["total_flops"] for x, r in zip(s, runs)], ".2f", unit="x"),
             stat([x["train_cpu_seconds"] / r["base"]["train_cpu_seconds"] for x, r in zip(s, runs)], ".2f", unit="x"),
-            stat(reach, ".2f", unit="x") if any(v is not None for v in reach) else "not reached",
+            reach(runs, "test", "rollouts"),
         ]
+        if ood:
+            cells[2:2] = [stat([x["final_ood_accuracy"] for x in s], ".3f")]
+            cells += [
+                reach(runs, "test", "flops"),
+                reach(runs, "ood", "rollouts"),
+                reach(runs, "ood", "flops"),
+            ]
         print("| " + " | ".join(cells) + " |")
 
 
