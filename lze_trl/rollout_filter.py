@@ -210,7 +210,7 @@ class RolloutFilter:
             Decay `beta` of the pass-rate EMA.
         seed (`int`, *optional*, defaults to `0`):
             Seed of the audit and GRESO draws (with the epoch).
-        calibration (`bool`, *optional*, defaults to `False`):
+        calibration (`bool`, *optional*, defaults to `True`):
             Recalibrate the predicted dead probability of prompts with a state online, with a monotone map fitted
             to the run's own (prediction, outcome) pairs (see the module docstring); `"greso"` mode then only logs
             the calibrated prediction (its decisions do not use it).
@@ -231,7 +231,7 @@ class RolloutFilter:
         prior_buckets: np.ndarray | None = None,
         ema_decay: float = 0.9,
         seed: int = 0,
-        calibration: bool = False,
+        calibration: bool = True,
         momentum: float = MOMENTUM,
     ) -> None:
         if mode not in ROLLOUT_FILTER_MODES[1:]:

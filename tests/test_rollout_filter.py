@@ -48,7 +48,7 @@ def test_beta_binomial_dead_matches_the_binomial_limit_and_grows_with_the_streak
 def test_prediction_is_calibrated_on_synthetic_trajectories():
     true, _ = pool()
     # Observe every prompt every epoch (threshold 1 skips nothing) and compare predictions with outcomes.
-    f = RolloutFilter(len(true), G, threshold=0.999999, audit_fraction=0.0)
+    f = RolloutFilter(len(true), G, threshold=0.999999, audit_fraction=0.0, calibration=False)
     records = simulate(f, true, epochs=6)[1:]  # epoch 0 has no state: its predictions are the 0.5 prior
     pred = np.concatenate([r["pred"] for r in records])
     dead = np.concatenate([r["dead"] for r in records]).astype(float)
@@ -73,7 +73,7 @@ def test_prediction_is_calibrated_on_synthetic_trajectories():
 
 def test_skipping_cuts_the_dead_share_and_audits_count_wrong_skips():
     true, always_dead = pool()
-    f = RolloutFilter(len(true), G, audit_fraction=0.05, min_pool=64, seed=3)
+    f = RolloutFilter(len(true), G, audit_fraction=0.05, min_pool=64, seed=3, calibration=False)
     records = simulate(f, true, epochs=20)
     first = records[0]["dead"].mean()
     later = np.concatenate([r["dead"] for r in records[1:]]).mean()
@@ -89,7 +89,7 @@ def test_skipping_cuts_the_dead_share_and_audits_count_wrong_skips():
 
 def test_greso_mode_skips_by_dead_streak_only():
     true, always_dead = pool(n=2000)
-    f = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.0, seed=1)
+    f = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.0, seed=1, calibration=False)
     records = simulate(f, true, epochs=4)
     # streak 1 -> skip probability 0.5: about half the always-dead prompts come back in epoch 1
     back = np.isin(np.flatnonzero(always_dead), records[1]["idx"]).mean()
@@ -118,7 +118,7 @@ def test_every_prompt_is_retried_within_the_floor(calibration):
 
 def test_cap_keeps_a_full_generation_batch():
     n = 50
-    f = RolloutFilter(n, G, audit_fraction=0.0, min_pool=16, retry_epochs=1000)
+    f = RolloutFilter(n, G, audit_fraction=0.0, min_pool=16, retry_epochs=1000, calibration=False)
     f.observe(np.arange(n), np.r_[np.zeros(n - 3), np.full(3, 0.5)])  # 47 dead, 3 alive
     keep = f.plan_epoch(1)
     assert keep.sum() == 16 and keep[-3:].all()
@@ -133,7 +133,7 @@ def test_cap_keeps_a_full_generation_batch():
 
 def test_prior_of_unseen_prompts_comes_from_first_observations_per_bucket():
     buckets = prior_buckets_from_column(["hard", "easy"] * 50)
-    f = RolloutFilter(100, G, prior_buckets=buckets, audit_fraction=0.0)
+    f = RolloutFilter(100, G, prior_buckets=buckets, audit_fraction=0.0, calibration=False)
     seen = np.arange(40)  # "hard" (even) prompts came back dead, "easy" (odd) ones alive
     f.observe(seen, np.where(seen % 2 == 0, 0.0, 0.5))
     pi = f.predict_dead()
@@ -144,16 +144,16 @@ def test_prior_of_unseen_prompts_comes_from_first_observations_per_bucket():
 
 def test_same_seed_same_decisions_on_every_process_and_after_a_resume():
     true, _ = pool(n=300)
-    a = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=7)
-    b = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=7)
-    other = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=8)
+    a = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=7, calibration=False)
+    b = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=7, calibration=False)
+    other = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=8, calibration=False)
     ra, rb, ro = simulate(a, true, 5), simulate(b, true, 5), simulate(other, true, 5)
     for x, y in zip(ra, rb):
         np.testing.assert_array_equal(x["idx"], y["idx"])
     assert any(len(x["idx"]) != len(z["idx"]) or (x["idx"] != z["idx"]).any() for x, z in zip(ra, ro))
 
     # state round trip: a restored filter takes the same decisions and reports the same metrics from there on
-    restored = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=7)
+    restored = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=7, calibration=False)
     restored.load_state_dict({k: np.array(v) for k, v in a.state_dict().items()})
     for epoch in range(5, 9):
         keep_a, keep_r = a.plan_epoch(epoch), restored.plan_epoch(epoch)
@@ -164,14 +164,14 @@ def test_same_seed_same_decisions_on_every_process_and_after_a_resume():
         restored.observe(idx, p)
         assert a.metrics() == restored.metrics()
     with pytest.raises(ValueError, match="same dataset"):
-        RolloutFilter(10, G).load_state_dict(a.state_dict())
+        RolloutFilter(10, G, calibration=False).load_state_dict(a.state_dict())
 
 
 def test_bad_settings_are_rejected():
     with pytest.raises(ValueError, match="mode"):
-        RolloutFilter(10, G, mode="oracle")
+        RolloutFilter(10, G, mode="oracle", calibration=False)
     with pytest.raises(ValueError, match="prior_buckets"):
-        RolloutFilter(10, G, prior_buckets=np.zeros(3))
+        RolloutFilter(10, G, prior_buckets=np.zeros(3), calibration=False)
 
 
 @pytest.mark.parametrize(
@@ -299,7 +299,7 @@ def test_calibrated_filter_is_deterministic_and_resumes_exactly():
 
 def test_a_state_saved_before_calibration_existed_still_loads():
     true, _ = pool(n=100)
-    old = RolloutFilter(len(true), G, audit_fraction=0.1, seed=2)
+    old = RolloutFilter(len(true), G, audit_fraction=0.1, seed=2, calibration=False)
     simulate(old, true, 3)
     old.plan_epoch(3)
     state = old.state_dict()
@@ -345,7 +345,7 @@ def test_per_batch_decisions_skip_in_the_first_epoch_from_the_bucket_prior():
     n = 2000
     hard = np.arange(n) % 2 == 0
     true = np.where(hard, 0.0, 0.5)
-    f = RolloutFilter(n, G, audit_fraction=0.0, prior_buckets=hard.astype(int), retry_epochs=1000)
+    f = RolloutFilter(n, G, audit_fraction=0.0, prior_buckets=hard.astype(int), retry_epochs=1000, calibration=False)
     records = simulate_batches(f, true, batches=40)
     assert all(r["epoch"] == 0 for r in records[:20])
     first_epoch = [r for r in records if r["epoch"] == 0]
@@ -358,7 +358,7 @@ def test_per_batch_decisions_skip_in_the_first_epoch_from_the_bucket_prior():
 
 def test_per_batch_audit_generates_a_share_of_the_skips_and_counts_wrong_ones():
     true, dead = pool(n=3000, dead_share=0.7)
-    f = RolloutFilter(len(true), G, audit_fraction=0.1, retry_epochs=1000, seed=3)
+    f = RolloutFilter(len(true), G, audit_fraction=0.1, retry_epochs=1000, seed=3, calibration=False)
     # observe everything once (dead ones seen dead), then decide batches
     f.observe(np.arange(len(true)), np.random.default_rng(1).binomial(G, true) / G)
     records = simulate_batches(f, true, batches=60, seed=2)
@@ -374,7 +374,7 @@ def test_per_batch_audit_generates_a_share_of_the_skips_and_counts_wrong_ones():
 
 def test_per_batch_cap_fills_the_first_batch_and_a_later_short_batch_ends_the_epoch():
     n = 40
-    f = RolloutFilter(n, G, audit_fraction=0.0, retry_epochs=1000)
+    f = RolloutFilter(n, G, audit_fraction=0.0, retry_epochs=1000, calibration=False)
     f.observe(np.arange(n), np.r_[np.zeros(n - 3), np.full(3, 0.5)])  # 37 dead, 3 alive
     order = np.arange(n)[::-1]
     chosen, cursor = f.plan_batch(1, 0, order, 0, 8)
@@ -389,7 +389,7 @@ def test_per_batch_cap_fills_the_first_batch_and_a_later_short_batch_ends_the_ep
 
 def test_per_batch_retry_floor_brings_every_prompt_back():
     n, retry = 300, 2
-    f = RolloutFilter(n, G, retry_epochs=retry, audit_fraction=0.0)
+    f = RolloutFilter(n, G, retry_epochs=retry, audit_fraction=0.0, calibration=False)
     records = simulate_batches(f, np.zeros(n), batches=200, size=10)  # all dead: everything skipped once seen
     seen_at = {}
     for b, r in enumerate(records):
@@ -403,7 +403,7 @@ def test_per_batch_retry_floor_brings_every_prompt_back():
 
 def test_per_batch_decisions_agree_across_processes_and_resume_exactly():
     true, _ = pool(n=500)
-    make = lambda seed=7: RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=seed)  # noqa: E731
+    make = lambda seed=7: RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=seed, calibration=False)  # noqa: E731
     a, b, other = make(), make(), make(8)
     ra, rb, ro = (simulate_batches(x, true, 80) for x in (a, b, other))  # past epoch 0: streaks, draws
     assert all((x["idx"] == y["idx"]).all() for x, y in zip(ra, rb))
@@ -426,7 +426,7 @@ def test_momentum_moves_the_predicted_pass_rate_along_the_trend():
     # mu > 1 extrapolates past it, and its predicted dead probability (mostly all-correct) grows with mu
     predictions = {}
     for mu in (0.5, 1.0, 2.0):
-        f = RolloutFilter(2, G, momentum=mu)
+        f = RolloutFilter(2, G, momentum=mu, calibration=False)
         f.observe([0, 1], [0.25, 0.5])
         f.observe([0, 1], [0.75, 0.5])
         predictions[mu] = (f.predict_pass_rate(), f.predict_dead())
@@ -444,8 +444,10 @@ def test_a_pooled_prior_never_skips_an_unseen_prompt(plan):
     # 90% of the first observations were dead: the pooled prior says 0.9 for every unseen prompt, but it is no
     # evidence about any one of them, so they stay in the pool; a bucket's prior (a difficulty column) does skip.
     n = 200
-    pooled = RolloutFilter(n, G, audit_fraction=0.0, retry_epochs=1000)
-    bucketed = RolloutFilter(n, G, audit_fraction=0.0, retry_epochs=1000, prior_buckets=np.zeros(n, dtype=int))
+    pooled = RolloutFilter(n, G, audit_fraction=0.0, retry_epochs=1000, calibration=False)
+    bucketed = RolloutFilter(
+        n, G, audit_fraction=0.0, retry_epochs=1000, prior_buckets=np.zeros(n, dtype=int), calibration=False
+    )
     seen = np.arange(100)
     for f in (pooled, bucketed):
         f.observe(seen, np.where(seen % 10 == 0, 0.5, 0.0))
