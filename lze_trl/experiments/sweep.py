@@ -151,15 +151,14 @@ def level_table(loaded: dict[str, Any]) -> list[dict[str, Any]]:
     Returns:
         `list[dict]`: `{"name", "levels": {"test:0": stat, ..., "ood:2": stat}}` rows, `start` first.
     """
-    columns = [f"{split}:{level}" for split in ("test", "ood") for level in sorted(loaded["start"].get(split, {}))]
-    start = {column: _stat([loaded["start"][column.split(":")[0]][column.split(":")[1]]]) for column in columns}
+    columns = [(split, level) for split in ("test", "ood") for level in sorted(loaded["start"].get(split, {}))]
+    start = {f"{split}:{level}": _stat([loaded["start"][split][level]]) for split, level in columns}
     rows = [{"name": "start", "levels": start}]
     for name, per_seed in loaded["runs"].items():
         levels = {}
-        for column in columns:
-            split, level = column.split(":")
+        for split, level in columns:
             values = [run.get("final_accuracy_by_level", {}).get(split, {}).get(level) for run in per_seed.values()]
-            levels[column] = _stat([v for v in values if v is not None])
+            levels[f"{split}:{level}"] = _stat([v for v in values if v is not None])
         rows.append({"name": name, "levels": levels})
     return rows
 
