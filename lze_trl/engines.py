@@ -1,32 +1,13 @@
-"""
-The distributed engine under the trainer (DDP, FSDP, DeepSpeed ZeRO): what was asked for, what runs, and optimizer
-windows that the selection skipped, accounted for in the same way on every engine.
-
-When no micro-step of an optimizer window holds a selected row, [`LZEGRPOTrainer`] runs no forward or backward in it
-(see `LZEGRPOTrainer.training_step`). The Trainer still counts the window as an optimizer step (`global_step`), and:
-
-- the logged `grad_norm` of such a window is `0.0` on every engine (nothing was back-propagated), where DeepSpeed
-  would repeat the previous window's norm and FSDP2 would log none;
-- the optimizer makes no update, so AdamW's per-parameter `step` counts the windows that did update
-  (`global_step` minus the skipped windows) on every engine;
-- the learning-rate schedule advances with `global_step` on every engine: DeepSpeed's engine, whose `step()` is
-  never called for such a window, gets its `global_steps`, `global_samples` and, when it owns the scheduler (a
-  `scheduler` section in the DeepSpeed config), its scheduler advanced, and the window counted in `skipped_steps`
-  (DeepSpeed's count of steps that applied no update), so `global_steps == global_step`.
-"""
+"""The distributed engine under the trainer (DDP, FSDP, DeepSpeed ZeRO): what was asked for and what really runs."""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from accelerate.utils import DistributedType
-from transformers import TrainerCallback
 from transformers.utils import logging
 
-
-if TYPE_CHECKING:
-    from .trainer import LZEGRPOTrainer
 
 logger = logging.get_logger(__name__)
 
@@ -62,7 +43,7 @@ def running_engine(accelerator: Any) -> str:
     return f"one process without sharding (on {accelerator.device.type})"
 
 
-def warn_if_not_sharded(trainer: LZEGRPOTrainer) -> str | None:
+def warn_if_not_sharded(trainer: Any) -> str | None:
     """
     Warns once, on the main process, when FSDP or DeepSpeed was asked for but the model is not sharded.
 
@@ -82,43 +63,3 @@ def warn_if_not_sharded(trainer: LZEGRPOTrainer) -> str | None:
     if trainer.accelerator.is_main_process:
         logger.warning(message)
     return message
-
-
-def window_skipped(trainer: LZEGRPOTrainer) -> bool:
-    """
-    Whether the optimizer window that just ended ran no micro-step on any process.
-
-    A window that runs any micro-step runs its last one (`batching.active_positions`), so the window was skipped
-    exactly when its last micro-step, the one `training_step` has just finished, was.
-    """
-    last = (trainer._step - 1) % trainer.args.steps_per_generation
-    return not bool(trainer._lze_active[last])
-
-
-def _deepspeed_engine(trainer: LZEGRPOTrainer) -> Any | None:
-    engine = getattr(trainer, "model_wrapped", None)
-    return engine if trainer.is_deepspeed_enabled and hasattr(engine, "global_steps") else None
-
-
-class SkippedWindowCallback(TrainerCallback):
-    """
-    Keeps DeepSpeed's engine counters in step with the Trainer's `global_step` over skipped optimizer windows.
-
-    DeepSpeed advances its counters and its own scheduler inside `engine.step()`, which accelerate calls from the
-    backward of a window's last micro-step: a window without any backward never reaches it. This callback does the
-    engine's bookkeeping for such a window (no optimizer update: the window counts in `skipped_steps`). DDP and FSDP
-    need nothing: the Trainer steps their optimizer (no gradient, no update) and scheduler itself.
-    """
-
-    def __init__(self, trainer: LZEGRPOTrainer) -> None:
-        self.trainer = trainer
-
-    def on_optimizer_step(self, args, state, control, **kwargs):
-        engine = _deepspeed_engine(self.trainer)
-        if engine is not None and window_skipped(self.trainer):
-            if engine.lr_scheduler is not None:
-                engine.lr_scheduler.step()
-            engine.skipped_steps += 1
-            engine.global_steps += 1
-            engine.global_samples += engine.train_batch_size()
-        return control

@@ -26,11 +26,11 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import get_config_model_id
 
 from . import state as lze_state_files
-from .batching import active_positions, concat_batches, pack_kept_rows, plan_micro_steps
+from .batching import keep_rows
 from .callbacks import add_plot_callback
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .energy import EnergyScorer
-from .engines import SkippedWindowCallback, warn_if_not_sharded, window_skipped
+from .engines import warn_if_not_sharded
 from .guards import DeadRunDetector, check_dataset_fits_batch, checked_reward_func
 from .judge import train_context
 from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
@@ -42,7 +42,6 @@ from .selection import group_pass_rates, is_dead, reward_spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
 from .state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
-from .trl_coupling import advance_entropy_controller, is_generation_step, skip_micro_step, update_metric_fill_values
 
 
 logger = logging.get_logger(__name__)
@@ -177,7 +176,6 @@ class LZEGRPOTrainer(GRPOTrainer):
             check_dataset_fits_batch(len(self.train_dataset), self.args.generation_batch_size, self.num_generations)
         self._lze_dead_run = DeadRunDetector(args.pass_threshold, self.reward_func_names[self._correctness_index])
         self._lze_batch_prompt_ids: list[int] | None = None  # prompt ids of the batch `training_step` was given
-        self._lze_skipped_windows = 0  # optimizer windows skipped whole since the last log
         self._lze_fingerprint: dict[str, Any] | None = None
         self.scorer = EnergyScorer(
             ema_decay=args.energy_ema_decay,
@@ -206,15 +204,11 @@ class LZEGRPOTrainer(GRPOTrainer):
         self.rollout_filter = build_rollout_filter(args, self.train_dataset, self.num_generations)
         self.train_sampler: LZERepeatSampler | None = None
         self._lze_generation = 0  # generation batches selected so far: seeds each selection's noise
-        # Micro-steps of the buffered generation batch that run (hold kept rows), and their rows; others are skipped
-        self._lze_active = np.ones(self.args.steps_per_generation, dtype=bool)
-        self._lze_rows_per_step = 0
         self._lze_epoch = None  # sampler epoch of the batches counted below
         self._lze_batches_in_epoch = 0  # Trainer micro-steps taken in that epoch (what a resume skips)
         self._lze_rollouts_skipped = 0
         self._lze_resume: dict[str, Any] | None = None  # pending resume: sampler position and RNG reload
         self.add_callback(_StopAtLastEpoch(self))
-        self.add_callback(SkippedWindowCallback(self))  # DeepSpeed's counters over skipped optimizer windows
         warn_if_not_sharded(self)
         add_plot_callback(self)  # learning-zone histograms and plots in wandb/trackio when either is a reporter
 
@@ -338,9 +332,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             row_weights = row_weights.reshape(num_processes, -1)
             local_weights = torch.as_tensor(row_weights[self.accelerator.process_index], dtype=torch.float32)
             output["advantages"] = output["advantages"] * local_weights.to(output["advantages"].device)
-            output = self._mark_rows(output, row_weights > 0)
-        else:
-            self._lze_active[:] = True
+            output = keep_rows(output, row_weights > 0, self.accelerator, self.args.steps_per_generation)
         tokens_after = output["num_items_in_batch"].item()
         metrics["lze/update_tokens"] = tokens_after
         metrics["lze/update_tokens_saved_frac"] = 1.0 - tokens_after / max(tokens_before, 1.0)
@@ -377,53 +369,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         batch = GroupBatch(prompt_ids, pass_rates, rewards, energies, np.random.default_rng(seed))
         return np.asarray(self.selector.select(batch), dtype=np.float64)
 
-    def _mark_rows(self, output: dict[str, Any], keep: np.ndarray) -> dict[str, Any]:
-        """
-        Marks this process's selected rows (`lze_keep`) and plans how they go through the update.
-
-        `keep` holds every process's rows. The kept rows are packed after TRL's shuffle and split (see
-        `_prepare_inputs`) into the same number of micro-batches of the same size on every process, the fewest that
-        hold the largest process's kept rows with the least padding (zero-weight rows): TRL's loss gathers
-        per-sequence tensors across processes (equal shapes needed) and DDP needs the same forward/backward calls
-        everywhere. The micro-steps left over are skipped on every process, keeping each gradient-accumulation
-        window's last (synchronising) micro-step whenever the window runs at all ([`active_positions`]).
-        `num_items_in_batch` is recounted over the kept rows.
-        """
-        local = torch.as_tensor(keep[self.accelerator.process_index], device=output["completion_mask"].device)
-        output["lze_keep"] = local
-        loss_mask = output["completion_mask"]
-        if output.get("tool_mask") is not None:
-            loss_mask = loss_mask * output["tool_mask"]
-        output["num_items_in_batch"] = self.accelerator.gather((loss_mask.sum(dim=1) * local).sum()).sum()
-        spg, window = self.args.steps_per_generation, self.args.gradient_accumulation_steps
-        max_kept = int(keep.sum(axis=1).max())
-        self._lze_active[:] = False
-        if spg % window == 0 and self._step % window == 0:
-            steps, self._lze_rows_per_step = plan_micro_steps(max_kept, self.args.per_device_train_batch_size, spg)
-            self._lze_active[active_positions(steps, spg, window)] = True
-        else:
-            # Optimizer windows straddle generation batches: which micro-steps of the next batch run is unknown, so
-            # run them all (a window without any kept row then takes a zero gradient).
-            self._lze_active[:] = True
-            self._lze_rows_per_step = max(1, math.ceil(max_kept / spg))
-        return output
-
     # ----------------------------------------------------------------------------------------------- steps
-    def _prepare_inputs(self, generation_batch):
-        if isinstance(generation_batch, dict) and "completion_ids" in generation_batch:
-            return generation_batch  # already prepared by `training_step` below
-        spg = self.args.steps_per_generation
-        generating = is_generation_step(self)
-        inputs = super()._prepare_inputs(generation_batch)  # generates, scores, shuffles and splits when due
-        if generating and "lze_keep" in self._buffered_inputs[0]:
-            # Re-lay TRL's micro-batches: kept rows only, packed into the micro-steps that run.
-            batch = concat_batches(self._buffered_inputs, self._tokenizer.pad_token_id)
-            keep = batch.pop("lze_keep")
-            positions = np.flatnonzero(self._lze_active).tolist()
-            self._buffered_inputs = pack_kept_rows(batch, keep, positions, self._lze_rows_per_step, spg)
-            inputs = self._buffered_inputs[self._step % spg]
-        return inputs
-
     def _lze_take_prompt_ids(self, inputs):
         """
         Removes the internal prompt-id column from a training batch before any user-visible code sees it (the
@@ -445,42 +391,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             if not self.train_sampler.resumed_at_epoch_end:
                 self._load_rng_state(self._lze_resume["checkpoint"])
             self._lze_resume = None
-        model.train()  # `_prepare_inputs` picks train or eval mode from the model
-        inputs = self._prepare_inputs(inputs)
-        if not self._lze_active[self._step % self.args.steps_per_generation]:
-            # A micro-step with no kept row on any process: skip forward and backward everywhere. When a whole
-            # optimizer step is skipped, gradients stay None and the optimizer leaves the weights alone (a zero
-            # gradient would still move AdamW's weights through weight decay).
-            self._skip_micro_step()
-            return torch.zeros((), device=self.args.device)
         return super().training_step(model, inputs, num_items_in_batch)
-
-    def _skip_micro_step(self) -> None:
-        """
-        What `GRPOTrainer.training_step` does besides the forward/backward, for a skipped micro-step: advance the
-        micro-step counter that paces generation and, at the end of an optimizer window (which, the window's last
-        micro-step being kept whenever any is, was then skipped whole), log its `step_time` and advance the adaptive
-        entropy controller once, as TRL does once per optimizer step ([`advance_entropy_controller`]).
-        """
-        if skip_micro_step(self):
-            advance_entropy_controller(self)
-            self._lze_skipped_windows += 1
-
-    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if self.model.training and self._lze_skipped_windows > 0 and self._metrics["train"]:
-            # Windows skipped whole ran no loss: the keys TRL's loss logs get what a zero update means, so that every
-            # log row has the keys of stock TRL (a dashboard reading `policy_loss` must not find it missing).
-            for key, value in update_metric_fill_values(self).items():
-                if not self._metrics["train"].get(key):
-                    self._metrics["train"][key] = [value]
-        if self.model.training:
-            self._lze_skipped_windows = 0
-        super().log(logs, start_time)
-
-    def _get_grad_norm(self, model, grad_norm=None):
-        if window_skipped(self):
-            return 0.0  # nothing was back-propagated: the same on every engine (see `engines.py`)
-        return super()._get_grad_norm(model, grad_norm=grad_norm)
 
     def _count_batch(self) -> None:
         epoch = self.train_sampler.epoch if self.train_sampler is not None else None

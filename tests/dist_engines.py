@@ -5,8 +5,8 @@ Two-process CPU runs of LZE under DDP, FSDP2 and DeepSpeed ZeRO-3, for tests/tes
 `fsdp2`, `zero3`), four runs of a tiny Qwen2 in the same two processes and writes each rank's results under
 `OUT_DIR/<engine>/<case>/`:
 
-- `lze`: mostly dead groups and `selection_ratio=0.2`, so that many micro-steps and whole optimizer windows are
-  skipped, with forward pruning, a checkpoint at step 6 and a linear learning-rate decay;
+- `lze`: mostly dead groups and `selection_ratio=0.2`, so that the update holds few rows (whole optimizer windows hold
+  zero-weight rows only), with forward pruning, a checkpoint at step 6 and a linear learning-rate decay;
 - `resume`: the `lze` run resumed from its checkpoint at step 6;
 - `none`: `selector="none"` (plain GRPO);
 - `dapo`: DAPO's filter with refill rounds.
@@ -214,7 +214,7 @@ def run(out_dir: Path, engine: str, case: str) -> None:
         steps_per_generation=4,
         max_steps=MAX_STEPS,
         learning_rate=1e-2,
-        weight_decay=0.1,  # a zero-gradient AdamW step would move the weights: skipped windows must not step
+        weight_decay=0.1,
         bf16=False,  # fp32 everywhere, so that the engines' results can be compared (ZeRO-3 would train in bf16)
         selection_ratio=0.2,
         **engine_args(engine),

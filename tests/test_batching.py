@@ -1,7 +1,7 @@
-import pytest
+import numpy as np
 import torch
 
-from lze_trl.batching import active_positions, concat_batches, pack_kept_rows, plan_micro_steps, take_rows
+from lze_trl.batching import concat_batches, keep_rows, take_rows
 
 
 def batch(n, width=3):
@@ -15,41 +15,31 @@ def batch(n, width=3):
     }
 
 
-def test_plan_uses_fewest_rows_then_fewest_steps():
-    assert plan_micro_steps(0, 8, 4) == (0, 0)
-    assert plan_micro_steps(12, 8, 4) == (2, 6)  # 2 x 6 = 12 rows, no padding (4 x 3 also 12, but more steps)
-    assert plan_micro_steps(13, 8, 4) == (2, 7)  # 14 rows; 4 x 4 = 16
-    assert plan_micro_steps(410, 4, 256) == (205, 2)  # the paper-scale recipe: no padding at all
-    assert plan_micro_steps(5, 1, 8) == (5, 1)
-    with pytest.raises(ValueError):
-        plan_micro_steps(33, 8, 4)
+class OneOfTwoProcesses:
+    """The accelerator of process 1 of 2 whose `gather` adds process 0's value 100 (enough for `keep_rows`)."""
+
+    process_index = 1
+
+    @staticmethod
+    def gather(value):
+        return torch.stack([torch.as_tensor(100), value])
 
 
-def test_active_positions_end_each_accumulation_window():
-    assert active_positions(4, 4, 4) == [0, 1, 2, 3]
-    assert active_positions(2, 4, 4) == [2, 3]  # the window's last (synchronising) micro-step always runs
-    assert active_positions(3, 8, 4) == [3, 6, 7]  # spread over the two windows, each ending its window
-    assert active_positions(1, 8, 4) == [7]  # the first window is skipped entirely
-    assert active_positions(0, 8, 4) == []
-    for steps in range(0, 9):
-        positions = active_positions(steps, 8, 2)
-        assert len(positions) == steps
-        windows = {p // 2 for p in positions}
-        assert all(2 * w + 1 in positions for w in windows)
-
-
-def test_pack_kept_rows_lays_out_kept_rows_and_zero_weight_padding():
+def test_keep_rows_returns_kept_rows_padded_to_the_largest_process_and_a_multiple_of_the_micro_steps():
     b = batch(6)
-    keep = torch.tensor([False, True, False, True, True, False])
-    layout = pack_kept_rows(b, keep, positions=[2, 3], rows_per_step=2, num_steps=4)
-    assert len(layout) == 4
-    first, second = layout[2], layout[3]
-    assert first["advantages"].tolist() == [2.0, 4.0]
-    assert second["advantages"].tolist() == [5.0, 0.0]  # row 5 kept, then one zero-weight pad
-    assert second["completion_mask"][1].sum() == 0 and second["completion_mask"][0].sum() == 3
-    assert second["names"] == ["r4", "r0"]
-    assert first["num_items_in_batch"] == b["num_items_in_batch"]  # scalars pass through
-    assert b["completion_mask"].sum() == 18  # the input is not modified
+    keep = np.array([[True, True, True, True, True, False], [False, True, False, True, True, False]])
+    out = keep_rows(b, keep, OneOfTwoProcesses(), multiple=2)
+    # process 0 keeps 5 rows: every process returns 6 (a multiple of 2); process 1 its 3 kept rows, then 3 pads
+    assert out["advantages"].tolist() == [2.0, 4.0, 5.0, 0.0, 0.0, 0.0]
+    assert out["names"] == ["r1", "r3", "r4", "r0", "r0", "r0"]
+    assert out["completion_mask"].sum(dim=1).tolist() == [3, 3, 3, 0, 0, 0]  # pads hold no loss token
+    assert out["num_items_in_batch"] == 100 + 9  # recounted over the kept rows of every process
+    assert b["completion_mask"].sum() == 18 and b["advantages"][0] == 1.0  # the input is not modified
+
+
+def test_keep_rows_keeps_one_zero_weight_row_per_micro_step_when_nothing_is_kept():
+    out = keep_rows(batch(4), np.zeros((2, 4), dtype=bool), OneOfTwoProcesses(), multiple=3)
+    assert len(out["names"]) == 3 and out["completion_mask"].sum() == 0 and not out["advantages"].any()
 
 
 def test_take_and_concat_rows_pad_widths_like_grpo():

@@ -6,6 +6,7 @@ Run them alone with `pytest -m engines`.
 """
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ ENGINES = ("ddp", "fsdp2", "zero3")
 CASES = ("lze", "resume", "none", "dapo")
 SHARDED = ("fsdp2", "zero3")
 MAX_STEPS, SAVE_STEP = 8, 6
+GROUP, ROWS_PER_RANK, STEPS_PER_GENERATION, ACCUMULATION = 4, 16, 4, 2  # the runs of dist_engines.py
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,7 @@ def test_ranks_end_identical(runs, engine):
 @pytest.mark.parametrize("case", CASES)
 def test_sharded_engine_matches_ddp(runs, engine, case):
     (info, arrays), (ddp, ddp_arrays) = load(runs, engine, case), load(runs, "ddp", case)
-    # the same selections, skipped micro-steps and LZE state, exactly
+    # the same selections, update rows and LZE state, exactly
     assert info["selection"] == ddp["selection"]
     assert info["window_rows"] == ddp["window_rows"]
     assert info["counters"] == ddp["counters"]
@@ -100,35 +102,39 @@ def test_sharded_engine_matches_ddp(runs, engine, case):
         np.testing.assert_allclose([e[key] for e in logged], [e[key] for e in reference], rtol=1e-4, err_msg=key)
 
 
+def update_rows(selection: dict, generation: int) -> int:
+    """
+    Rows each rank hands the update for one generation batch: its kept rows, padded to the rank that keeps most and
+    to a multiple of `steps_per_generation` (at least one row per micro-step).
+    """
+    weights = [w for g, w in zip(selection["generation"], selection["weight"]) if g == generation]
+    groups_per_rank = ROWS_PER_RANK // GROUP
+    kept = [sum(w > 0 for w in weights[r * groups_per_rank : (r + 1) * groups_per_rank]) * GROUP for r in range(2)]
+    return max(math.ceil(max(kept) / STEPS_PER_GENERATION), 1) * STEPS_PER_GENERATION
+
+
 @pytest.mark.parametrize("engine", ENGINES)
-def test_skipped_windows_are_accounted_alike(runs, engine):
+def test_only_kept_rows_reach_the_update(runs, engine):
     info, _ = load(runs, engine, "lze")
-    rows = info["window_rows"]
-    skipped = [i for i, n in enumerate(rows) if n == 0]
-    assert len(rows) == MAX_STEPS and 0 < len(skipped) < MAX_STEPS  # whole windows skipped, others run
-    logged = steps(info)
-    grad_norms = [e["grad_norm"] for e in logged]
-    # a skipped window logs grad_norm 0.0 (not the previous window's norm, not nothing); the others a real norm
-    assert all(grad_norms[i] == 0.0 for i in skipped), grad_norms
-    assert all(grad_norms[i] > 0.0 for i in range(MAX_STEPS) if i not in skipped), grad_norms
-    # the schedule follows the Trainer's steps; the optimizer counts the windows that updated
+    rows = info["window_rows"]  # rows through a forward with gradients, per optimizer window
+    windows_per_generation = STEPS_PER_GENERATION // ACCUMULATION
+    assert len(rows) == MAX_STEPS
+    expected = [update_rows(info["selection"], g) for g in range(MAX_STEPS // windows_per_generation)]
+    per_generation = [sum(rows[i : i + windows_per_generation]) for i in range(0, MAX_STEPS, windows_per_generation)]
+    assert per_generation == expected
+    assert max(expected) < ROWS_PER_RANK  # groups were removed from the update, not masked
+    # every window steps the optimizer and the schedule, as the Trainer counts them
     assert info["global_step"] == info["scheduler_steps"] == MAX_STEPS
-    assert info["optimizer_updates"] == [float(MAX_STEPS - len(skipped))]
+    assert info["optimizer_updates"] == [float(MAX_STEPS)]
     if engine == "zero3":
-        engine_counters = info["engine"]
-        assert engine_counters["global_steps"] == MAX_STEPS
-        assert engine_counters["skipped_steps"] == len(skipped)
-        assert engine_counters["global_samples"] == MAX_STEPS * engine_counters["train_batch_size"]
+        assert info["engine"]["global_steps"] == MAX_STEPS and info["engine"]["skipped_steps"] == 0
 
 
 def test_deepspeed_owned_scheduler_follows_the_trainer(runs):
-    """With a `scheduler` section in the DeepSpeed config, the engine steps it: skipped windows included."""
+    """With a `scheduler` section in the DeepSpeed config, the engine steps it once per optimizer step."""
     info, _ = load(runs, "zero3", "ds_scheduler")
-    skipped = info["window_rows"].count(0)
-    assert 0 < skipped < MAX_STEPS
     assert info["engine"]["scheduler_steps"] == info["engine"]["global_steps"] == info["global_step"] == MAX_STEPS
-    assert info["engine"]["skipped_steps"] == skipped
-    assert [e["grad_norm"] == 0.0 for e in steps(info)] == [n == 0 for n in info["window_rows"]]
+    assert info["engine"]["skipped_steps"] == 0
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -19,7 +19,7 @@ METHOD_LAYER = [
     "lze_trl.selectors",
 ]
 ANALYSIS = ["lze_trl.plotting", "lze_trl.state"]
-TRAINER_LAYER = {"lze_trl.trainer", "lze_trl.config", "lze_trl.callbacks", "lze_trl.judge", "lze_trl.trl_coupling"}
+TRAINER_LAYER = {"lze_trl.trainer", "lze_trl.config", "lze_trl.callbacks", "lze_trl.judge"}
 
 
 def module_name(path: Path) -> str:

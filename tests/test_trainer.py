@@ -43,7 +43,7 @@ def test_update_rows_drop_to_selection_ratio(tmp_path):
     assert all(0.5 < s < 1.0 for s in saved)
 
 
-def test_step_with_nothing_selected_leaves_weights_unchanged(tmp_path):
+def test_step_with_nothing_selected_updates_as_grpo_on_the_same_dead_batch(tmp_path):
     def run(selector):
         model = tiny_qwen2(char_tokenizer())
         before = [p.detach().clone() for p in model.parameters()]
@@ -62,11 +62,14 @@ def test_step_with_nothing_selected_leaves_weights_unchanged(tmp_path):
     lze, before = run("lze")
     assert logged(lze, "lze/selected_frac") == [0.0, 0.0]
     assert logged(lze, "lze/dead_frac") == [1.0, 1.0]
-    for a, b in zip(before, lze.model.parameters()):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
-    # Plain GRPO on the same dead batches does move the weights (AdamW weight decay on zero gradients).
-    grpo, before = run("none")
-    assert any(not torch.equal(a, b) for a, b in zip(before, grpo.model.parameters()))
+    assert logged(lze, "lze/update_tokens") == [0, 0]
+    # The update ran on zero-weight rows only: a zero gradient, as plain GRPO's on the same all-dead batches, so the
+    # optimizer moves the weights exactly as GRPO's does (AdamW's weight decay).
+    grpo, _ = run("none")
+    assert logged(lze, "grad_norm") == logged(grpo, "grad_norm") == [0.0, 0.0]
+    for _a, b, c in zip(before, lze.model.parameters(), grpo.model.parameters()):
+        torch.testing.assert_close(b, c, rtol=0, atol=0)
+    assert any(not torch.equal(a, b) for a, b in zip(before, lze.model.parameters()))
 
 
 def test_evaluation_neither_selects_nor_touches_state(tmp_path):
