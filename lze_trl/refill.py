@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from .batching import concat_batches
-from .prompt_ids import PROMPT_ID_COLUMN
 from .selectors import fit_groups
 
 
@@ -55,15 +54,14 @@ def refill_generation_batch(
 
 def refill_inputs(
     trainer: Any, inputs, num_groups: int, refill_round: int, seen: set[int]
-) -> tuple[list[dict], list[int]]:
+) -> tuple[list[dict], np.ndarray]:
     """
     This process's inputs for one refill round, and their prompt ids: `num_groups` prompts drawn without
     replacement from the epoch's pool (the sampler's, after pruning and the selector's rollout mask) minus the
     prompts already in this generation batch (from the whole pool, with replacement, when too few are left),
     seeded by `(seed, generation index, round)`. With a per-batch rollout filter, the round's prompts are the first
     of that random order its filter does not skip (the whole order when it skips too many); each repeated
-    `num_generations` times and dealt to the processes in order. The rows carry the same columns as `inputs` (never
-    the internal prompt-id column).
+    `num_generations` times and dealt to the processes in order. The rows carry the same columns as `inputs`.
     """
     keep = trainer.train_sampler.epoch_keep if trainer.train_sampler is not None else None
     pool = np.flatnonzero(keep) if keep is not None else np.arange(len(trainer.train_dataset))
@@ -82,8 +80,9 @@ def refill_inputs(
     if chosen is None:
         chosen = rng.choice(source, size=num_groups, replace=len(source) < num_groups)
     columns = trainer.train_dataset[chosen.tolist()]
-    keys = [k for k in inputs[0] if k in columns and k != PROMPT_ID_COLUMN]
+    keys = [k for k in inputs[0] if k in columns]
     rows = [{k: columns[k][i] for k in keys} for i in range(num_groups)]
     start = trainer.accelerator.process_index * len(inputs)
     positions = [r // trainer.num_generations for r in range(start, start + len(inputs))]
-    return [dict(rows[i]) for i in positions], [int(chosen[i]) for i in positions]
+    ids = trainer.prompt_ids.row_ids[chosen]
+    return [dict(rows[i]) for i in positions], ids[positions]

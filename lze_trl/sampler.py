@@ -66,6 +66,9 @@ class LZERepeatSampler(RepeatSampler):
             ([`~lze_trl.rollout_filter.RolloutFilter.plan_batch`]). Decisions thus use the state of the groups
             scored up to then (one or two generation batches behind, as the data loader reads ahead). The batches
             yielded in the epoch and the position are saved in checkpoints, so a resumed run replays them exactly.
+        row_ids (`np.ndarray`, *optional*):
+            The prompt id of every row ([`~lze_trl.prompt_ids.PromptIds.row_ids`]): the masks and counts above are
+            over prompt ids, and rows repeating a prompt follow its id. `None`: every row is its own prompt.
     """
 
     def __init__(
@@ -81,6 +84,7 @@ class LZERepeatSampler(RepeatSampler):
         rollout_counts: Callable[[int, int], np.ndarray | None] | None = None,
         rollout_planner: Callable[..., np.ndarray] | None = None,
         batch_planner: Callable[..., tuple[list[int] | None, int]] | None = None,
+        row_ids: np.ndarray | None = None,
     ) -> None:
         # TRL's fields (`num_samples`, `batch_size`, ... read by its `__len__`); its own generator is not used: the
         # permutations come from `self._generator`, rewound per epoch (see `permutation`).
@@ -90,6 +94,7 @@ class LZERepeatSampler(RepeatSampler):
         self.rollout_counts = rollout_counts
         self.rollout_planner = rollout_planner
         self.batch_planner = batch_planner
+        self.row_ids = row_ids
         # Per-batch planning (`batch_planner`): the epoch's batches so far, the position in its order, and whether
         # the order ran out; saved in checkpoints (the state moves on, the decisions cannot be re-derived).
         self.epoch_record: list[list[int]] = []
@@ -218,6 +223,8 @@ class LZERepeatSampler(RepeatSampler):
             raise ValueError(
                 f"rollout_counts must return {self.num_samples} non-negative integers, got shape {counts.shape}."
             )
+        if self.row_ids is not None:
+            counts = np.where(self.row_ids == np.arange(self.num_samples), counts[self.row_ids], 0)  # once per prompt
         if self.epoch_keep is not None:
             counts = np.where(self.epoch_keep, counts, 0)
         return counts
@@ -230,7 +237,7 @@ class LZERepeatSampler(RepeatSampler):
         if self.rollout_planner is not None:
             replays = self.pruner.replayed if self.pruner is not None else None
             keep = self.rollout_planner(epoch, keep, exempt=replays)
-        return keep
+        return keep if keep is None or self.row_ids is None else keep[self.row_ids]  # prompt ids -> rows
 
     def __iter__(self) -> Iterator[int]:
         if self.batch_planner is not None:

@@ -12,7 +12,6 @@ be out of step with each other.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -134,35 +133,6 @@ def load_state(folder: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
 def save_table(frame: Any, path: str) -> None:
     """Writes a `pandas.DataFrame` atomically as parquet."""
     atomic_write(path, lambda f: frame.to_parquet(f, index=False))
-
-
-# ----------------------------------------------------------------------------------------------- dataset fingerprint
-def dataset_fingerprint(dataset: Any) -> dict[str, Any] | None:
-    """
-    Size and content hash of a map-style train dataset, recorded in the LZE state so that a resumed run can tell
-    whether its per-prompt state (keyed by row index) belongs to the same prompts.
-
-    The hash covers the `prompt` column (each prompt as JSON, in row order), or every column when there is none
-    (e.g. a dataset whose prompts an `environment_factory` owns).
-
-    Returns:
-        `dict` with `size` (`int`) and `hash` (`str`, hex), or `None` for a dataset without a length.
-    """
-    try:
-        size = len(dataset)
-    except TypeError:
-        return None
-    digest = hashlib.blake2b(digest_size=16)
-    names = [c for c in getattr(dataset, "column_names", None) or [] if c != "lze_prompt_id"]
-    columns = ["prompt"] if "prompt" in names else sorted(names)
-    for start in range(0, size, 4096):
-        chunk = dataset[start : min(start + 4096, size)]
-        for name in columns:
-            digest.update(name.encode("utf-8"))
-            for value in chunk[name]:
-                digest.update(json.dumps(value, sort_keys=True, default=str).encode("utf-8"))
-                digest.update(b"\x00")
-    return {"size": int(size), "hash": digest.hexdigest()}
 
 
 def check_fingerprint(saved: dict[str, Any] | None, current: dict[str, Any] | None, checkpoint: str) -> None:

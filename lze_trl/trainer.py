@@ -33,7 +33,7 @@ from .energy import EnergyScorer
 from .engines import warn_if_not_sharded
 from .guards import DeadRunDetector, check_dataset_fits_batch, checked_reward_func
 from .judge import train_context
-from .prompt_ids import PROMPT_ID_COLUMN, has_prompt_column, with_prompt_ids
+from .prompt_ids import PromptIds, has_prompt_column
 from .pruning import PromptPruner
 from .refill import refill_generation_batch
 from .rollout_filter import build_rollout_filter
@@ -117,9 +117,9 @@ class LZEGRPOTrainer(GRPOTrainer):
                 f"num_generations={args.num_generations} is invalid with selector={args.selector!r}: pass rates need "
                 "a group of rollouts per prompt; set num_generations >= 2 (the paper uses 8)."
             )
-        # LZE keys its per-prompt state by a stable prompt identity: the row index of a map-style dataset, or a
-        # content hash of the `prompt` column of an iterable one. Without either (no train dataset: an
-        # environment_factory owns the prompts; an iterable dataset without `prompt`), it cannot apply.
+        # LZE keys its per-prompt state by a stable prompt identity read from each row (`prompt_ids`). Without a
+        # train dataset (an environment_factory owns the prompts) or with an iterable one without `prompt`, there is
+        # none.
         iterable = isinstance(train_dataset, IterableDataset)
         if (
             train_dataset is not None
@@ -163,7 +163,6 @@ class LZEGRPOTrainer(GRPOTrainer):
                         else "."
                     )
                 )
-            train_dataset = with_prompt_ids(train_dataset)
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kw)
         self._correctness_index = self._resolve_correctness_reward(args.correctness_reward)
         # Reward functions that return something other than one number (or None) per completion fail in TRL with a
@@ -175,8 +174,8 @@ class LZEGRPOTrainer(GRPOTrainer):
         if self._lze_enabled and not isinstance(self.train_dataset, IterableDataset):
             check_dataset_fits_batch(len(self.train_dataset), self.args.generation_batch_size, self.num_generations)
         self._lze_dead_run = DeadRunDetector(args.pass_threshold, self.reward_func_names[self._correctness_index])
-        self._lze_batch_prompt_ids: list[int] | None = None  # prompt ids of the batch `training_step` was given
-        self._lze_fingerprint: dict[str, Any] | None = None
+        map_style = self._lze_enabled and not isinstance(self.train_dataset, IterableDataset)
+        self.prompt_ids = PromptIds(self.train_dataset if map_style else None)
         self.scorer = EnergyScorer(
             ema_decay=args.energy_ema_decay,
             momentum_weight=args.energy_momentum_weight,
@@ -228,11 +227,6 @@ class LZEGRPOTrainer(GRPOTrainer):
         )
 
     # ----------------------------------------------------------------------------------------------- data
-    def _set_signature_columns_if_needed(self):
-        super()._set_signature_columns_if_needed()
-        if PROMPT_ID_COLUMN not in self._signature_columns:
-            self._signature_columns = [*self._signature_columns, PROMPT_ID_COLUMN]
-
     def _get_train_sampler(self, dataset=None):
         dataset = self.train_dataset if dataset is None else dataset
         self.train_sampler = LZERepeatSampler(
@@ -247,6 +241,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             rollout_counts=self.selector.rollout_counts,
             rollout_planner=self._rollout_filter_hook("epoch", "plan_epoch"),
             batch_planner=self._rollout_filter_hook("batch", "plan_batch"),
+            row_ids=self.prompt_ids.row_ids,
         )
         if self._lze_resume is not None:
             self.train_sampler.resume(
@@ -278,12 +273,11 @@ class LZEGRPOTrainer(GRPOTrainer):
         return self._lze_rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
+        if not self.model.training or not self._lze_enabled:
+            # Evaluation (nothing to select, no training state to touch), or a run without prompt identity.
+            return super()._generate_and_score_completions(inputs)
+        local_ids = self.prompt_ids.of_rows(inputs)
         output = super()._generate_and_score_completions(inputs)
-        local_ids, self._lze_batch_prompt_ids = self._lze_batch_prompt_ids, None
-        if not self.model.training or local_ids is None:
-            # Evaluation (nothing to select, no training state to touch), a run without prompt identity (plain
-            # GRPO), or a direct call outside `training_step`.
-            return output
 
         G, num_processes = self.num_generations, self.accelerator.num_processes
         prompt_ids, rewards, pass_rates, energies = self._lze_observe(local_ids)
@@ -340,7 +334,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             self._metrics["train"][name].append(value)
         return output
 
-    def _lze_observe(self, local_ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _lze_observe(self, local_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """
         Scores the groups just generated for this process's rows `local_ids` (prompt ids, all processes together)
         and updates the per-prompt state. Groups held alive only by the spread of non-binary rewards get the energy
@@ -370,19 +364,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         return np.asarray(self.selector.select(batch), dtype=np.float64)
 
     # ----------------------------------------------------------------------------------------------- steps
-    def _lze_take_prompt_ids(self, inputs):
-        """
-        Removes the internal prompt-id column from a training batch before any user-visible code sees it (the
-        reward functions' kwargs, `_prepare_inputs` / `_generate_and_score_completions` overrides, callbacks) and keeps
-        the ids for the selection of this batch.
-        """
-        if not (isinstance(inputs, list) and inputs and isinstance(inputs[0], dict) and PROMPT_ID_COLUMN in inputs[0]):
-            return inputs
-        self._lze_batch_prompt_ids = [int(row[PROMPT_ID_COLUMN]) for row in inputs]
-        return [{k: v for k, v in row.items() if k != PROMPT_ID_COLUMN} for row in inputs]
-
     def training_step(self, model, inputs, num_items_in_batch):
-        inputs = self._lze_take_prompt_ids(inputs)
         self._count_batch()
         if self._lze_resume is not None:
             # Mid-epoch, nothing between the checkpoint and this step drew random numbers in the uninterrupted run,
@@ -426,7 +408,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             "epoch": self._lze_epoch if self._lze_epoch is not None else 0,
             "batches_in_epoch": self._lze_batches_in_epoch,
             "rollouts_skipped": self._lze_rollouts_skipped,
-            "dataset": self._dataset_fingerprint(),
+            "dataset": self.prompt_ids.fingerprint,
         }
         return arrays, counters
 
@@ -440,12 +422,6 @@ class LZEGRPOTrainer(GRPOTrainer):
             self.save_lze_tables(folder)
             arrays, counters = self.lze_state()
             lze_state_files.save_state(folder, arrays, counters)
-
-    def _dataset_fingerprint(self) -> dict[str, Any] | None:
-        """Size and prompt hash of the train dataset (computed once), recorded with the LZE state."""
-        if self._lze_fingerprint is None and self._lze_enabled and not isinstance(self.train_dataset, IterableDataset):
-            self._lze_fingerprint = lze_state_files.dataset_fingerprint(self.train_dataset)
-        return self._lze_fingerprint
 
     def prompt_table(self, include_prompts: bool = True):
         """
@@ -469,8 +445,6 @@ class LZEGRPOTrainer(GRPOTrainer):
         if include_prompts and self.train_dataset is not None and not isinstance(self.train_dataset, IterableDataset):
             rows = self.train_dataset.select(ids.tolist())
             for name in rows.column_names:
-                if name == PROMPT_ID_COLUMN:
-                    continue
                 values = rows[name]
                 if name == "prompt" and values and not isinstance(values[0], str):
                     values = [m[-1]["content"] if m else "" for m in values]  # last message of a conversation
@@ -494,7 +468,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             state was recorded on another train dataset (size or prompts).
         """
         arrays, counters = lze_state_files.load_state(checkpoint)
-        lze_state_files.check_fingerprint(counters.get("dataset"), self._dataset_fingerprint(), checkpoint)
+        lze_state_files.check_fingerprint(counters.get("dataset"), self.prompt_ids.fingerprint, checkpoint)
         log_path = os.path.join(checkpoint, SELECTION_LOG_PARQUET)
         if not os.path.isfile(log_path):
             raise LZEStateError(f"The checkpoint {checkpoint!r} has no selection log {SELECTION_LOG_PARQUET!r}.")

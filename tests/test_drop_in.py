@@ -20,12 +20,13 @@ from testing_utils import (
 from trl import GRPOConfig, GRPOTrainer
 
 from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
-from lze_trl.prompt_ids import PROMPT_ID_COLUMN
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 pytestmark = pytest.mark.slow
 
+# The keyword arguments TRL itself passes to every reward function, besides the dataset's columns.
+TRL_REWARD_KWARGS = {"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
 # Keys whose values are wall-clock measurements: present in both, equal only by chance.
 TIMING_KEYS = {"step_time", "train_runtime", "train_samples_per_second", "train_steps_per_second"}
 
@@ -99,9 +100,9 @@ def test_selector_none_is_field_by_field_grpo_trainer(tmp_path):
     grpo = run(tmp_path / "grpo", GRPOTrainer, GRPOConfig, text_reward, dataset=dataset)
     ours = run(tmp_path / "lze", LZEGRPOTrainer, LZEGRPOConfig, text_reward, dataset=dataset, selector="none")
 
-    # What the generation hook (a subclass's override) sees: the same rows, no internal column.
+    # What the generation hook (a subclass's override) sees: the same rows, the dataset's columns only.
     assert ours.seen_inputs == grpo.seen_inputs
-    assert all(PROMPT_ID_COLUMN not in row for batch in ours.seen_inputs for row in batch)
+    assert all(set(row) == {"prompt", "level"} for batch in ours.seen_inputs for row in batch)
     # What it returns: every field, bit for bit.
     assert len(ours.seen_outputs) == len(grpo.seen_outputs)
     for theirs, mine in zip(grpo.seen_outputs, ours.seen_outputs):
@@ -111,12 +112,12 @@ def test_selector_none_is_field_by_field_grpo_trainer(tmp_path):
                 torch.testing.assert_close(mine[key], value, rtol=0, atol=0, msg=key)
             else:
                 assert mine[key] == value, key
-    # What the reward function sees: same prompts, completions and kwargs (the dataset's `level`, no prompt id).
+    # What the reward function sees: same prompts, completions and kwargs (the dataset's `level`, nothing added).
     assert len(ours.reward_calls) == len(grpo.reward_calls)
     for theirs, mine in zip(grpo.reward_calls, ours.reward_calls):
         assert mine["prompts"] == theirs["prompts"] and mine["completions"] == theirs["completions"]
         assert set(mine["kwargs"]) == set(theirs["kwargs"])
-        assert "level" in mine["kwargs"] and PROMPT_ID_COLUMN not in mine["kwargs"]
+        assert "level" in mine["kwargs"]
         assert mine["kwargs"]["level"] == theirs["kwargs"]["level"]
     # The logs: every key stock TRL writes, with its value (LZE adds only its own `lze/` keys).
     assert len(ours.state.log_history) == len(grpo.state.log_history)
@@ -130,17 +131,21 @@ def test_selector_none_is_field_by_field_grpo_trainer(tmp_path):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
-def test_lze_hides_the_prompt_id_from_reward_functions_and_hooks(tmp_path):
-    ours = run(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, text_reward, selector="lze", dapo_max_resample=0)
-    assert ours.reward_calls and all(PROMPT_ID_COLUMN not in call["kwargs"] for call in ours.reward_calls)
-    assert all(PROMPT_ID_COLUMN not in row for batch in ours.seen_inputs for row in batch)
-    # the ids still reached the selection: the scorer holds exactly the prompts rolled out (3 steps x 2 groups)
+def test_lze_adds_nothing_to_the_rows_reward_functions_and_hooks_see(tmp_path):
+    dataset = prompt_dataset(8).add_column("level", list(range(8)))
+    ours = run(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, text_reward, dataset=dataset, selector="lze")
+    columns = {"prompt", "level"}
+    assert ours.reward_calls and all(set(call["kwargs"]) >= {"level"} for call in ours.reward_calls)
+    assert all(columns >= set(call["kwargs"]) - TRL_REWARD_KWARGS for call in ours.reward_calls)
+    assert all(set(row) == columns for batch in ours.seen_inputs for row in batch)
+    # the prompts' ids still reached the selection: the state holds exactly the prompts rolled out (3 steps x 2
+    # groups), keyed by their row index
     rolled_out = {prompt_number(p) for call in ours.reward_calls for p in call["prompts"]}
     assert len(rolled_out) == 3 * 2
     assert ours.scorer.index.sorted_ids.tolist() == sorted(rolled_out)
 
 
-def test_refill_rounds_hide_the_prompt_id_too(tmp_path):
+def test_refill_rounds_add_nothing_to_the_rows_either(tmp_path):
     ours = run(
         tmp_path,
         LZEGRPOTrainer,
@@ -151,7 +156,7 @@ def test_refill_rounds_hide_the_prompt_id_too(tmp_path):
         dapo_max_resample=2,
     )
     assert len(ours.reward_calls) > 3  # refill rounds generated extra prompts
-    assert all(PROMPT_ID_COLUMN not in call["kwargs"] for call in ours.reward_calls)
+    assert all(set(call["kwargs"]) <= TRL_REWARD_KWARGS for call in ours.reward_calls)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,6 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from datasets import Dataset
 from testing_utils import make_trainer, mixed_reward, prompt_dataset
 
 from lze_trl import state as lze_state
@@ -202,16 +201,6 @@ def test_resume_refuses_another_train_dataset(full_run, tmp_path):
     trainer = saving_trainer(tmp_path / "d", dataset=prompt_dataset(12), resume_lze_state="fresh")
     with pytest.warns(UserWarning, match="12"):
         trainer.train(resume_from_checkpoint=checkpoint)
-
-
-def test_fingerprint_covers_prompts_not_other_columns():
-    a = lze_state.dataset_fingerprint(Dataset.from_dict({"prompt": ["1+1=", "2+2="]}))
-    b = lze_state.dataset_fingerprint(Dataset.from_dict({"prompt": ["1+1=", "2+2="], "x": [1, 2]}))
-    c = lze_state.dataset_fingerprint(Dataset.from_dict({"prompt": ["2+2=", "1+1="]}))
-    assert a == b and a["size"] == 2
-    assert a["hash"] != c["hash"]
-    env = lze_state.dataset_fingerprint(Dataset.from_dict({"environment": ["a", "b"]}))
-    assert env["size"] == 2 and env["hash"] != a["hash"]
 
 
 # ----------------------------------------------------------------------------------------------- bad input, early
