@@ -13,38 +13,44 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "EnergyScorer": "energy",
     "LZEGRPOConfig": "config",
     "LZEGRPOTrainer": "trainer",
     "LZEPlotCallback": "callbacks",
     "LZERepeatSampler": "sampler",
+    "LZERun": "run",
     "PromptPruner": "pruning",
+    "PromptState": "prompt_state",
     "add_plot_callback": "callbacks",
     "compute_energy": "energy",
     "group_pass_rates": "selection",
+    "live_groups": "selection",
     "select_top_k": "selection",
 }
 
 __all__ = [
-    "EnergyScorer",
     "LZEGRPOConfig",
     "LZEGRPOTrainer",
     "LZEPlotCallback",
     "LZERepeatSampler",
+    "LZERun",
     "PromptPruner",
+    "PromptState",
     "add_plot_callback",
     "compute_energy",
     "group_pass_rates",
+    "live_groups",
     "select_top_k",
 ]
 
 if TYPE_CHECKING:
     from .callbacks import LZEPlotCallback, add_plot_callback
     from .config import LZEGRPOConfig
-    from .energy import EnergyScorer, compute_energy
+    from .energy import compute_energy
+    from .prompt_state import PromptState
     from .pruning import PromptPruner
+    from .run import LZERun
     from .sampler import LZERepeatSampler
-    from .selection import group_pass_rates, select_top_k
+    from .selection import group_pass_rates, live_groups, select_top_k
     from .trainer import LZEGRPOTrainer
 
 

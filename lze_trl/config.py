@@ -1,12 +1,7 @@
-"""Configuration of [`LZEGRPOTrainer`].
-
-Over 400 lines on purpose: the dataclass documents every field in one docstring, as TRL's `GRPOConfig` does, and
-`validate_lze_args` keeps the checks of the trainer-wide settings next to them (each selector checks its own).
-"""
+"""Configuration of [`LZEGRPOTrainer`]: `GRPOConfig` plus the LZE settings, each checked where it is defined."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -14,7 +9,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
-from .rollout_filter import ROLLOUT_FILTER_GRANULARITIES, ROLLOUT_FILTER_MODES
+from .experimental.rollout_filter import ROLLOUT_FILTER_GRANULARITIES, ROLLOUT_FILTER_MODES
 from .selectors import PREFILTER_MODES, SELECTORS
 from .selectors.base import check_setting as _check
 from .selectors.base import is_finite_number as _finite
@@ -38,8 +33,8 @@ class LZEGRPOConfig(GRPOConfig):
             `lze_trl.selectors`): `"lze"` (top `selection_ratio` by energy; restrict `energy_terms` for the paper's
             ablations), `"none"` (every group, exactly as `GRPOTrainer`), or one of the paper's peers and controls:
             `"uniform"` (a random `selection_ratio` of the groups), `"uniform_live"` (LZE's quota drawn at random among
-            the informative groups), `"dapo"` (DAPO's dynamic filtering of groups whose
-            rewards do not vary), `"reinforce_rej"` (online rejection of all-correct / all-wrong prompts),
+            the live groups), `"dapo"` (DAPO's dynamic filtering: every live group), `"reinforce_rej"` (online
+            rejection of all-correct / all-wrong prompts),
             `"prefilter"` (offline removal judged once before training, see `prefilter_mode`), `"softmax"` (every group
             weighted by `softmax(-|ema - 0.5| / softmax_temperature)`, the skill card's soft variant).
         selection_ratio (`float`, *optional*, defaults to `0.4`):
@@ -53,7 +48,8 @@ class LZEGRPOConfig(GRPOConfig):
         > Parameters that control the energy
 
         energy_ema_decay (`float`, *optional*, defaults to `0.9`):
-            Decay of the per-prompt pass-rate EMA, in [0, 1).
+            Decay of the per-prompt pass-rate EMA (`ema <- decay * ema + (1 - decay) * p`), in [0, 1): the one EMA of
+            the per-prompt table, read by the energy, the `"softmax"` selector and the rollout filter.
         energy_momentum_weight (`float`, *optional*, defaults to `0.3`):
             Weight of the momentum term of the energy, >= 0.
         energy_momentum_mode (`str`, *optional*, defaults to `"abs"`):
@@ -70,8 +66,8 @@ class LZEGRPOConfig(GRPOConfig):
             reward is `None` (TRL turns it into NaN) counts neither as correct nor as wrong: it is left out of its
             group's pass rate, and a group with no scorable rollout has no pass rate (energy 0, its state unchanged).
             With a non-binary correctness reward (values other than 0 and 1), a group all on one side of the threshold
-            whose total rewards still differ is not dead: it gets a small energy below every learning-zone group (see
-            `lze_trl.selection.reward_spread_energies`).
+            whose total rewards still differ is live: it gets a small energy below every learning-zone group (see
+            `lze_trl.selection.live_groups` and `spread_energies`).
         correctness_reward (`str` or `int`, *optional*):
             Name or index of the reward function that defines correctness. Defaults to the first one.
         > Parameters that control forward pruning
@@ -81,14 +77,11 @@ class LZEGRPOConfig(GRPOConfig):
             map-style train dataset.
         prune_solved_after (`int`, *optional*, defaults to `2`):
             Consecutive fully-solved observations of a prompt (one per epoch while it is rolled out) after which it is
-            pruned, >= 1. Replaces `prune_after_epochs` (deprecated, same value: it counted observations, not epochs).
+            pruned, >= 1.
         prune_replay_fraction (`float`, *optional*, defaults to `0.1`):
             Fraction of the prune pool replayed at the start of each epoch (at least one prompt when > 0), in [0, 1].
         > Parameters of the peer selectors (each read and validated by its selector)
 
-        dapo_std_epsilon (`float`, *optional*, defaults to `1e-6`):
-            `selector="dapo"`: a group whose correctness rewards have a standard deviation `<= dapo_std_epsilon` is
-            dropped (a tolerance for non-binary rewards), >= 0.
         dapo_max_resample (`int`, *optional*, defaults to `0`):
             `selector="dapo"`: extra generation rounds (of one generation batch each, for fresh prompts of the
             epoch's pool) run to refill the batch with informative groups, as DAPO's dynamic sampling does; 0 only
@@ -104,10 +97,6 @@ class LZEGRPOConfig(GRPOConfig):
         softmax_temperature (`float`, *optional*, defaults to `0.2`):
             `selector="softmax"`: temperature `tau` of the group weights `softmax(-|ema - 0.5| / tau)`, > 0; 0.1-0.3
             is typical, lower concentrates the weight on groups near 50% accuracy.
-        softmax_ema_decay (`float`, *optional*, defaults to `0.9`):
-            `selector="softmax"`: decay of the selector's pass-rate EMA, `ema <- decay * ema + (1 - decay) * p` (the
-            weight of the old value, as `energy_ema_decay`), in [0, 1). Replaces `softmax_ema_alpha` (deprecated:
-            `softmax_ema_alpha=a` means `softmax_ema_decay=1 - a`).
         softmax_allocate_rollouts (`bool`, *optional*, defaults to `False`):
             `selector="softmax"`: also share each epoch's rollouts out in proportion to the weights (the skill card's
             rollout budget): at the start of an epoch, the prompts seen so far share as many groups of
@@ -123,14 +112,13 @@ class LZEGRPOConfig(GRPOConfig):
         > Parameters that control rollout-side selection (before generation)
 
         rollout_filter (`str`, *optional*, defaults to `"none"`):
-            Rollout-side selection: predict before generation which prompts would come back dead (all rollouts
-            correct or all wrong) and skip them for the epoch, so generation is spent on the learning zone (see
-            `lze_trl.rollout_filter`). `"none"`: every prompt is rolled out. `"lze"`: skip a prompt when its predicted
-            dead probability (a Beta-binomial on its pass-rate state, with momentum and a prior for unseen prompts)
-            exceeds `rollout_filter_threshold`. `"greso"`: the GRESO-like baseline, skip with probability
-            `1 - max(0.5 ** k, 0.01)` after `k` consecutive dead observations. Needs a map-style train dataset. The
-            rollout stage then does the selecting: pair it with `selection_ratio=1.0` so that every alive group it
-            paid for reaches the update (the backward top-k would otherwise drop most of them again).
+            Experimental rollout-side selection: predict before generation which prompts would come back dead (all
+            rollouts correct or all wrong) and skip them, so generation is spent on the learning zone (see
+            `lze_trl.experimental.rollout_filter`). `"none"`: every prompt is rolled out. `"lze"`: skip a prompt when
+            its predicted dead probability exceeds `rollout_filter_threshold`. `"greso"`: the GRESO-like baseline,
+            skip with probability `1 - max(0.5 ** k, 0.01)` after `k` consecutive dead observations. Needs a
+            map-style train dataset. Pair it with `selection_ratio=1.0`, so that every live group it paid for
+            reaches the update.
         rollout_filter_granularity (`str`, *optional*, defaults to `"batch"`):
             When the skip decision is taken. `"batch"`: each generation batch is filled, just before it is generated,
             with the next prompts of the epoch's order that the current state does not skip, so every decision uses
@@ -144,26 +132,20 @@ class LZEGRPOConfig(GRPOConfig):
             Exploration floor: a skipped prompt is rolled out again after at most this many epochs without one, >= 1.
             Skipping shortens epochs, so an epoch here is a full dataset's worth of generated groups.
         rollout_filter_audit (`float`, *optional*, defaults to `0.02`):
-            Skipped prompts rolled out anyway to count wrong skips (`rollout_filter/wrong_skip_rate`), in [0, 1]:
-            per batch, about this share of each batch's groups; per epoch, this share of the skipped prompts times
-            the share kept.
+            Share of the generated groups that are skipped prompts rolled out anyway, to count wrong skips
+            (`rollout_filter/wrong_skip_rate`), in [0, 1].
         rollout_filter_prior_column (`str`, *optional*):
             Train dataset column (e.g. `"difficulty"`) whose values group prompts never rolled out for their prior:
             the share of dead first observations among prompts with the same value, which can skip them. Default:
             one group, whose prior is logged but never skips a prompt never seen.
         rollout_filter_momentum (`float`, *optional*, defaults to `1.0`):
             Weight `mu` of the trend in the predicted pass rate `q = ema + mu * (p_last - ema)` of a prompt already
-            rolled out, >= 0: 1 is the last pass rate, below 1 lies between the pass-rate EMA and the last pass rate,
-            above 1 extrapolates the trend. (0.5 until measured: a prompt being learned was predicted below its last
-            pass rate and came back all-correct; BENCHMARKS.md section 7c.)
+            rolled out, >= 0: 1 is the last pass rate, below 1 lies between the EMA and it, above 1 extrapolates.
         rollout_filter_calibration (`bool`, *optional*, defaults to `True`):
-            Recalibrate the predicted dead probability online before the threshold: a monotone (isotonic) map over 10
-            probability bins, smoothed toward the identity, fitted to the run's own pairs of (prediction at planning,
-            group came back dead), audited skips and retries included (see `lze_trl.rollout_filter`). With
-            `rollout_filter="greso"` it changes only the logged prediction. On by default since BENCHMARKS.md section
-            7d: where the audits find the skips wrong, the map stops the skipping (on the `carries` task the
-            uncalibrated filter lost 0.08-0.13 of OOD accuracy, the calibrated one none), and where they are right it
-            skips as before (same savings on the `arithmetic` task).
+            Recalibrate the predicted dead probability online before the threshold: a monotone map fitted to the run's
+            own pairs of (prediction at planning, group came back dead), audits included (see
+            `lze_trl.experimental.dead_prediction`). With `rollout_filter="greso"` it changes only the logged
+            prediction.
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
@@ -221,9 +203,6 @@ class LZEGRPOConfig(GRPOConfig):
     prune_replay_fraction: float = field(
         default=0.1, metadata={"help": "Fraction of the prune pool replayed each epoch, in [0, 1]."}
     )
-    dapo_std_epsilon: float = field(
-        default=1e-6, metadata={"help": "selector='dapo': drop groups whose reward std is <= this value."}
-    )
     dapo_max_resample: int = field(
         default=0, metadata={"help": "selector='dapo': extra generation rounds to refill the batch (0: filter only)."}
     )
@@ -239,10 +218,6 @@ class LZEGRPOConfig(GRPOConfig):
     )
     softmax_temperature: float = field(
         default=0.2, metadata={"help": "selector='softmax': temperature of the group weights, > 0."}
-    )
-    softmax_ema_decay: float = field(
-        default=0.9,
-        metadata={"help": "selector='softmax': decay of the pass-rate EMA (old value weight), in [0, 1)."},
     )
     softmax_allocate_rollouts: bool = field(
         default=False,
@@ -292,14 +267,6 @@ class LZEGRPOConfig(GRPOConfig):
         metadata={"help": "Recalibrate the predicted dead probability online (isotonic map on the run's outcomes)."},
     )
 
-    # Deprecated names (see `DEPRECATED_FIELDS`): accepted with a FutureWarning and moved to their new field.
-    prune_after_epochs: int | None = field(
-        default=None, metadata={"help": "Deprecated: use prune_solved_after (same value)."}
-    )
-    softmax_ema_alpha: float | None = field(
-        default=None, metadata={"help": "Deprecated: use softmax_ema_decay (= 1 - softmax_ema_alpha)."}
-    )
-
     selection_log_max_rows: int = field(
         default=100_000, metadata={"help": "Rows kept in the selection log (oldest dropped first); 0 disables it."}
     )
@@ -326,49 +293,86 @@ DEFAULT_MIN_SELECTION_RATIO = 0.3
 LZE_FIELDS = tuple(f.name for f in fields(LZEGRPOConfig) if f.name not in {g.name for g in fields(GRPOConfig)})
 
 
-@dataclass(frozen=True)
-class _Renamed:
-    """A renamed setting: its new name, how the new value follows from the old, and when the old value is valid."""
-
-    new: str
-    how: str
-    convert: Callable[[Any], Any] = lambda value: value
-    valid: Callable[[Any], bool] = lambda value: True
+def _integer(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
-DEPRECATED_FIELDS: dict[str, _Renamed] = {
-    "prune_after_epochs": _Renamed("prune_solved_after", "the same value"),
-    "softmax_ema_alpha": _Renamed(
-        "softmax_ema_decay", "1 - softmax_ema_alpha", lambda a: 1.0 - a, lambda a: _finite(a) and 0 < a <= 1
-    ),
-}
-"""Renamed settings by old name (see [`_Renamed`])."""
-
-
-def _migrate_deprecated(args: LZEGRPOConfig) -> None:
-    """Moves a deprecated setting's value to its new field, with a `FutureWarning` naming both."""
-    for old, renamed in DEPRECATED_FIELDS.items():
-        value = getattr(args, old, None)
-        if value is None:
-            continue
-        _check(renamed.valid(value), old, value, f"use {renamed.new} instead ({renamed.new} = {renamed.how}).")
-        converted = renamed.convert(value)
-        warnings.warn(
-            f"`{old}` is deprecated and will be removed in a future version: use `{renamed.new}` ({renamed.new} = "
-            f"{renamed.how}, here {converted!r}).",
-            FutureWarning,
-            stacklevel=4,
+def _within(low: float, high: float, closed_low: bool = True, closed_high: bool = True) -> Callable[[Any], bool]:
+    def valid(value: Any) -> bool:
+        return (
+            _finite(value)
+            and (low <= value if closed_low else low < value)
+            and (value <= high if closed_high else value < high)
         )
-        setattr(args, renamed.new, converted)
-        setattr(args, old, None)
+
+    return valid
+
+
+_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    # (setting, whether a value is valid, the fix), checked in this order after `selector` and `selection_ratio`
+    ("selection_noise", lambda v: _finite(v) and v >= 0, "use a finite value >= 0 (0 disables exploration noise)."),
+    ("energy_ema_decay", _within(0, 1, closed_high=False), "use a decay in [0, 1), e.g. 0.9."),
+    ("energy_momentum_weight", lambda v: _finite(v) and v >= 0, "use a finite weight >= 0, e.g. 0.3."),
+    ("energy_momentum_mode", lambda v: v in MOMENTUM_MODES, f"use one of {list(MOMENTUM_MODES)}."),
+    ("energy_d_init_min", _within(0, 1), "use a value in [0, 1], e.g. 0.05."),
+    ("pass_threshold", _finite, "use a finite reward threshold."),
+    ("prune_solved_after", lambda v: _integer(v, 1), "use an integer >= 1, e.g. 2."),
+    ("selection_log_max_rows", lambda v: _integer(v, 0), "use an integer >= 0 (0 disables the log)."),
+    ("prune_replay_fraction", _within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
+    (
+        "resume_lze_state",
+        lambda v: v in RESUME_MODES,
+        f"use one of {list(RESUME_MODES)} ('fresh' resumes with a fresh LZE state on purpose).",
+    ),
+    (
+        "selector_kwargs",
+        lambda v: v is None or isinstance(v, dict),
+        'use a dict (a JSON object on the command line), e.g. {"my_setting": 1}.',
+    ),
+    (
+        "rollout_filter",
+        lambda v: v in ROLLOUT_FILTER_MODES,
+        f"use one of {list(ROLLOUT_FILTER_MODES)} ('none' rolls every prompt out).",
+    ),
+    (
+        "rollout_filter_granularity",
+        lambda v: v in ROLLOUT_FILTER_GRANULARITIES,
+        f"use one of {list(ROLLOUT_FILTER_GRANULARITIES)} ('batch' decides each generation batch with the latest "
+        "state).",
+    ),
+    (
+        "rollout_filter_threshold",
+        _within(0, 1, False, False),
+        "use a probability in (0, 1), e.g. 0.6 (higher skips fewer prompts).",
+    ),
+    (
+        "rollout_filter_retry_epochs",
+        lambda v: _integer(v, 1),
+        "use an integer >= 1, e.g. 8 (every skipped prompt is retried at least that often, in epochs).",
+    ),
+    (
+        "rollout_filter_audit",
+        _within(0, 1),
+        "use a fraction in [0, 1], e.g. 0.02 (0 disables the audit of skipped prompts).",
+    ),
+    (
+        "rollout_filter_momentum",
+        lambda v: _finite(v) and v >= 0,
+        "use a number >= 0, e.g. 0.5 (1 predicts the last pass rate, above 1 extrapolates its trend).",
+    ),
+    (
+        "rollout_filter_calibration",
+        lambda v: isinstance(v, bool),
+        "use True or False (True recalibrates rollout_filter's predicted dead probability online).",
+    ),
+)
 
 
 def validate_lze_args(args: LZEGRPOConfig) -> None:
     """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting."""
-    _migrate_deprecated(args)
     _check(args.selector in SELECTORS, "selector", args.selector, f"use one of {sorted(SELECTORS)}.")
     _check(
-        _finite(args.selection_ratio) and 0 < args.selection_ratio <= 1,
+        _within(0, 1, closed_low=False)(args.selection_ratio),
         "selection_ratio",
         args.selection_ratio,
         "use a fraction in (0, 1], e.g. 0.4 (1.0 keeps every informative group).",
@@ -376,40 +380,10 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
     if args.min_selection_ratio is None:
         args.min_selection_ratio = min(DEFAULT_MIN_SELECTION_RATIO, args.selection_ratio)
     _check(
-        _finite(args.min_selection_ratio) and 0 <= args.min_selection_ratio <= args.selection_ratio,
+        _within(0, args.selection_ratio)(args.min_selection_ratio),
         "min_selection_ratio",
         args.min_selection_ratio,
         f"use a fraction in [0, selection_ratio={args.selection_ratio}].",
-    )
-    _check(
-        _finite(args.selection_noise) and args.selection_noise >= 0,
-        "selection_noise",
-        args.selection_noise,
-        "use a finite value >= 0 (0 disables exploration noise).",
-    )
-    _check(
-        _finite(args.energy_ema_decay) and 0 <= args.energy_ema_decay < 1,
-        "energy_ema_decay",
-        args.energy_ema_decay,
-        "use a decay in [0, 1), e.g. 0.9.",
-    )
-    _check(
-        _finite(args.energy_momentum_weight) and args.energy_momentum_weight >= 0,
-        "energy_momentum_weight",
-        args.energy_momentum_weight,
-        "use a finite weight >= 0, e.g. 0.3.",
-    )
-    _check(
-        args.energy_momentum_mode in MOMENTUM_MODES,
-        "energy_momentum_mode",
-        args.energy_momentum_mode,
-        f"use one of {list(MOMENTUM_MODES)}.",
-    )
-    _check(
-        _finite(args.energy_d_init_min) and 0 <= args.energy_d_init_min <= 1,
-        "energy_d_init_min",
-        args.energy_d_init_min,
-        "use a value in [0, 1], e.g. 0.05.",
     )
     terms = args.energy_terms.split(",") if isinstance(args.energy_terms, str) else list(args.energy_terms)
     terms = [t.strip() for t in terms] if all(isinstance(t, str) for t in terms) else terms
@@ -420,81 +394,7 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         f"use a non-empty subset of {list(ENERGY_TERMS)}.",
     )
     args.energy_terms = terms
-    _check(_finite(args.pass_threshold), "pass_threshold", args.pass_threshold, "use a finite reward threshold.")
-    _check(
-        isinstance(args.prune_solved_after, int) and args.prune_solved_after >= 1,
-        "prune_solved_after",
-        args.prune_solved_after,
-        "use an integer >= 1, e.g. 2.",
-    )
-    _check(
-        isinstance(args.selection_log_max_rows, int) and args.selection_log_max_rows >= 0,
-        "selection_log_max_rows",
-        args.selection_log_max_rows,
-        "use an integer >= 0 (0 disables the log).",
-    )
-    _check(
-        _finite(args.prune_replay_fraction) and 0 <= args.prune_replay_fraction <= 1,
-        "prune_replay_fraction",
-        args.prune_replay_fraction,
-        "use a fraction in [0, 1], e.g. 0.1.",
-    )
-    _check(
-        args.resume_lze_state in RESUME_MODES,
-        "resume_lze_state",
-        args.resume_lze_state,
-        f"use one of {list(RESUME_MODES)} ('fresh' resumes with a fresh LZE state on purpose).",
-    )
-    _check(
-        args.selector_kwargs is None or isinstance(args.selector_kwargs, dict),
-        "selector_kwargs",
-        args.selector_kwargs,
-        'use a dict (a JSON object on the command line), e.g. {"my_setting": 1}.',
-    )
+    for name, valid, fix in _CHECKS:
+        _check(valid(getattr(args, name)), name, getattr(args, name), fix)
     for selector in SELECTORS.values():  # each selector validates its own settings
         selector.check_args(args)
-    _check(
-        args.rollout_filter in ROLLOUT_FILTER_MODES,
-        "rollout_filter",
-        args.rollout_filter,
-        f"use one of {list(ROLLOUT_FILTER_MODES)} ('none' rolls every prompt out).",
-    )
-    _check(
-        args.rollout_filter_granularity in ROLLOUT_FILTER_GRANULARITIES,
-        "rollout_filter_granularity",
-        args.rollout_filter_granularity,
-        f"use one of {list(ROLLOUT_FILTER_GRANULARITIES)} ('batch' decides each generation batch with the latest "
-        "state).",
-    )
-    _check(
-        _finite(args.rollout_filter_threshold) and 0 < args.rollout_filter_threshold < 1,
-        "rollout_filter_threshold",
-        args.rollout_filter_threshold,
-        "use a probability in (0, 1), e.g. 0.6 (higher skips fewer prompts).",
-    )
-    _check(
-        isinstance(args.rollout_filter_retry_epochs, int)
-        and not isinstance(args.rollout_filter_retry_epochs, bool)
-        and args.rollout_filter_retry_epochs >= 1,
-        "rollout_filter_retry_epochs",
-        args.rollout_filter_retry_epochs,
-        "use an integer >= 1, e.g. 8 (every skipped prompt is retried at least that often, in epochs).",
-    )
-    _check(
-        _finite(args.rollout_filter_audit) and 0 <= args.rollout_filter_audit <= 1,
-        "rollout_filter_audit",
-        args.rollout_filter_audit,
-        "use a fraction in [0, 1], e.g. 0.02 (0 disables the audit of skipped prompts).",
-    )
-    _check(
-        _finite(args.rollout_filter_momentum) and args.rollout_filter_momentum >= 0,
-        "rollout_filter_momentum",
-        args.rollout_filter_momentum,
-        "use a number >= 0, e.g. 0.5 (1 predicts the last pass rate, above 1 extrapolates its trend).",
-    )
-    _check(
-        isinstance(args.rollout_filter_calibration, bool),
-        "rollout_filter_calibration",
-        args.rollout_filter_calibration,
-        "use True or False (True recalibrates rollout_filter's predicted dead probability online).",
-    )

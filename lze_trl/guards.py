@@ -96,10 +96,12 @@ class DeadRunDetector:
     Notices when the first generation batches hold no group in the learning zone, and says why once.
 
     A group is in the learning zone when its pass rate (share of rollouts whose correctness reward is
-    `>= pass_threshold`) is strictly between 0 and 1. When the first `num_batches` generation batches have none, the
-    threshold most likely does not fit the correctness reward (a length or format reward always above it, a score that
-    never reaches it): [`DeadRunDetector.observe`] then returns, once, a message naming `pass_threshold`,
-    `correctness_reward`, the reward function and the range of rewards it returned.
+    `>= pass_threshold`) is strictly between 0 and 1. This asks whether `pass_threshold` separates the rollouts, not
+    whether a group is live ([`~lze_trl.selection.live_groups`]: under a non-binary reward a group may be live by the
+    spread of its rewards while its pass rate says nothing). When the first `num_batches` generation batches have no
+    group in the learning zone, the threshold most likely does not fit the correctness reward (a length or format
+    reward always above it, a score that never reaches it): [`DeadRunDetector.observe`] then returns, once, a
+    message naming `pass_threshold`, `correctness_reward`, the reward function and the range of rewards it returned.
 
     Args:
         pass_threshold (`float`):

@@ -1,28 +1,29 @@
 """Forward pruning with replay: stop rolling out prompts that stay solved, replay a few to catch forgetting.
 
-Plain numpy with no TRL import. State is dense over the indices of a map-style dataset.
+Plain numpy with no TRL import. The streaks are the per-prompt table's ([`PromptState`]); the pruner keeps only the
+epoch's replays.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .prompt_state import PromptState
+
 
 class PromptPruner:
     """
-    Prune pool of a map-style dataset's prompts.
+    Forward pruning as an epoch planner.
 
-    A prompt whose pass rate is 1.0 on `solved_after` consecutive observations joins the prune pool and is no longer
-    sent to rollout generation. At the start of every epoch, [`~PromptPruner.plan_epoch`] draws a fraction
-    `replay_fraction` of the pool (at least one prompt) to be rolled out again; an observed prompt of the pool that
-    is no longer fully solved returns to the active pool, one that still is stays pruned.
+    A prompt whose pass rate was 1.0 on its last `solved_after` consecutive observations (the table's `dead_streak`)
+    is in the prune pool and is not rolled out. At the start of every epoch, [`~PromptPruner.plan_epoch`] draws a
+    fraction `replay_fraction` of the pool (at least one prompt) to be rolled out again; a replayed prompt that is no
+    longer fully solved ends its streak, and so leaves the pool; one that still is stays pruned.
 
-    Every decision is a deterministic function of the observations and of `(seed, epoch)`, so all processes, and a
-    run resumed from a checkpoint, take the same ones.
+    Every decision is a deterministic function of the table and of `(seed, epoch)`, so all processes, and a run
+    resumed from a checkpoint, take the same ones.
 
     Args:
-        num_prompts (`int`):
-            Size of the dataset.
         solved_after (`int`, *optional*, defaults to `2`):
             Consecutive fully-solved observations after which a prompt is pruned.
         replay_fraction (`float`, *optional*, defaults to `0.1`):
@@ -31,87 +32,54 @@ class PromptPruner:
             Seed of the replay draws.
     """
 
-    def __init__(self, num_prompts: int, solved_after: int = 2, replay_fraction: float = 0.1, seed: int = 0) -> None:
+    def __init__(self, solved_after: int = 2, replay_fraction: float = 0.1, seed: int = 0) -> None:
         if solved_after < 1:
             raise ValueError(f"solved_after must be >= 1, got {solved_after}.")
         if not 0.0 <= replay_fraction <= 1.0:
             raise ValueError(f"replay_fraction must be in [0, 1], got {replay_fraction}.")
-        self.num_prompts = num_prompts
         self.solved_after = solved_after
         self.replay_fraction = replay_fraction
         self.seed = seed
-        self.pruned = np.zeros(num_prompts, dtype=bool)
-        self.solved_streak = np.zeros(num_prompts, dtype=np.int16)
-        self.replayed = np.zeros(num_prompts, dtype=bool)
-        self.returned_total = 0
-
-    @property
-    def num_pruned(self) -> int:
-        return int(self.pruned.sum())
+        self.replayed_ids = np.empty(0, dtype=np.int64)
 
     @property
     def num_replayed(self) -> int:
-        return int(self.replayed.sum())
+        return len(self.replayed_ids)
 
-    def observe(self, prompt_ids: np.ndarray, pass_rates: np.ndarray) -> None:
-        """
-        Updates the streaks and the pool with one observation of each prompt.
+    def num_pruned(self, state: PromptState) -> int:
+        """Prompts in the prune pool now."""
+        return int((state.dead_streak[: len(state)] >= self.solved_after).sum())
 
-        Args:
-            prompt_ids (`np.ndarray`):
-                Prompt ids (dataset row indices) of the observed prompts.
-            pass_rates (`np.ndarray`):
-                Their pass rates; NaN (no scorable rollout) leaves a prompt untouched.
-        """
-        prompt_ids = np.asarray(prompt_ids, dtype=np.int64)
-        p = np.asarray(pass_rates, dtype=np.float64)
-        valid = ~np.isnan(p)
-        prompt_ids, p = prompt_ids[valid], p[valid]
-        solved = p >= 1.0
-        # A prompt observed twice in one call counts once, solved only if solved every time.
-        uniq, inverse = np.unique(prompt_ids, return_inverse=True)
-        all_solved = np.bincount(inverse, weights=~solved, minlength=len(uniq)) == 0
-        streak = self.solved_streak[uniq].astype(np.int64)
-        self.solved_streak[uniq] = np.where(all_solved, np.minimum(streak + 1, np.iinfo(np.int16).max), 0)
-        forgotten = self.pruned[uniq] & ~all_solved
-        self.returned_total += int(forgotten.sum())
-        self.pruned[uniq[forgotten]] = False
-        self.pruned[uniq] |= self.solved_streak[uniq] >= self.solved_after
+    def pruned(self, ids: np.ndarray, state: PromptState) -> np.ndarray:
+        """Whether each prompt of `ids` is in the prune pool."""
+        return state.get(ids)["dead_streak"] >= self.solved_after
 
-    def plan_epoch(self, epoch: int) -> np.ndarray:
+    def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: PromptState) -> np.ndarray:
         """
-        Draws this epoch's replays and returns the mask of prompts to roll out (active pool plus replays).
+        Draws this epoch's replays and returns the epoch's rows: `order` without the pruned prompts, but for the
+        replayed ones.
 
         Args:
             epoch (`int`):
                 Epoch number; with the seed it determines the replay draw.
-
-        Returns:
-            `np.ndarray`: boolean mask over the dataset.
+            order (`np.ndarray`):
+                The epoch's rows in sampling order.
+            ids (`np.ndarray`):
+                Their prompt ids.
+            state ([`PromptState`]):
+                The per-prompt table.
         """
-        pool = np.flatnonzero(self.pruned)
-        self.replayed[:] = False
+        pruned = self.pruned(ids, state)
+        pool = np.unique(ids[pruned])
+        self.replayed_ids = np.empty(0, dtype=np.int64)
         if len(pool) > 0 and self.replay_fraction > 0:
             num = max(1, int(self.replay_fraction * len(pool)))
             rng = np.random.default_rng([self.seed, epoch])
-            self.replayed[rng.choice(pool, size=num, replace=False)] = True
-        return ~self.pruned | self.replayed
+            self.replayed_ids = np.sort(rng.choice(pool, size=num, replace=False))
+        return order[~pruned | np.isin(ids, self.replayed_ids)]
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        return {
-            "pruned": self.pruned.copy(),
-            "solved_streak": self.solved_streak.copy(),
-            "replayed": self.replayed.copy(),
-            "returned_total": np.asarray(self.returned_total),
-        }
+        return {"replayed_ids": self.replayed_ids.copy()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        if len(state["pruned"]) != self.num_prompts:
-            raise ValueError(
-                f"The checkpoint's prune state covers {len(state['pruned'])} prompts but the train dataset has "
-                f"{self.num_prompts}: resume with the dataset the checkpoint was trained on."
-            )
-        self.pruned = np.asarray(state["pruned"], dtype=bool).copy()
-        self.solved_streak = np.asarray(state["solved_streak"], dtype=np.int16).copy()
-        self.replayed = np.asarray(state["replayed"], dtype=bool).copy()
-        self.returned_total = int(state["returned_total"])
+        self.replayed_ids = np.asarray(state["replayed_ids"], dtype=np.int64).copy()

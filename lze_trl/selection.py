@@ -39,26 +39,6 @@ def group_pass_rates(rewards: np.ndarray, num_generations: int, pass_threshold: 
         return np.where(counts > 0, correct / np.maximum(counts, 1), np.nan)
 
 
-def group_reward_std(rewards: np.ndarray) -> np.ndarray:
-    """
-    Population standard deviation of each group's scorable (non-NaN) rewards; NaN for a group with fewer than two.
-
-    Args:
-        rewards (`np.ndarray`):
-            Rewards of shape `(num_groups, num_generations)`.
-
-    Returns:
-        `np.ndarray`: shape `(num_groups,)`.
-    """
-    rewards = np.asarray(rewards, dtype=np.float64)
-    scorable = ~np.isnan(rewards)
-    count = scorable.sum(axis=1)
-    values = np.where(scorable, rewards, 0.0)
-    mean = values.sum(axis=1) / np.maximum(count, 1)
-    var = (np.where(scorable, values - mean[:, None], 0.0) ** 2).sum(axis=1) / np.maximum(count, 1)
-    return np.where(count >= 2, np.sqrt(var), np.nan)
-
-
 ZONES: tuple[str, ...] = ("unsolved", "learning zone", "solved")
 """The zones of a pass rate (see [`zone_state`])."""
 
@@ -79,22 +59,50 @@ def in_learning_zone(pass_rate: Any) -> np.ndarray:
     return (p > 0) & (p < 1)
 
 
-def is_dead(pass_rate: Any) -> np.ndarray:
+SPREAD_TOLERANCE = 1e-8
+"""Standard deviation of a group's total rewards above which they differ (TRL's zero-std tolerance)."""
+
+
+def live_groups(pass_rates: Any, correctness: Any, totals: Any) -> np.ndarray:
     """
-    Whether each group is *dead*: pass rate 0 or 1, every scorable rollout wrong or every one right, so that its
-    correctness rewards do not vary. NaN (no scorable rollout) is neither dead nor in the learning zone. The one
-    meaning of "dead" across the trainer's `lze/dead_frac`, the rollout filter and the benchmarks' dead share (a
-    dead group under a non-binary correctness reward may still be trained on, see [`reward_spread_energies`]).
+    Whether each group is *live*: GRPO can learn from it. The one definition across the trainer's metrics
+    (`lze/dead_frac` is the share of scorable groups that are not live), the selectors, the guards and the benchmarks.
+
+    - Binary correctness reward (every scorable value of the group 0 or 1): live when the pass rate is strictly
+      between 0 and 1 (some rollouts right, some wrong), the paper's rule.
+    - Non-binary correctness reward (a score, a length or format reward): a group all on one side of
+      `pass_threshold` is still live when its total rewards (all reward functions, weighted, as GRPO's advantages see
+      them) differ over at least two scorable rollouts (standard deviation `> SPREAD_TOLERANCE`).
+
+    A group with no scorable rollout (NaN pass rate) is never live, and not dead either.
 
     Args:
-        pass_rate (array-like):
-            Pass rates.
+        pass_rates (array-like):
+            Pass rate of each group, shape `(num_groups,)`.
+        correctness (array-like):
+            Correctness reward of each rollout, shape `(num_groups, num_generations)`, NaN where unscorable.
+        totals (array-like):
+            Total (weighted) reward of each rollout, same shape.
 
     Returns:
         `np.ndarray`: boolean mask.
     """
-    p = np.asarray(pass_rate, dtype=np.float64)
-    return (p <= 0) | (p >= 1)
+    p = np.asarray(pass_rates, dtype=np.float64)
+    correctness = np.asarray(correctness, dtype=np.float64).reshape(len(p), -1)
+    binary = np.all(np.isnan(correctness) | (correctness == 0) | (correctness == 1), axis=1)
+    at_ends = (p == 0) | (p == 1)
+    return in_learning_zone(p) | (at_ends & ~binary & (reward_spread(totals, len(p)) > SPREAD_TOLERANCE))
+
+
+def reward_spread(totals: Any, num_groups: int) -> np.ndarray:
+    """Standard deviation of each group's finite total rewards; 0 for a group with fewer than two."""
+    totals = np.asarray(totals, dtype=np.float64).reshape(num_groups, -1)
+    finite = np.isfinite(totals)
+    values = np.where(finite, totals, 0.0)
+    count = finite.sum(axis=1)
+    mean = values.sum(axis=1) / np.maximum(count, 1)
+    var = (np.where(finite, values - mean[:, None], 0.0) ** 2).sum(axis=1) / np.maximum(count, 1)
+    return np.where(count >= 2, np.sqrt(var), 0.0)
 
 
 def zone_state(pass_rate: Any) -> np.ndarray:
@@ -121,6 +129,7 @@ def num_to_select(num_groups: int, num_active: int, selection_ratio: float, min_
 
 def select_top_k(
     energies: np.ndarray,
+    live: np.ndarray,
     selection_ratio: float = 0.4,
     min_selection_ratio: float = 0.3,
     selection_noise: float = 0.05,
@@ -130,13 +139,15 @@ def select_top_k(
     Top-`selection_ratio` selection of groups by energy, with Gumbel exploration noise (the parameters are the
     config's fields of the same names).
 
-    Dead groups (energy 0, or NaN) are never selected and never take a place in the quota. Among the active groups,
-    `k = min(max(int(n * selection_ratio), int(n * min_selection_ratio), 1), n_active)` are kept, ranked by
-    `energy + g` with `g ~ Gumbel(0, s)` and `s = selection_noise * max(max(E_active) - min(E_active), 0.01)`.
+    Only live groups ([`live_groups`]) are selected, and only they count against the quota. Among them,
+    `k = min(max(int(n * selection_ratio), int(n * min_selection_ratio), 1), n_live)` are kept, ranked by
+    `energy + g` with `g ~ Gumbel(0, s)` and `s = selection_noise * max(max(E_live) - min(E_live), 0.01)`.
 
     Args:
         energies (`np.ndarray`):
             Energy of each group of the generation batch (all processes' groups together).
+        live (`np.ndarray`):
+            Whether each group is live.
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the groups to keep.
         min_selection_ratio (`float`, *optional*, defaults to `0.3`):
@@ -150,8 +161,8 @@ def select_top_k(
     Returns:
         `np.ndarray`: boolean mask of the selected groups.
     """
-    energies = np.asarray(energies, dtype=np.float64).reshape(-1)
-    active = np.nan_to_num(energies, nan=0.0) > 0
+    energies = np.nan_to_num(np.asarray(energies, dtype=np.float64).reshape(-1), nan=0.0)
+    active = np.asarray(live, dtype=bool).reshape(-1)
     selected = np.zeros(len(energies), dtype=bool)
     k = num_to_select(len(energies), int(active.sum()), selection_ratio, min_selection_ratio)
     if k == 0:
@@ -169,58 +180,23 @@ def select_top_k(
 
 
 SPREAD_ENERGY_MAX = 0.01
-"""Highest energy given to a group kept alive only by the spread of its total rewards ([`reward_spread_energies`]):
-below the lowest energy a group in the learning zone can have with up to 16 rollouts (`0.05 * 4 * (1/16) * (15/16)`
-= 0.0117), so such groups rank after every learning-zone group."""
+"""Highest energy given to a group kept alive only by the spread of its total rewards ([`spread_energies`]): below
+the lowest energy a group in the learning zone can have with up to 16 rollouts (`0.05 * 4 * (1/16) * (15/16)` =
+0.0117), so such groups rank after every learning-zone group."""
 
 
-def reward_spread_energies(
-    energies: np.ndarray,
-    pass_rates: np.ndarray,
-    correctness: np.ndarray,
-    total_rewards: np.ndarray,
-    max_energy: float = SPREAD_ENERGY_MAX,
-) -> np.ndarray:
+def spread_energies(energies: np.ndarray, pass_rates: np.ndarray, live: np.ndarray, totals: np.ndarray) -> np.ndarray:
     """
-    Energies with the non-binary rule applied: a group whose rewards still differ is never dead.
-
-    A group is dead by its pass rate when it is 0 or 1 (every rollout on the same side of `pass_threshold`). With a
-    binary correctness reward (every value of the group 0 or 1) that is the paper's rule and nothing changes: the
-    group has no learning signal. With a non-binary correctness reward (a score, a length or format reward) a group can
-    sit entirely on one side of the threshold while its total rewards (all reward functions, weighted, as GRPO's
-    advantages see them) still differ, so GRPO would learn from it. Such a group gets the energy
-    `max_energy * s_g / max_h s_h`, `s_g` the standard deviation of its total rewards over the batch's such groups
-    `h`: it is live, ranks after every group in the learning zone, and among its kind by how much its rewards differ.
-    Groups whose total rewards are all equal (zero advantage) stay dead.
-
-    Args:
-        energies (`np.ndarray`):
-            Energies of the groups, shape `(num_groups,)`, from the pass rates.
-        pass_rates (`np.ndarray`):
-            Pass rates of the groups (NaN for unscorable groups, which stay as they are).
-        correctness (`np.ndarray`):
-            Correctness reward of each rollout, shape `(num_groups, num_generations)`, NaN where unscorable.
-        total_rewards (`np.ndarray`):
-            Total (weighted) reward of each rollout, same shape.
-        max_energy (`float`, *optional*, defaults to `SPREAD_ENERGY_MAX`):
-            Energy of the widest-spread such group.
-
-    Returns:
-        `np.ndarray`: the energies, a new array; identical to `energies` when every correctness reward is 0 or 1.
+    Energies of the live groups whose pass rate is 0 or 1 (live by the spread of their total rewards under a
+    non-binary correctness reward, see [`live_groups`]): the energy formula gives them 0, so they get
+    `SPREAD_ENERGY_MAX * s_g / max_h s_h`, `s_g` the standard deviation of their total rewards over the batch's such
+    groups `h`: they rank after every group in the learning zone, and among their kind by how much their rewards
+    differ. Other energies are returned as they are (a new array).
     """
     energies = np.asarray(energies, dtype=np.float64).copy()
-    pass_rates = np.asarray(pass_rates, dtype=np.float64)
-    correctness = np.asarray(correctness, dtype=np.float64).reshape(len(energies), -1)
-    total_rewards = np.asarray(total_rewards, dtype=np.float64).reshape(len(energies), -1)
-    binary = np.all(np.isnan(correctness) | (correctness == 0) | (correctness == 1), axis=1)
-    at_ends = (pass_rates == 0) | (pass_rates == 1)
-    candidates = at_ends & ~binary & (energies <= 0)
-    if not candidates.any():
-        return energies
-    finite = np.isfinite(total_rewards)
-    with np.errstate(invalid="ignore"):
-        spread = np.nanstd(np.where(finite, total_rewards, np.nan), axis=1)
-    alive = candidates & (finite.sum(axis=1) >= 2) & (np.nan_to_num(spread) > 1e-8)  # TRL's zero-std tolerance
-    if alive.any():
-        energies[alive] = max_energy * spread[alive] / spread[alive].max()
+    p = np.asarray(pass_rates, dtype=np.float64)
+    candidates = np.asarray(live, dtype=bool) & ((p == 0) | (p == 1)) & (energies <= 0)
+    if candidates.any():
+        spread = reward_spread(totals, len(p))
+        energies[candidates] = SPREAD_ENERGY_MAX * spread[candidates] / spread[candidates].max()
     return energies

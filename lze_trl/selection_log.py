@@ -1,4 +1,5 @@
-"""A bounded per-step log of selection decisions: which prompts, at what pass rate and energy, with what weight."""
+"""A bounded per-step log of selection decisions: which prompts, at what pass rate and energy, whether live, with what
+weight."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import deque
 import numpy as np
 
 
-COLUMNS = ("step", "generation", "prompt_id", "pass_rate", "energy", "weight")
+COLUMNS = ("step", "generation", "prompt_id", "pass_rate", "energy", "weight", "live")
 
 
 class SelectionLog:
@@ -35,6 +36,7 @@ class SelectionLog:
         pass_rates: np.ndarray,
         energies: np.ndarray,
         weights: np.ndarray,
+        live: np.ndarray,
     ) -> None:
         """Records one generation batch's decisions."""
         if self.max_rows <= 0:
@@ -47,6 +49,7 @@ class SelectionLog:
             "pass_rate": np.asarray(pass_rates, dtype=np.float32),
             "energy": np.asarray(energies, dtype=np.float32),
             "weight": np.asarray(weights, dtype=np.float32),
+            "live": np.asarray(live, dtype=bool),
         }
         self.batches.append(batch)
         self.num_rows += n
@@ -84,4 +87,5 @@ class SelectionLog:
                 rows["pass_rate"].to_numpy(),
                 rows["energy"].to_numpy(),
                 rows["weight"].to_numpy(),
+                rows["live"].to_numpy(),
             )

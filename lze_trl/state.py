@@ -1,8 +1,8 @@
-"""The LZE run state on disk: file names, atomic checkpoint files, the train-dataset fingerprint.
+"""The LZE run state on disk: file names, atomic checkpoint files, the check of the train-dataset fingerprint.
 
-[`LZEGRPOTrainer`] calls [`save_state`] from `_save_checkpoint` and [`load_state`] when a run resumes, the way TRL
-keeps its entropy controller's state in a JSON file of its own. The analysis side ([`lze_trl.plotting`]) reads the
-tables named here and never imports the trainer. Plain numpy / pandas, no TRL import.
+[`LZEGRPOTrainer`] calls [`save_state`] with each checkpoint (an `on_save` callback) and [`load_state`] when a run
+resumes, the way TRL keeps its entropy controller's state in a file of its own. The analysis side
+([`lze_trl.plotting`]) reads the tables named here and never imports the trainer. Plain numpy / pandas, no TRL import.
 
 Every file is written to a temporary file in the same folder and renamed over its final name (`os.replace`, atomic
 on POSIX and Windows), so a process killed at any instant leaves either no file or a complete one. The arrays and the
@@ -24,8 +24,6 @@ import numpy as np
 
 STATE_FILE = "lze_state.npz"
 """The LZE state of a checkpoint: the per-prompt arrays and the counters, in one atomically written file."""
-LEGACY_COUNTERS_FILE = "lze_state.json"
-"""The counters' own file in checkpoints written before lze-trl kept them inside `lze_state.npz` (still read)."""
 PROMPTS_PARQUET = "lze_prompts.parquet"
 """The per-prompt table (`trainer.prompt_table()`), written with each checkpoint and at the end of training."""
 SELECTION_LOG_PARQUET = "lze_selection_log.parquet"
@@ -94,7 +92,7 @@ def has_state(folder: str) -> bool:
 
 def load_state(folder: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """
-    Reads the LZE state written by [`save_state`] (or the two files of older checkpoints).
+    Reads the LZE state written by [`save_state`].
 
     Raises:
         [`LZEStateError`]: naming the file, when it is missing or cannot be read.
@@ -111,23 +109,33 @@ def load_state(folder: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     except Exception as error:  # zipfile.BadZipFile, EOFError, ValueError, OSError: all mean an unreadable file
         raise LZEStateError(f"The LZE state file {path!r} is corrupt ({type(error).__name__}: {error}).") from error
     blob = arrays.pop(COUNTERS_KEY, None)
-    if blob is not None:
-        text, source = blob.tobytes().decode("utf-8", errors="replace"), path
-    else:
-        source = os.path.join(folder, LEGACY_COUNTERS_FILE)
-        if not os.path.isfile(source):
-            raise LZEStateError(
-                f"The checkpoint {folder!r} holds {STATE_FILE!r} but not its counters file {LEGACY_COUNTERS_FILE!r}."
-            )
-        with open(source) as f:
-            text = f.read()
+    if blob is None:
+        raise LZEStateError(f"The LZE state file {path!r} holds no counters.")
     try:
-        counters = json.loads(text)
+        counters = json.loads(blob.tobytes().decode("utf-8", errors="replace"))
     except json.JSONDecodeError as error:
-        raise LZEStateError(f"The LZE counters in {source!r} are corrupt ({error}).") from error
+        raise LZEStateError(f"The LZE counters in {path!r} are corrupt ({error}).") from error
     if not isinstance(counters, dict):
-        raise LZEStateError(f"The LZE counters in {source!r} are corrupt (not a JSON object).")
+        raise LZEStateError(f"The LZE counters in {path!r} are corrupt (not a JSON object).")
     return arrays, counters
+
+
+def load_selection_log(folder: str) -> Any:
+    """
+    The selection log saved in a checkpoint `folder` (a `pandas.DataFrame`).
+
+    Raises:
+        [`LZEStateError`]: naming the file, when it is missing or cannot be read.
+    """
+    import pandas as pd
+
+    path = os.path.join(folder, SELECTION_LOG_PARQUET)
+    if not os.path.isfile(path):
+        raise LZEStateError(f"The checkpoint {folder!r} has no selection log {SELECTION_LOG_PARQUET!r}.")
+    try:
+        return pd.read_parquet(path)
+    except Exception as error:
+        raise LZEStateError(f"The selection log {path!r} is corrupt ({type(error).__name__}).") from error
 
 
 def save_table(frame: Any, path: str) -> None:
@@ -200,8 +208,8 @@ class SavedRunTables:
         """The saved prompt table (with the dataset's columns that were saved with it when `include_prompts`)."""
         if include_prompts:
             return self._prompts.copy()
-        from .energy import STATE_ARRAYS
+        from .prompt_state import COLUMNS
 
-        state_columns = ("prompt_id", *STATE_ARRAYS, "pruned", "solved_streak")
+        state_columns = ("prompt_id", *COLUMNS, "pruned")
         keep = [c for c in self._prompts.columns if c in state_columns]
         return self._prompts[keep].copy()

@@ -52,15 +52,15 @@ def test_resume_is_exact(tmp_path, prune, rollout_filter, granularity, checkpoin
         # The even prompts (always solved) were pruned after epoch 0 and no odd one (never 4 of 4 in this seeded run),
         # so later epochs are shorter than the Trainer's arithmetic assumes: in epochs 1 and 2, half of the 4 pruned
         # prompts are replayed and the other 2 skip their 4 rollouts.
-        assert np.flatnonzero(full.pruner.pruned).tolist() == [0, 2, 4, 6]
-        assert full._lze_rollouts_skipped == 2 * 2 * 4
+        assert np.flatnonzero(full.lze.pruner.pruned(np.arange(8), full.lze.state)).tolist() == [0, 2, 4, 6]
+        assert full.train_sampler.groups_skipped * 4 == 2 * 2 * 4
     if rollout_filter != "none" and granularity == "epoch":
         # even prompts (always solved) were predicted dead and skipped, 4 rollouts each: later epochs are shorter too
-        assert full._lze_rollouts_skipped == 4 * full.rollout_filter.totals["skipped"] > 0
+        assert full.train_sampler.groups_skipped == full.lze.rollout_filter.totals["skipped"] > 0
     if rollout_filter != "none" and not prune:
         # per batch, the skips are counted as the batches are filled; the logged total says the same
         skipped = [e["lze/rollouts_skipped"] for e in full.state.log_history if "lze/rollouts_skipped" in e]
-        assert skipped[-1] == 4 * full.rollout_filter.totals["skipped"] > 0
+        assert skipped[-1] == 4 * full.lze.rollout_filter.totals["skipped"] > 0
     full_arrays, full_counters = full.lze_state()
     for step in checkpoints:
         # same output_dir: checkpoints are read from it
@@ -82,7 +82,8 @@ def test_checkpoint_holds_lze_state(tmp_path):
     folder = tmp_path / "out" / "checkpoint-5"
     assert (folder / "lze_state.npz").exists() and not (folder / "lze_state.json").exists()
     with np.load(folder / "lze_state.npz") as data:
-        assert {"scorer.initial_pass_rate", "scorer.ema_pass_rate", "pruner.pruned"} <= set(data.files)
+        assert {"prompts.initial_pass_rate", "prompts.dead_streak", "pruner.replayed_ids"} <= set(data.files)
+        assert {"sampler.rows", "run.generation", "__counters__"} <= set(data.files)
 
 
 def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
@@ -107,7 +108,7 @@ def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
     assert len(seen_per_call) == 4 + 2 + 2
     assert set().union(*seen_per_call[:4]) == set(range(8))
     assert set().union(*seen_per_call[4:]) == {1, 3, 5, 7}
-    assert trainer.pruner.num_pruned == 4
+    assert trainer.lze.pruner.num_pruned(trainer.lze.state) == 4
     assert trainer.state.global_step == 8
     assert [e["lze/rollouts_skipped"] for e in trainer.state.log_history if "lze/rollouts_skipped" in e][
         -1

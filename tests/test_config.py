@@ -71,22 +71,10 @@ def test_plain_grpo_config_gets_lze_defaults_and_keeps_its_values():
 
 
 @pytest.mark.parametrize(
-    "old, value, new, expected",
-    [("prune_after_epochs", 3, "prune_solved_after", 3), ("softmax_ema_alpha", 0.25, "softmax_ema_decay", 0.75)],
+    "removed", ["prune_after_epochs", "softmax_ema_alpha", "softmax_ema_decay", "dapo_std_epsilon"]
 )
-def test_renamed_settings_still_work_with_a_warning(old, value, new, expected):
-    with pytest.warns(FutureWarning, match=f"`{old}` is deprecated.*use `{new}`"):
-        args = LZEGRPOConfig(**BASE, **{old: value})
-    assert getattr(args, new) == expected and getattr(args, old) is None
-    with pytest.warns(FutureWarning):  # and from the command line, through TRL's parser
-        from lze_trl.commands.grpo import make_parser
-
-        parsed = make_parser().parse_args_and_config(
-            ["--output_dir", BASE["output_dir"], "--use_cpu", "true", "--report_to", "none", f"--{old}", str(value)]
-        )
-    assert getattr(parsed[1], new) == expected
-
-
-def test_deprecated_softmax_alpha_out_of_range_names_it():
-    with pytest.raises(ValueError, match="softmax_ema_alpha=1.5 is invalid: use softmax_ema_decay"):
-        LZEGRPOConfig(**BASE, softmax_ema_alpha=1.5)
+def test_removed_settings_are_refused(removed):
+    # renamed or merged before any release: the old names are not accepted (the per-prompt table's EMA decay is
+    # `energy_ema_decay`; liveness has one rule, `lze_trl.selection.live_groups`)
+    with pytest.raises(TypeError, match=removed):
+        LZEGRPOConfig(**BASE, **{removed: 1})

@@ -28,9 +28,9 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
     # selection kept a fraction of the 16 rows x 2 ranks generated per step
     if mode == "rollout":
         # both ranks skipped the same prompts predicted dead (their filter state is compared above)
-        assert "rollout_filter.last_pass_rate" in ranks[0].files
+        assert "planner.visit" in ranks[0].files
         assert max(e.get("lze/rollout_filter/skipped_total", 0) for e in infos[0]["log"]) > 0
         # calibrated (the default): both ranks learned the same map from the gathered groups
-        assert ranks[0]["rollout_filter.calibration_count"].sum() > 0
+        assert ranks[0]["planner.calibration.count"].sum() > 0
     selected = [e["lze/selected_frac"] for e in infos[0]["log"] if "lze/selected_frac" in e]
     assert selected and all(0 < s <= 0.5 for s in selected)

@@ -142,7 +142,7 @@ def test_lze_adds_nothing_to_the_rows_reward_functions_and_hooks_see(tmp_path):
     # groups), keyed by their row index
     rolled_out = {prompt_number(p) for call in ours.reward_calls for p in call["prompts"]}
     assert len(rolled_out) == 3 * 2
-    assert ours.scorer.index.sorted_ids.tolist() == sorted(rolled_out)
+    assert ours.lze.state.index.sorted_ids.tolist() == sorted(rolled_out)
 
 
 def test_refill_rounds_add_nothing_to_the_rows_either(tmp_path):
@@ -201,9 +201,10 @@ def test_lze_still_updates_on_non_binary_rewards(tmp_path):
     trainer = make_trainer(tmp_path, reward=length_reward, model=model, max_steps=3)
     with pytest.warns(UserWarning, match="no prompt group was in the learning zone"):
         trainer.train()
-    # Every group is dead by correctness (pass rate 1), yet its rewards vary: each step keeps its quota, 1 of its 2
-    # groups, 4 rows.
-    assert logged(trainer, "lze/dead_frac") == [1.0] * 3
+    # Every group is all-correct by the threshold (pass rate 1, hence the warning), yet its rewards vary: it is live
+    # (not dead), and each step keeps its quota, 1 of its 2 groups, 4 rows.
+    assert logged(trainer, "lze/dead_frac") == [0.0] * 3
+    assert logged(trainer, "lze/pass_rate_mean") == [1.0] * 3
     assert logged(trainer, "lze/selected_frac") == [0.5] * 3
     assert counter["rows"] == 3 * 1 * 4
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
@@ -236,9 +237,9 @@ def test_rollout_func_runs_with_lze(tmp_path):
 
     trainer = make_trainer(tmp_path, reward=digit_reward, max_steps=2, trainer_kwargs=dict(rollout_func=rollout_func))
     trainer.train()
-    # one rollout_func call per step, for its 2 prompts x 4 generations; the scorer keyed them by dataset row
+    # one rollout_func call per step, for its 2 prompts x 4 generations; the per-prompt table keyed them by dataset row
     assert [len(prompts) for prompts in seen] == [8, 8]
-    assert trainer.scorer.index.sorted_ids.tolist() == sorted({prompt_number(p) for ps in seen for p in ps})
+    assert trainer.lze.state.index.sorted_ids.tolist() == sorted({prompt_number(p) for ps in seen for p in ps})
 
 
 def test_a_dataset_without_prompt_column_is_refused_only_without_an_environment(tmp_path):
@@ -299,9 +300,9 @@ def test_environment_datasets_without_prompt_column(tmp_path, iterable, recwarn)
     fallback = [w for w in recwarn if "stable identity" in str(w.message)]
     if iterable:
         assert len(fallback) == 1 and "plain GRPO" in str(fallback[0].message)
-        assert trainer.args.selector == "none" and len(trainer.scorer) == 0
+        assert trainer.args.selector == "none" and len(trainer.lze.state) == 0
     else:
         assert not fallback
         assert trainer.args.selector == "lze"
-        assert len(trainer.scorer) == 2 * 2  # 2 steps x 2 groups, different rows of the dataset's first epoch
+        assert len(trainer.lze.state) == 2 * 2  # 2 steps x 2 groups, different rows of the dataset's first epoch
     assert trainer.state.global_step == 2

@@ -14,8 +14,11 @@ METHOD_LAYER = [
     "lze_trl.energy",
     "lze_trl.selection",
     "lze_trl.selection_log",
+    "lze_trl.prompt_state",
+    "lze_trl.prompt_ids",
     "lze_trl.pruning",
-    "lze_trl.rollout_filter",
+    "lze_trl.run",
+    "lze_trl.experimental.rollout_filter",
     "lze_trl.selectors",
 ]
 ANALYSIS = ["lze_trl.plotting", "lze_trl.state"]

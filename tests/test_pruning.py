@@ -1,53 +1,67 @@
 import numpy as np
 
-from lze_trl import PromptPruner
+from lze_trl import PromptPruner, PromptState
+
+
+def observe(state, ids, rates):
+    state.observe(ids, rates, generation=0)
 
 
 def test_prompt_pruned_after_consecutive_solved_observations():
-    pruner = PromptPruner(5, solved_after=2, replay_fraction=0.0)
-    pruner.observe([0, 1, 2], [1.0, 1.0, 0.5])
-    assert pruner.num_pruned == 0
-    pruner.observe([0, 1, 2], [1.0, 0.75, 1.0])
-    assert list(np.flatnonzero(pruner.pruned)) == [0]  # 1's streak broke, 2's has just started
-    pruner.observe([1, 2], [1.0, 1.0])
-    assert list(np.flatnonzero(pruner.pruned)) == [0, 2]
-    assert not pruner.plan_epoch(1)[[0, 2]].any()
+    state, pruner = PromptState(), PromptPruner(solved_after=2, replay_fraction=0.0)
+    rows = np.arange(5)
+    observe(state, [0, 1, 2], [1.0, 1.0, 0.5])
+    assert pruner.num_pruned(state) == 0
+    observe(state, [0, 1, 2], [1.0, 0.75, 1.0])
+    assert list(np.flatnonzero(pruner.pruned(rows, state))) == [0]  # 1's streak broke, 2's has just started
+    observe(state, [1, 2], [1.0, 1.0])
+    assert list(np.flatnonzero(pruner.pruned(rows, state))) == [0, 2]
+    assert list(pruner.plan_epoch(1, rows[::-1], rows[::-1], state)) == [4, 3, 1]  # order kept, pruned left out
 
 
 def test_nan_observation_leaves_streak():
-    pruner = PromptPruner(2, solved_after=2)
-    pruner.observe([0], [1.0])
-    pruner.observe([0], [np.nan])
-    pruner.observe([0], [1.0])
-    assert pruner.pruned[0]
+    state, pruner = PromptState(), PromptPruner(solved_after=2)
+    for p in (1.0, np.nan, 1.0):
+        observe(state, [0], [p])
+    assert pruner.pruned(np.array([0]), state)[0]
 
 
 def test_replay_returns_forgotten_prompts_and_keeps_solved_ones():
-    pruner = PromptPruner(100, solved_after=1, replay_fraction=0.1, seed=3)
-    pruner.observe(np.arange(50), np.ones(50))
-    assert pruner.num_pruned == 50
-    active = pruner.plan_epoch(1)
-    replayed = np.flatnonzero(pruner.replayed)
+    state, pruner = PromptState(), PromptPruner(solved_after=1, replay_fraction=0.1, seed=3)
+    rows = np.arange(100)
+    observe(state, np.arange(50), np.ones(50))
+    assert pruner.num_pruned(state) == 50
+    planned = pruner.plan_epoch(1, rows, rows, state)
+    replayed = pruner.replayed_ids
     assert len(replayed) == 5  # 10% of the pool
-    assert active[replayed].all() and active[50:].all() and active.sum() == 55
+    assert set(planned) == set(replayed) | set(range(50, 100))
     # first replayed prompt forgotten, the others still solved
-    pruner.observe(replayed, [0.5] + [1.0] * 4)
-    assert not pruner.pruned[replayed[0]] and pruner.pruned[replayed[1:]].all()
-    assert pruner.returned_total == 1
+    observe(state, replayed, [0.5] + [1.0] * 4)
+    pruned = pruner.pruned(replayed, state)
+    assert not pruned[0] and pruned[1:].all()
+
+
+def test_duplicate_rows_follow_their_prompt():
+    state, pruner = PromptState(), PromptPruner(solved_after=1, replay_fraction=0.0)
+    observe(state, [0], [1.0])
+    rows, ids = np.array([0, 1, 2, 3]), np.array([0, 1, 0, 3])  # row 2 repeats row 0's prompt
+    assert list(pruner.plan_epoch(0, rows, ids, state)) == [1, 3]
 
 
 def test_replay_at_least_one_and_deterministic():
-    a, b = PromptPruner(10, solved_after=1, seed=7), PromptPruner(10, solved_after=1, seed=7)
-    for p in (a, b):
-        p.observe([4, 5], [1.0, 1.0])
-    np.testing.assert_array_equal(a.plan_epoch(2), b.plan_epoch(2))
-    assert a.num_replayed == 1
+    plans = []
+    for _ in range(2):
+        state, pruner = PromptState(), PromptPruner(solved_after=1, seed=7)
+        observe(state, [4, 5], [1.0, 1.0])
+        plans.append(pruner.plan_epoch(2, np.arange(10), np.arange(10), state))
+        assert pruner.num_replayed == 1
+    np.testing.assert_array_equal(*plans)
 
 
 def test_state_roundtrip():
-    a = PromptPruner(10, solved_after=1)
-    a.observe([1, 2], [1.0, 0.5])
-    b = PromptPruner(10, solved_after=1)
+    state, a = PromptState(), PromptPruner(solved_after=1, replay_fraction=0.5)
+    observe(state, [1, 2], [1.0, 1.0])
+    a.plan_epoch(0, np.arange(10), np.arange(10), state)
+    b = PromptPruner(solved_after=1)
     b.load_state_dict(a.state_dict())
-    np.testing.assert_array_equal(a.pruned, b.pruned)
-    np.testing.assert_array_equal(a.solved_streak, b.solved_streak)
+    np.testing.assert_array_equal(a.replayed_ids, b.replayed_ids)

@@ -1,18 +1,103 @@
-"""The rollout-side predictor: calibration, skipping, retry floor, cap, audit, determinism, resume."""
+"""The experimental rollout-side planner: calibration, skipping, retry floor, cap, audit, determinism, resume."""
 
 import numpy as np
 import pytest
 
-from lze_trl.rollout_filter import (
-    CALIBRATION_BINS,
-    RolloutFilter,
-    beta_binomial_dead,
-    isotonic_increasing,
-    prior_buckets_from_column,
-)
+from lze_trl.experimental.dead_prediction import CALIBRATION_BINS, beta_binomial_dead, isotonic_increasing
+from lze_trl.experimental.rollout_filter import RolloutFilter
+from lze_trl.prompt_state import PromptState
 
 
 G = 8
+
+
+class Filter:
+    """
+    A [`RolloutFilter`] over its own per-prompt table, driven as the trainer drives them: plan, then observe (the
+    filter scores its predictions before the table absorbs the groups). Prompts are the rows `0..n-1`; masks in, masks
+    out, for short tests.
+    """
+
+    def __init__(self, n, num_generations, **kwargs):
+        self.num_prompts, self.generation = n, 0
+        self.state = PromptState(0.9)
+        self.filter = RolloutFilter(np.arange(n), num_generations, self.state, **kwargs)
+
+    def __getattr__(self, name):  # totals, progress, visit, metrics, ...
+        return getattr(self.filter, name)
+
+    def plan_epoch(self, epoch, available=None, exempt=None):
+        order = np.arange(self.num_prompts) if available is None else np.flatnonzero(available)
+        kept = self.filter.plan_epoch(epoch, order, None if exempt is None else np.flatnonzero(exempt))
+        keep = np.zeros(self.num_prompts, dtype=bool)
+        keep[kept] = True
+        return keep
+
+    def plan_batch(self, epoch, batch, order, cursor, size, exempt=None):
+        exempt = None if exempt is None else np.flatnonzero(exempt)
+        return self.filter.plan_batch(epoch, batch, order, cursor, size, exempt=exempt)
+
+    def observe(self, idx, pass_rates):
+        p = np.asarray(pass_rates, dtype=float)
+        self.filter.observe(idx, p, (p > 0) & (p < 1))
+        self.state.observe(idx, p, self.generation)
+        self.generation += 1
+
+    @property
+    def epoch_prediction(self):
+        return self.filter.planned[0]
+
+    @property
+    def epoch_audit(self):
+        return self.filter.audit
+
+    def predict_dead(self, raw=False):
+        raw_pi, _, pi = self.filter.predict(np.arange(self.num_prompts))
+        return raw_pi if raw else pi
+
+    def predict_pass_rate(self):
+        row = self.state.get(np.arange(self.num_prompts))
+        trend = row["last_pass_rate"] - row["ema_pass_rate"]
+        return np.clip(row["ema_pass_rate"] + self.filter.momentum * trend, 0.0, 1.0)
+
+    def calibrate(self, raw):
+        return self.filter.calibration(raw)
+
+    def calibration_map(self):
+        return self.filter.calibration.anchors()
+
+    def _learn_calibration(self, raw, dead):
+        self.filter.calibration.learn(raw, dead)
+
+    @property
+    def calibration_count(self):
+        calibration = self.filter.calibration
+        return calibration.count if calibration is not None else np.zeros(CALIBRATION_BINS)
+
+    @property
+    def calibration_dead(self):
+        return self.filter.calibration.dead
+
+    @property
+    def calibration_pred(self):
+        return self.filter.calibration.pred
+
+    def state_dict(self):
+        return {
+            **{f"state.{k}": v for k, v in self.state.state_dict().items()},
+            **{f"filter.{k}": v for k, v in self.filter.state_dict().items()},
+            "generation": np.asarray(self.generation),
+        }
+
+    def load_state_dict(self, arrays):
+        self.filter.load_state_dict({k[7:]: v for k, v in arrays.items() if k.startswith("filter.")})
+        self.state.load_state_dict({k[6:]: v for k, v in arrays.items() if k.startswith("state.")})
+        self.generation = int(arrays["generation"])
+
+
+def prior_buckets_from_column(values):
+    codes = {v: i for i, v in enumerate(sorted(set(values)))}
+    return np.asarray([codes[v] for v in values])
 
 
 def pool(seed=0, n=1000, dead_share=0.6):
@@ -48,7 +133,7 @@ def test_beta_binomial_dead_matches_the_binomial_limit_and_grows_with_the_streak
 def test_prediction_is_calibrated_on_synthetic_trajectories():
     true, _ = pool()
     # Observe every prompt every epoch (threshold 1 skips nothing) and compare predictions with outcomes.
-    f = RolloutFilter(len(true), G, threshold=0.999999, audit_fraction=0.0, calibration=False)
+    f = Filter(len(true), G, threshold=0.999999, audit_fraction=0.0, calibration=False)
     records = simulate(f, true, epochs=6)[1:]  # epoch 0 has no state: its predictions are the 0.5 prior
     pred = np.concatenate([r["pred"] for r in records])
     dead = np.concatenate([r["dead"] for r in records]).astype(float)
@@ -73,7 +158,7 @@ def test_prediction_is_calibrated_on_synthetic_trajectories():
 
 def test_skipping_cuts_the_dead_share_and_audits_count_wrong_skips():
     true, always_dead = pool()
-    f = RolloutFilter(len(true), G, audit_fraction=0.05, min_pool=64, seed=3, calibration=False)
+    f = Filter(len(true), G, audit_fraction=0.05, min_pool=64, seed=3, calibration=False)
     records = simulate(f, true, epochs=20)
     first = records[0]["dead"].mean()
     later = np.concatenate([r["dead"] for r in records[1:]]).mean()
@@ -89,7 +174,7 @@ def test_skipping_cuts_the_dead_share_and_audits_count_wrong_skips():
 
 def test_greso_mode_skips_by_dead_streak_only():
     true, always_dead = pool(n=2000)
-    f = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.0, seed=1, calibration=False)
+    f = Filter(len(true), G, mode="greso", audit_fraction=0.0, seed=1, calibration=False)
     records = simulate(f, true, epochs=4)
     # streak 1 -> skip probability 0.5: about half the always-dead prompts come back in epoch 1
     back = np.isin(np.flatnonzero(always_dead), records[1]["idx"]).mean()
@@ -102,7 +187,7 @@ def test_greso_mode_skips_by_dead_streak_only():
 @pytest.mark.parametrize("calibration", [False, True])
 def test_every_prompt_is_retried_within_the_floor(calibration):
     n, retry = 200, 3
-    f = RolloutFilter(n, G, retry_epochs=retry, audit_fraction=0.0, min_pool=8, calibration=calibration)
+    f = Filter(n, G, retry_epochs=retry, audit_fraction=0.0, min_pool=8, calibration=calibration)
     true = np.zeros(n)  # everything always fails: all skipped after the first observation
     last_seen = np.full(n, 0.0)
     progress = 0.0
@@ -118,7 +203,7 @@ def test_every_prompt_is_retried_within_the_floor(calibration):
 
 def test_cap_keeps_a_full_generation_batch():
     n = 50
-    f = RolloutFilter(n, G, audit_fraction=0.0, min_pool=16, retry_epochs=1000, calibration=False)
+    f = Filter(n, G, audit_fraction=0.0, min_pool=16, retry_epochs=1000, calibration=False)
     f.observe(np.arange(n), np.r_[np.zeros(n - 3), np.full(3, 0.5)])  # 47 dead, 3 alive
     keep = f.plan_epoch(1)
     assert keep.sum() == 16 and keep[-3:].all()
@@ -133,7 +218,7 @@ def test_cap_keeps_a_full_generation_batch():
 
 def test_prior_of_unseen_prompts_comes_from_first_observations_per_bucket():
     buckets = prior_buckets_from_column(["hard", "easy"] * 50)
-    f = RolloutFilter(100, G, prior_buckets=buckets, audit_fraction=0.0, calibration=False)
+    f = Filter(100, G, prior_buckets=buckets, audit_fraction=0.0, calibration=False)
     seen = np.arange(40)  # "hard" (even) prompts came back dead, "easy" (odd) ones alive
     f.observe(seen, np.where(seen % 2 == 0, 0.0, 0.5))
     pi = f.predict_dead()
@@ -144,16 +229,16 @@ def test_prior_of_unseen_prompts_comes_from_first_observations_per_bucket():
 
 def test_same_seed_same_decisions_on_every_process_and_after_a_resume():
     true, _ = pool(n=300)
-    a = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=7, calibration=False)
-    b = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=7, calibration=False)
-    other = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=8, calibration=False)
+    a = Filter(len(true), G, mode="greso", audit_fraction=0.1, seed=7, calibration=False)
+    b = Filter(len(true), G, mode="greso", audit_fraction=0.1, seed=7, calibration=False)
+    other = Filter(len(true), G, mode="greso", audit_fraction=0.1, seed=8, calibration=False)
     ra, rb, ro = simulate(a, true, 5), simulate(b, true, 5), simulate(other, true, 5)
     for x, y in zip(ra, rb):
         np.testing.assert_array_equal(x["idx"], y["idx"])
     assert any(len(x["idx"]) != len(z["idx"]) or (x["idx"] != z["idx"]).any() for x, z in zip(ra, ro))
 
     # state round trip: a restored filter takes the same decisions and reports the same metrics from there on
-    restored = RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=7, calibration=False)
+    restored = Filter(len(true), G, mode="greso", audit_fraction=0.1, seed=7, calibration=False)
     restored.load_state_dict({k: np.array(v) for k, v in a.state_dict().items()})
     for epoch in range(5, 9):
         keep_a, keep_r = a.plan_epoch(epoch), restored.plan_epoch(epoch)
@@ -164,14 +249,14 @@ def test_same_seed_same_decisions_on_every_process_and_after_a_resume():
         restored.observe(idx, p)
         assert a.metrics() == restored.metrics()
     with pytest.raises(ValueError, match="same dataset"):
-        RolloutFilter(10, G, calibration=False).load_state_dict(a.state_dict())
+        Filter(10, G, calibration=False).load_state_dict(a.state_dict())
 
 
 def test_bad_settings_are_rejected():
     with pytest.raises(ValueError, match="mode"):
-        RolloutFilter(10, G, mode="oracle", calibration=False)
+        Filter(10, G, mode="oracle", calibration=False)
     with pytest.raises(ValueError, match="prior_buckets"):
-        RolloutFilter(10, G, prior_buckets=np.zeros(3), calibration=False)
+        Filter(10, G, prior_buckets=np.zeros(3), calibration=False)
 
 
 @pytest.mark.parametrize(
@@ -202,7 +287,7 @@ def test_online_calibration_lowers_the_brier_score_and_matches_the_dead_share():
     runs = {}
     for calibration in (False, True):
         # mu = 0.5 (the first default): between the EMA and the last observation, under-confident on the dead
-        f = RolloutFilter(len(true), G, threshold=0.999999, audit_fraction=0.0, calibration=calibration, momentum=0.5)
+        f = Filter(len(true), G, threshold=0.999999, audit_fraction=0.0, calibration=calibration, momentum=0.5)
         runs[calibration] = (f, simulate(f, true, epochs=8)[2:])  # from epoch 2 on the map has data
     (raw_f, raw), (cal_f, cal) = runs[False], runs[True]
     for r, c in zip(raw, cal):
@@ -230,7 +315,7 @@ def test_online_calibration_lowers_the_brier_score_and_matches_the_dead_share():
 
 
 def test_calibration_map_is_monotone_and_the_identity_without_data():
-    f = RolloutFilter(10, G, calibration=True)
+    f = Filter(10, G, calibration=True)
     x = np.linspace(0.0, 1.0, 1001)
     np.testing.assert_allclose(f.calibrate(x), x, atol=1e-12)
     # adversarial pairs: the dead rate FALLS with the raw prediction; the map stays non-decreasing
@@ -248,16 +333,14 @@ def test_calibration_map_is_monotone_and_the_identity_without_data():
     assert np.all(np.diff(fit) >= -1e-15)
     assert np.sum(weights * fit) == pytest.approx(np.sum(weights * values))  # PAV keeps the weighted mean
     # a well-calibrated source leaves the map near the identity
-    g = RolloutFilter(10, G, calibration=True)
+    g = Filter(10, G, calibration=True)
     g._learn_calibration(raw, rng.random(5000) < raw)
     np.testing.assert_allclose(g.calibrate(x), x, atol=0.08)
 
 
 def test_calibrated_skipping_keeps_the_floor_cap_and_audit():
     true, _ = pool(dead_share=0.8)
-    f = RolloutFilter(
-        len(true), G, audit_fraction=0.05, min_pool=64, retry_epochs=4, seed=3, calibration=True, momentum=0.5
-    )
+    f = Filter(len(true), G, audit_fraction=0.05, min_pool=64, retry_epochs=4, seed=3, calibration=True, momentum=0.5)
     records = simulate(f, true, epochs=20)
     later = np.concatenate([r["dead"] for r in records[1:]]).mean()
     assert records[0]["dead"].mean() > 0.7 and later < 0.35
@@ -272,8 +355,8 @@ def test_calibrated_skipping_keeps_the_floor_cap_and_audit():
 
 def test_calibrated_filter_is_deterministic_and_resumes_exactly():
     true, _ = pool(n=300)
-    a = RolloutFilter(len(true), G, audit_fraction=0.1, seed=7, min_pool=16, calibration=True)
-    b = RolloutFilter(len(true), G, audit_fraction=0.1, seed=7, min_pool=16, calibration=True)
+    a = Filter(len(true), G, audit_fraction=0.1, seed=7, min_pool=16, calibration=True)
+    b = Filter(len(true), G, audit_fraction=0.1, seed=7, min_pool=16, calibration=True)
     ra, rb = simulate(a, true, 6), simulate(b, true, 6)
     for x, y in zip(ra, rb):
         np.testing.assert_array_equal(x["idx"], y["idx"])
@@ -282,7 +365,7 @@ def test_calibrated_filter_is_deterministic_and_resumes_exactly():
     assert a.calibration_count.sum() > 0
     np.testing.assert_array_equal(a.calibration_map()[1], b.calibration_map()[1])
 
-    restored = RolloutFilter(len(true), G, audit_fraction=0.1, seed=7, min_pool=16, calibration=True)
+    restored = Filter(len(true), G, audit_fraction=0.1, seed=7, min_pool=16, calibration=True)
     restored.load_state_dict({k: np.array(v) for k, v in a.state_dict().items()})
     for epoch in range(6, 10):
         keep_a, keep_r = a.plan_epoch(epoch), restored.plan_epoch(epoch)
@@ -295,24 +378,6 @@ def test_calibrated_filter_is_deterministic_and_resumes_exactly():
         assert a.metrics() == restored.metrics()
     for name in ("calibration_count", "calibration_dead", "calibration_pred"):
         np.testing.assert_array_equal(getattr(a, name), getattr(restored, name))
-
-
-def test_a_state_saved_before_calibration_existed_still_loads():
-    true, _ = pool(n=100)
-    old = RolloutFilter(len(true), G, audit_fraction=0.1, seed=2, calibration=False)
-    simulate(old, true, 3)
-    old.plan_epoch(3)
-    state = old.state_dict()
-    for key in ("epoch_raw", "epoch_seen", "calibration_count", "calibration_dead", "calibration_pred", "brier_raw"):
-        del state[key]
-    new = RolloutFilter(len(true), G, audit_fraction=0.1, seed=2, calibration=True)
-    new.load_state_dict(state)
-    np.testing.assert_array_equal(new.epoch_raw, old.epoch_prediction)
-    assert new.calibration_count.sum() == 0
-    np.testing.assert_allclose(new.predict_dead(), old.predict_dead(), atol=1e-12)  # no data yet: the identity
-    idx = np.arange(50)
-    new.observe(idx, np.zeros(50))
-    assert new.calibration_count.sum() > 0
 
 
 # ------------------------------------------------------------------------------------------ per-batch decisions
@@ -345,7 +410,7 @@ def test_per_batch_decisions_skip_in_the_first_epoch_from_the_bucket_prior():
     n = 2000
     hard = np.arange(n) % 2 == 0
     true = np.where(hard, 0.0, 0.5)
-    f = RolloutFilter(n, G, audit_fraction=0.0, prior_buckets=hard.astype(int), retry_epochs=1000, calibration=False)
+    f = Filter(n, G, audit_fraction=0.0, prior_buckets=hard.astype(int), retry_epochs=1000, calibration=False)
     records = simulate_batches(f, true, batches=40)
     assert all(r["epoch"] == 0 for r in records[:20])
     first_epoch = [r for r in records if r["epoch"] == 0]
@@ -358,7 +423,7 @@ def test_per_batch_decisions_skip_in_the_first_epoch_from_the_bucket_prior():
 
 def test_per_batch_audit_generates_a_share_of_the_skips_and_counts_wrong_ones():
     true, dead = pool(n=3000, dead_share=0.7)
-    f = RolloutFilter(len(true), G, audit_fraction=0.1, retry_epochs=1000, seed=3, calibration=False)
+    f = Filter(len(true), G, audit_fraction=0.1, retry_epochs=1000, seed=3, calibration=False)
     # observe everything once (dead ones seen dead), then decide batches
     f.observe(np.arange(len(true)), np.random.default_rng(1).binomial(G, true) / G)
     records = simulate_batches(f, true, batches=60, seed=2)
@@ -374,7 +439,7 @@ def test_per_batch_audit_generates_a_share_of_the_skips_and_counts_wrong_ones():
 
 def test_per_batch_cap_fills_the_first_batch_and_a_later_short_batch_ends_the_epoch():
     n = 40
-    f = RolloutFilter(n, G, audit_fraction=0.0, retry_epochs=1000, calibration=False)
+    f = Filter(n, G, audit_fraction=0.0, retry_epochs=1000, calibration=False)
     f.observe(np.arange(n), np.r_[np.zeros(n - 3), np.full(3, 0.5)])  # 37 dead, 3 alive
     order = np.arange(n)[::-1]
     chosen, cursor = f.plan_batch(1, 0, order, 0, 8)
@@ -389,7 +454,7 @@ def test_per_batch_cap_fills_the_first_batch_and_a_later_short_batch_ends_the_ep
 
 def test_per_batch_retry_floor_brings_every_prompt_back():
     n, retry = 300, 2
-    f = RolloutFilter(n, G, retry_epochs=retry, audit_fraction=0.0, calibration=False)
+    f = Filter(n, G, retry_epochs=retry, audit_fraction=0.0, calibration=False)
     records = simulate_batches(f, np.zeros(n), batches=200, size=10)  # all dead: everything skipped once seen
     seen_at = {}
     for b, r in enumerate(records):
@@ -403,7 +468,7 @@ def test_per_batch_retry_floor_brings_every_prompt_back():
 
 def test_per_batch_decisions_agree_across_processes_and_resume_exactly():
     true, _ = pool(n=500)
-    make = lambda seed=7: RolloutFilter(len(true), G, mode="greso", audit_fraction=0.1, seed=seed, calibration=False)  # noqa: E731
+    make = lambda seed=7: Filter(len(true), G, mode="greso", audit_fraction=0.1, seed=seed, calibration=False)  # noqa: E731
     a, b, other = make(), make(), make(8)
     ra, rb, ro = (simulate_batches(x, true, 80) for x in (a, b, other))  # past epoch 0: streaks, draws
     assert all((x["idx"] == y["idx"]).all() for x, y in zip(ra, rb))
@@ -426,7 +491,7 @@ def test_momentum_moves_the_predicted_pass_rate_along_the_trend():
     # mu > 1 extrapolates past it, and its predicted dead probability (mostly all-correct) grows with mu
     predictions = {}
     for mu in (0.5, 1.0, 2.0):
-        f = RolloutFilter(2, G, momentum=mu, calibration=False)
+        f = Filter(2, G, momentum=mu, calibration=False)
         f.observe([0, 1], [0.25, 0.5])
         f.observe([0, 1], [0.75, 0.5])
         predictions[mu] = (f.predict_pass_rate(), f.predict_dead())
@@ -444,8 +509,8 @@ def test_a_pooled_prior_never_skips_an_unseen_prompt(plan):
     # 90% of the first observations were dead: the pooled prior says 0.9 for every unseen prompt, but it is no
     # evidence about any one of them, so they stay in the pool; a bucket's prior (a difficulty column) does skip.
     n = 200
-    pooled = RolloutFilter(n, G, audit_fraction=0.0, retry_epochs=1000, calibration=False)
-    bucketed = RolloutFilter(
+    pooled = Filter(n, G, audit_fraction=0.0, retry_epochs=1000, calibration=False)
+    bucketed = Filter(
         n, G, audit_fraction=0.0, retry_epochs=1000, prior_buckets=np.zeros(n, dtype=int), calibration=False
     )
     seen = np.arange(100)

@@ -49,13 +49,13 @@ def test_rollout_filter_generates_fewer_dead_groups(tmp_path, granularity):
         rollout_filter="lze",
         rollout_filter_granularity=granularity,
     )
-    assert plain.rollout_filter is None
+    assert plain.lze.rollout_filter is None
     dead_plain = dead_share_after_first_epoch(plain, 8)
     dead_filtered = dead_share_after_first_epoch(filtered, 8)
     assert dead_plain > 0.6  # three quarters of the prompts are always solved
     assert dead_filtered < 0.35 and dead_filtered < dead_plain - 0.3
     # the always-solved prompts were predicted dead and skipped; the metrics say so
-    f = filtered.rollout_filter
+    f = filtered.lze.rollout_filter
     assert f.totals["skipped"] > 0
     logs = [e for e in filtered.state.log_history if "lze/rollout_filter/brier" in e]
     assert logs and logs[-1]["lze/rollout_filter/skipped_total"] > 0
@@ -64,11 +64,12 @@ def test_rollout_filter_generates_fewer_dead_groups(tmp_path, granularity):
     if granularity == "epoch":
         # the epoch's pool excludes most always-solved prompts (a few may be audited or put back by the cap) and keeps
         # most of the others (an alive prompt whose last group came back dead is predicted dead: mu = 1)
-        keep = filtered.train_sampler.epoch_keep
-        assert keep is not None and keep[0::4].sum() >= 4 and keep.sum() - keep[0::4].sum() <= 4
+        keep = np.zeros(32, dtype=bool)
+        keep[filtered.train_sampler.epoch_rows] = True
+        assert keep[0::4].sum() >= 4 and keep.sum() - keep[0::4].sum() <= 4
     else:
-        # decided per batch: no epoch pool, and the batches of the current epoch hold mostly unsolved prompts
-        assert filtered.train_sampler.epoch_keep is None
+        # decided per batch: the epoch's order is every prompt, and its batches hold mostly unsolved prompts
+        assert len(filtered.train_sampler.epoch_rows) == 32
         generated = np.concatenate(filtered.train_sampler.epoch_record)
         assert np.mean(generated % 4 == 0) >= 0.75
         # without a prior column, prompts never seen are never skipped: the first 8 batches are plain GRPO's
@@ -104,15 +105,15 @@ def test_calibrated_rollout_filter_learns_its_map_and_resumes_exactly(tmp_path, 
         save_steps=1,
     )
     full = train(tmp_path / "full", **overrides)
-    f = full.rollout_filter
-    assert f.calibration and f.calibration_count.sum() > 0
+    f = full.lze.rollout_filter
+    assert f.calibration is not None and f.calibration.count.sum() > 0
     # plain GRPO: > 0.6 (first test); per batch a quarter of the slots are audits of skipped (mostly dead) prompts
     assert dead_share_after_first_epoch(full, 8) < (0.5 if granularity == "batch" else 0.35)
     logs = [e for e in full.state.log_history if "lze/rollout_filter/brier_raw" in e]
     assert len(logs) == 14 and logs[-1]["lze/rollout_filter/brier_raw_total"] > 0
     # the map's statistics are part of the checkpointed state: a resumed run ends in the same state
     full_arrays, full_counters = full.lze_state()
-    assert "rollout_filter.calibration_count" in full_arrays
+    assert "planner.calibration.count" in full_arrays
     resumed = make_trainer(
         tmp_path / "full",
         reward=three_quarters_solved,
@@ -145,26 +146,27 @@ def test_greso_mode_and_refill_and_pruning_work_together(tmp_path, granularity):
         rollout_filter_granularity=granularity,
     )
     plans = []
-    f = trainer.rollout_filter
+    f = trainer.lze.rollout_filter
     plan_epoch, plan_batch = f.plan_epoch, f.plan_batch
 
-    def recording_plan(epoch, available=None, exempt=None):
-        keep = plan_epoch(epoch, available, exempt=exempt)
-        plans.append((available.copy(), None if exempt is None else exempt.copy(), keep.copy()))
-        return keep
+    def mask(rows):
+        out = np.zeros(f.num_prompts, dtype=bool)
+        out[np.asarray(rows, dtype=np.int64)] = True
+        return out
+
+    def recording_plan(epoch, order, exempt=None):
+        kept = plan_epoch(epoch, order, exempt=exempt)
+        plans.append((mask(order), None if exempt is None else mask(exempt), mask(kept)))
+        return kept
 
     def recording_batch(epoch, batch, order, cursor, size, exempt=None):
         chosen, new_cursor = plan_batch(epoch, batch, order, cursor, size, exempt=exempt)
-        available = np.zeros(f.num_prompts, dtype=bool)
-        available[np.asarray(order, dtype=np.int64)] = True
-        keep = np.zeros(f.num_prompts, dtype=bool)
+        keep = mask([] if chosen is None else chosen)
         if chosen is not None:
-            keep[chosen] = True
             # the batch is full, of distinct prompts, taken from the candidates it walked
             assert len(set(chosen)) == size and set(chosen) <= set(np.asarray(order)[cursor:new_cursor].tolist())
-        walked = np.zeros(f.num_prompts, dtype=bool)
-        walked[np.asarray(order, dtype=np.int64)[cursor:new_cursor]] = True
-        plans.append((available, None if exempt is None else exempt & walked, keep))
+        walked = mask(np.asarray(order, dtype=np.int64)[cursor:new_cursor])
+        plans.append((mask(order), None if exempt is None else mask(exempt) & walked, keep))
         return chosen, new_cursor
 
     f.plan_epoch, f.plan_batch = recording_plan, recording_batch
@@ -173,13 +175,13 @@ def test_greso_mode_and_refill_and_pruning_work_together(tmp_path, granularity):
     logs = [e for e in trainer.state.log_history if "lze/refill_rounds" in e]
     assert any(e["lze/refill_rounds"] > 0 for e in logs)
     # the filter sees the pool left by forward pruning, keeps a subset of it and never skips a replay
-    assert trainer.pruner.num_pruned > 0 and len(plans) >= 2
+    assert trainer.lze.pruner.num_pruned(trainer.lze.state) > 0 and len(plans) >= 2
     for available, exempt, keep in plans:
         assert not (keep & ~available).any()
         if exempt is not None and keep.any():
             assert keep[exempt & available].all()
     assert any(not available.all() for available, _, _ in plans)
-    assert trainer.rollout_filter.totals["observed"] > 0
+    assert trainer.lze.rollout_filter.totals["observed"] > 0
 
 
 def test_rollout_filter_needs_a_map_style_dataset(tmp_path):

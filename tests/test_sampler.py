@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from trl.trainer.utils import RepeatSampler
 
-from lze_trl import LZERepeatSampler, PromptPruner
+from lze_trl import LZERepeatSampler, PromptPruner, PromptState
 
 
 def epochs(sampler, n):
@@ -49,21 +49,45 @@ def test_resume_skips_batches_and_offsets_epochs():
     assert resumed.epoch == 3
 
 
+class Planner:
+    """An epoch planner from plain functions of `(epoch, order)`; counts its calls."""
+
+    def __init__(self, plan_epoch=None, plan_batch=None):
+        self.calls = []
+        self._plan_epoch = plan_epoch or (lambda epoch, order: order)
+        if plan_batch is not None:
+            self.plan_batch = plan_batch
+
+    def plan_epoch(self, epoch, order):
+        self.calls.append(epoch)
+        return self._plan_epoch(epoch, order)
+
+
+def pruning_planner(pruned_rows, replay_fraction=0.0, num_prompts=20):
+    """Forward pruning of `pruned_rows` through the real pruner and table (ids are the rows)."""
+    state, pruner = PromptState(), PromptPruner(solved_after=1, replay_fraction=replay_fraction, seed=0)
+    state.observe(np.asarray(pruned_rows), np.ones(len(pruned_rows)), generation=0)
+    return Planner(lambda epoch, order: pruner.plan_epoch(epoch, order, order, state)), pruner
+
+
 def test_pruned_prompts_are_skipped_except_replays():
-    pruner = PromptPruner(20, solved_after=1, replay_fraction=0.25, seed=0)
-    pruner.observe(np.arange(8), np.ones(8))
-    sampler = LZERepeatSampler(20, mini_repeat_count=2, batch_size=2, seed=0, pruner=pruner)
+    planner, pruner = pruning_planner(np.arange(8), replay_fraction=0.25)
+    sampler = LZERepeatSampler(20, mini_repeat_count=2, batch_size=2, seed=0, planner=planner)
     sampler.set_epoch(1)
     seen = set(sampler)
-    replayed = set(np.flatnonzero(pruner.replayed).tolist())
+    replayed = set(pruner.replayed_ids.tolist())
     assert len(replayed) == 2
     assert seen == (set(range(8, 20)) | replayed)
-    assert sampler.epoch_stats == {"pool_prompts": 14, "replayed_prompts": 2, "skipped_prompts": 6}
+    assert sampler.groups_skipped == 6
     # order among kept prompts is the unpruned permutation's order
     unpruned = LZERepeatSampler(20, mini_repeat_count=2, batch_size=2, seed=0)
     unpruned.set_epoch(1)
     kept_order = [i for i, _ in itertools.groupby(unpruned) if i in seen]
     assert [i for i, _ in itertools.groupby(sampler)] == kept_order
+    # the skipped groups add up over epochs
+    sampler.set_epoch(2)
+    list(sampler)
+    assert sampler.groups_skipped == 6 + 20 - len(sampler.epoch_rows)
 
 
 def _counts_of(sampler, mini_repeat_count):
@@ -72,48 +96,34 @@ def _counts_of(sampler, mini_repeat_count):
     return np.bincount(flat[::mini_repeat_count], minlength=sampler.num_samples)
 
 
-def test_rollout_counts_repeat_prompts_and_keep_the_epoch_length():
+def repeat_by(counts):
+    """A planner that rolls prompt i out counts[i] times: its pass over the order, then over those with 2, ..."""
+    return Planner(lambda e, order: np.concatenate([order[counts[order] > c] for c in range(counts.max())]))
+
+
+def test_a_planner_can_repeat_prompts_and_the_epoch_follows_its_order():
     counts = np.array([0, 3, 1, 1, 0, 2, 1, 1, 1, 2])  # 12 groups over 10 prompts: 12 // 4 = 3 batches
-    sampler = LZERepeatSampler(10, mini_repeat_count=2, batch_size=4, seed=3, rollout_counts=lambda n, e: counts)
+    sampler = LZERepeatSampler(10, mini_repeat_count=2, batch_size=4, seed=3, planner=repeat_by(counts))
     sampler.set_epoch(1)
     np.testing.assert_array_equal(_counts_of(sampler, 2), counts)
-    batches = sampler.epoch_batches(1)
-    # Order: the permutation's pass over prompts with >= 1 group, then >= 2, then 3.
-    perm = [i for i in LZERepeatSampler(10, mini_repeat_count=1, seed=3).permutation(1)]
+    perm = LZERepeatSampler(10, mini_repeat_count=1, seed=3).permutation(1)
     expected = [i for c in range(3) for i in perm if counts[i] > c]
-    assert [i for b in batches for i in b] == expected
-    assert sampler.epoch_stats == {"pool_prompts": 8, "replayed_prompts": 0, "skipped_prompts": 2}
-    np.testing.assert_array_equal(sampler.epoch_counts, counts)
+    assert sampler.epoch_rows.tolist() == expected
 
 
-def test_rollout_counts_respect_pruning_and_resume_from_saved_counts():
-    pruner = PromptPruner(12, solved_after=1, replay_fraction=0.0, seed=0)
-    pruner.observe(np.arange(3), np.ones(3))  # prompts 0-2 pruned from epoch 1 on
-    calls = []
-
-    def counts_fn(n, epoch):
-        calls.append(epoch)
-        return np.full(n, 2)
-
-    kwargs = dict(mini_repeat_count=2, batch_size=3, seed=1, pruner=pruner)
-    sampler = LZERepeatSampler(12, rollout_counts=counts_fn, **kwargs)
+def test_resume_takes_the_saved_rows_and_does_not_ask_the_planner_again():
+    planner = repeat_by(np.full(12, 2))
+    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=3, seed=1, planner=planner)
     sampler.set_epoch(1)
     reference = list(sampler)
-    assert set(reference) == set(range(3, 12)) and len(reference) == 18 * 2
-    # A resumed sampler takes the saved pool and counts and does not ask again, even if they would now differ.
-    resumed = LZERepeatSampler(12, rollout_counts=lambda n, e: np.ones(n, dtype=int), **kwargs)
-    resumed.resume(epoch=1, batches_done=2, epoch_keep=sampler.epoch_keep, epoch_counts=sampler.epoch_counts)
+    assert len(reference) == 24 * 2 and planner.calls == [1]
+    # A resumed sampler takes the saved rows and does not ask again, even if the answer would now differ.
+    other = Planner(lambda e, order: order[:3])
+    resumed = LZERepeatSampler(12, mini_repeat_count=2, batch_size=3, seed=1, planner=other)
+    resumed.resume(epoch=1, batches_done=2, state=sampler.state_dict())
     resumed.set_epoch(0)
     assert list(resumed) == reference[2 * 6 :]
-    assert calls == [1]
-
-
-def test_bad_rollout_counts_are_rejected():
-    import pytest
-
-    sampler = LZERepeatSampler(4, mini_repeat_count=2, rollout_counts=lambda n, e: np.array([1, -1, 1, 1]))
-    with pytest.raises(ValueError, match="non-negative"):
-        list(sampler)
+    assert other.calls == []
 
 
 class ShiftingPlanner:
@@ -124,7 +134,10 @@ class ShiftingPlanner:
         self.modulus = 2
         self.calls = []
 
-    def __call__(self, epoch, batch, order, cursor, size, exempt=None):
+    def plan_epoch(self, epoch, order):
+        return order
+
+    def plan_batch(self, epoch, batch, order, cursor, size):
         self.calls.append((epoch, batch, cursor))
         taken = []
         position = cursor
@@ -141,7 +154,7 @@ def chunks(indices, mini_repeat_count):
 
 def test_batch_planner_decides_each_batch_when_it_is_drawn():
     planner = ShiftingPlanner()
-    sampler = LZERepeatSampler(40, mini_repeat_count=2, batch_size=4, repeat_count=2, seed=3, batch_planner=planner)
+    sampler = LZERepeatSampler(40, mini_repeat_count=2, batch_size=4, repeat_count=2, seed=3, planner=planner)
     sampler.set_epoch(0)
     stream = iter(sampler)
     first = [next(stream) for _ in range(2 * 4 * 2)]  # one generation batch, repeated twice
@@ -158,9 +171,9 @@ def test_batch_planner_decides_each_batch_when_it_is_drawn():
 def test_batch_planner_resume_replays_the_recorded_batches_then_decides_on():
     def run(resume_at=None, saved=None):
         planner = ShiftingPlanner()
-        sampler = LZERepeatSampler(40, mini_repeat_count=1, batch_size=4, seed=3, batch_planner=planner)
+        sampler = LZERepeatSampler(40, mini_repeat_count=1, batch_size=4, seed=3, planner=planner)
         if saved is not None:
-            sampler.resume(1, resume_at, stream=saved)
+            sampler.resume(1, resume_at, saved)
             planner.modulus = 3
         sampler.set_epoch(1)
         out = []
@@ -171,33 +184,32 @@ def test_batch_planner_resume_replays_the_recorded_batches_then_decides_on():
         return out, sampler, planner
 
     full, sampler, _ = run()
-    # save as a checkpoint after 2 batches consumed, 3 recorded (the data loader had read one batch ahead)
-    saved = ([list(c) for c in sampler.epoch_record[:3]], None, False)
-    # the cursor after the third batch: replay the planner's walk
+    # save as a checkpoint after 2 batches consumed, 3 recorded (the data loader had read one batch ahead): the
+    # cursor after the third batch, from a replay of the planner's walk
     walk = ShiftingPlanner()
     order = sampler.permutation(1)
     cursor = 0
     for b in range(3):
         walk.modulus = 2 if b < 2 else 3
-        _, cursor = walk(1, b, order, cursor, 4)
-    saved = (saved[0], cursor, False)
-    resumed, _, planner = run(resume_at=2, saved=saved)
+        _, cursor = walk.plan_batch(1, b, order, cursor, 4)
+    sampler.epoch_record, sampler.epoch_cursor, sampler.epoch_exhausted = sampler.epoch_record[:3], cursor, False
+    resumed, _, planner = run(resume_at=2, saved=sampler.state_dict())
     assert resumed == full[8:]
     assert planner.calls[0][1] == 3  # decisions resume with the epoch's fourth batch
 
 
 def test_an_epoch_pruned_below_one_batch_says_why_it_yields_nothing():
-    pruner = PromptPruner(12, solved_after=1, replay_fraction=0.0, seed=0)
-    pruner.observe(np.arange(9), np.ones(9))  # 3 prompts left: fewer than a batch of 4
-    for planner in (None, ShiftingPlanner()):
-        sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, pruner=pruner, batch_planner=planner)
+    for lazy in (False, True):
+        planner, _ = pruning_planner(np.arange(9))  # 3 prompts left: fewer than a batch of 4
+        if lazy:
+            planner.plan_batch = ShiftingPlanner().plan_batch
+        sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, planner=planner)
         sampler.set_epoch(1)
         with pytest.warns(UserWarning, match=r"Epoch 1 has no generation batch.*3 of 12 prompts.*prune_solved_after"):
             assert list(sampler) == []
     # a pool of one batch or more does not warn
-    pruner = PromptPruner(12, solved_after=1, replay_fraction=0.0, seed=0)
-    pruner.observe(np.arange(8), np.ones(8))
-    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, pruner=pruner)
+    planner, _ = pruning_planner(np.arange(8))
+    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, planner=planner)
     sampler.set_epoch(1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -4,8 +4,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lze_trl import group_pass_rates, select_top_k
-from lze_trl.selection import num_to_select
+from lze_trl import group_pass_rates, live_groups, select_top_k
+from lze_trl.selection import SPREAD_ENERGY_MAX, num_to_select, spread_energies
 
 
 def test_group_pass_rates_threshold_and_nan():
@@ -29,24 +29,34 @@ def test_quota_formula():
 
 def test_top_k_without_noise_is_exact_ranking():
     energies = np.array([0.1, 0.9, 0.0, 0.5, 0.7, 0.0, 0.3, 0.2, 0.8, 0.05])
-    mask = select_top_k(energies, selection_ratio=0.4, min_selection_ratio=0.3, selection_noise=0.0)
+    mask = select_top_k(energies, energies > 0, selection_ratio=0.4, min_selection_ratio=0.3, selection_noise=0.0)
     assert set(np.flatnonzero(mask)) == {1, 8, 4, 3}
 
 
 def test_dead_groups_never_selected_and_do_not_take_quota():
     energies = np.array([0.0, 0.0, 0.0, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.1])
-    mask = select_top_k(energies, selection_ratio=0.4, selection_noise=0.05, rng=np.random.default_rng(0))
+    mask = select_top_k(
+        energies, energies > 0, selection_ratio=0.4, selection_noise=0.05, rng=np.random.default_rng(0)
+    )
     assert set(np.flatnonzero(mask)) == {3, 9}
-    assert not select_top_k(np.zeros(8), selection_noise=0.05, rng=np.random.default_rng(0)).any()
-    assert not select_top_k(np.array([np.nan, 0.0])).any()
+    assert not select_top_k(np.zeros(8), np.zeros(8, bool), selection_noise=0.05, rng=np.random.default_rng(0)).any()
+    # liveness decides, not the energy: a dead group with energy (an ablation without the uncertainty term) is not
+    # selected, and a live one with energy 0 can be
+    live = np.array([False, True, True])
+    assert list(select_top_k(np.array([0.9, 0.0, 0.5]), live, selection_ratio=1.0, selection_noise=0.0)) == [
+        False,
+        True,
+        True,
+    ]
 
 
 def test_same_seed_same_decision_and_noise_explores():
     energies = np.linspace(0.1, 0.2, 50)
-    a = select_top_k(energies, selection_noise=0.05, rng=np.random.default_rng([1, 2]))
-    b = select_top_k(energies, selection_noise=0.05, rng=np.random.default_rng([1, 2]))
+    live = energies > 0
+    a = select_top_k(energies, live, selection_noise=0.05, rng=np.random.default_rng([1, 2]))
+    b = select_top_k(energies, live, selection_noise=0.05, rng=np.random.default_rng([1, 2]))
     np.testing.assert_array_equal(a, b)
-    picks = [select_top_k(energies, selection_noise=1.0, rng=np.random.default_rng(s)) for s in range(20)]
+    picks = [select_top_k(energies, live, selection_noise=1.0, rng=np.random.default_rng(s)) for s in range(20)]
     assert len({tuple(np.flatnonzero(m)) for m in picks}) > 1
 
 
@@ -61,7 +71,7 @@ def test_same_seed_same_decision_and_noise_explores():
 def test_selection_invariants(energies, ratio, min_frac, noise, seed):
     energies = np.array(energies)
     min_ratio = ratio * min_frac
-    mask = select_top_k(energies, ratio, min_ratio, noise, np.random.default_rng(seed))
+    mask = select_top_k(energies, energies > 0, ratio, min_ratio, noise, np.random.default_rng(seed))
     n, active = len(energies), int((energies > 0).sum())
     assert mask.sum() == num_to_select(n, active, ratio, min_ratio)
     assert not mask[energies == 0].any()
@@ -69,13 +79,38 @@ def test_selection_invariants(energies, ratio, min_frac, noise, seed):
         assert energies[mask].min() >= energies[(energies > 0) & ~mask].max(initial=0)
 
 
-def test_one_zone_helper_for_dead_and_learning_zone():
+def test_one_zone_helper_for_the_learning_zone():
     from lze_trl.plotting import in_learning_zone as plotting_zone
-    from lze_trl.selection import ZONES, in_learning_zone, is_dead, zone_state
+    from lze_trl.selection import ZONES, in_learning_zone, zone_state
 
     p = np.array([0.0, 0.125, 0.5, 1.0, np.nan])
     np.testing.assert_array_equal(in_learning_zone(p), [False, True, True, False, False])
-    np.testing.assert_array_equal(is_dead(p), [True, False, False, True, False])  # NaN: neither
     assert zone_state(p).tolist() == ["unsolved", "learning zone", "learning zone", "solved", "unknown"]
     assert set(zone_state(p)) - {"unknown"} == set(ZONES)
     assert plotting_zone is in_learning_zone  # the analysis module uses the method layer's helper, not a copy
+
+
+def test_live_groups_binary_rewards_follow_the_pass_rate():
+    correctness = np.array([[1, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [np.nan] * 4])
+    p = group_pass_rates(correctness.ravel(), 4, 0.5)
+    assert list(live_groups(p, correctness, correctness)) == [True, False, False, False]
+
+
+def test_live_groups_non_binary_rewards_count_the_spread_of_total_rewards():
+    # a score always >= pass_threshold (pass rate 1) but varying: live; constant: dead; one scorable rollout: dead
+    correctness = np.array([[0.6, 0.9, 0.7, 0.8], [0.7] * 4, [0.9, np.nan, np.nan, np.nan]])
+    p = group_pass_rates(correctness.ravel(), 4, 0.5)
+    assert list(p) == [1.0, 1.0, 1.0]
+    assert list(live_groups(p, correctness, correctness)) == [True, False, False]
+    # binary correctness at its ends stays dead whatever another reward adds (the paper's rule)
+    binary = np.array([[1.0, 1.0, 1.0, 1.0]])
+    assert not live_groups([1.0], binary, binary + np.array([[0.0, 0.1, 0.2, 0.3]]))[0]
+
+
+def test_spread_energies_rank_after_every_learning_zone_group():
+    p = np.array([0.5, 1.0, 1.0, 0.0])
+    live = np.array([True, True, True, False])
+    totals = np.array([[0, 1, 0, 1], [0.6, 0.9, 0.7, 0.8], [0.7, 0.71, 0.7, 0.71], [0, 0, 0, 0]], dtype=float)
+    energies = spread_energies(np.array([0.9, 0.0, 0.0, 0.0]), p, live, totals)
+    assert energies[0] == 0.9 and energies[3] == 0.0
+    assert energies[1] == pytest.approx(SPREAD_ENERGY_MAX) and 0 < energies[2] < energies[1]

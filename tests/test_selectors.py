@@ -18,8 +18,10 @@ from testing_utils import (
     run_torchrun,
 )
 
-from lze_trl.selection import group_reward_std
-from lze_trl.selectors import SELECTORS, GroupBatch, Selector, TrainContext, fit_groups, get_selector
+from lze_trl.prompt_state import PromptState
+from lze_trl.refill import fit_groups
+from lze_trl.selection import group_pass_rates, live_groups
+from lze_trl.selectors import SELECTORS, GroupBatch, Selector, TrainContext, get_selector
 from lze_trl.selectors.dapo import DAPOSelector
 from lze_trl.selectors.prefilter import PrefilterSelector
 from lze_trl.selectors.reinforce_rej import ReinforceRejSelector
@@ -31,22 +33,31 @@ def settings(**overrides):
     values = dict(
         selection_ratio=0.4,
         min_selection_ratio=0.3,
-        dapo_std_epsilon=1e-6,
         dapo_max_resample=0,
         prefilter_mode="remove_both",
         softmax_temperature=0.2,
-        softmax_ema_decay=0.9,
     )
     values.update(overrides)
     return SimpleNamespace(**values)
 
 
-def batch(pass_rates, ids=None, rewards=None, seed=0, G=4):
-    p = np.asarray(pass_rates, dtype=np.float64)
-    ids = np.arange(len(p)) if ids is None else np.asarray(ids)
-    if rewards is None:  # binary rewards with the given pass rates
+def batch(pass_rates=None, ids=None, rewards=None, seed=0, G=4, energies=None, ema=None):
+    """Groups with the given pass rates (binary rewards), or with the given rewards (pass rates at 0.5)."""
+    if rewards is None:
+        p = np.asarray(pass_rates, dtype=np.float64)
         rewards = np.array([[float(j < round(x * G)) if np.isfinite(x) else np.nan for j in range(G)] for x in p])
-    return GroupBatch(ids, p, np.asarray(rewards, dtype=np.float64), np.zeros(len(p)), np.random.default_rng(seed))
+    rewards = np.asarray(rewards, dtype=np.float64)
+    p = group_pass_rates(rewards, rewards.shape[1], 0.5)
+    ids = np.arange(len(p)) if ids is None else np.asarray(ids)
+    return GroupBatch(
+        prompt_ids=ids,
+        pass_rates=p,
+        rewards=rewards,
+        energies=np.zeros(len(p)) if energies is None else np.asarray(energies, dtype=np.float64),
+        live=live_groups(p, rewards, rewards),
+        ema_pass_rates=p if ema is None else np.asarray(ema, dtype=np.float64),
+        rng=np.random.default_rng(seed),
+    )
 
 
 # ----------------------------------------------------------------------------------------------- units
@@ -87,9 +98,7 @@ def test_uniform_live_draws_lzes_quota_among_live_groups_only():
     np.testing.assert_allclose(counts[live] / 2000, 6 / 9, atol=0.05)  # every live group equally often
     # the same number of groups as LZE on the same batch (the quota binds: 6 of 9 live groups)
     lze = get_selector("lze")(settings(selection_noise=0.05))
-    energies = 4 * np.asarray(p) * (1 - np.asarray(p))
-    lze_batch = GroupBatch(np.arange(16), np.asarray(p), batch(p).rewards, energies, np.random.default_rng(0))
-    assert lze.select(lze_batch).sum() == 6
+    assert lze.select(batch(p, energies=4 * np.asarray(p) * (1 - np.asarray(p)))).sum() == 6
     # fewer live groups than the quota: all of them, nothing else
     few = [0.0, 1.0, 0.5, 1.0, 0.0, 0.0, 1.0, 0.25, 0.0, 1.0]
     np.testing.assert_array_equal(selector.select(batch(few)), [0, 0, 1, 0, 0, 0, 0, 1, 0, 0])
@@ -97,14 +106,7 @@ def test_uniform_live_draws_lzes_quota_among_live_groups_only():
     np.testing.assert_array_equal(selector.select(batch(p, seed=3)), selector.select(batch(p, seed=3)))
 
 
-def test_group_reward_std_matches_nanstd_and_needs_two_rollouts():
-    rewards = np.array([[1, 0, 1, 0], [0.2, np.nan, 0.4, 0.9], [np.nan, 1, np.nan, np.nan], [np.nan] * 4])
-    std = group_reward_std(rewards)
-    np.testing.assert_allclose(std[:2], np.nanstd(rewards[:2], axis=1))
-    assert np.isnan(std[2]) and np.isnan(std[3])
-
-
-def test_dapo_drops_groups_whose_rewards_do_not_vary():
+def test_dapo_keeps_the_live_groups():
     rewards = [
         [1, 1, 1, 1],  # all correct
         [0, 0, 0, 0],  # all wrong
@@ -114,10 +116,8 @@ def test_dapo_drops_groups_whose_rewards_do_not_vary():
         [np.nan, 1, np.nan, np.nan],  # a single scorable rollout
         [np.nan, 1, 0, np.nan],
     ]
-    weights = DAPOSelector(settings()).select(batch([0.5] * 7, rewards=rewards))
+    weights = DAPOSelector(settings()).select(batch(rewards=rewards))
     np.testing.assert_array_equal(weights, [0, 0, 1, 0, 1, 0, 1])
-    weights = DAPOSelector(settings(dapo_std_epsilon=0.01)).select(batch([0.5] * 7, rewards=rewards))
-    np.testing.assert_array_equal(weights, [0, 0, 1, 0, 0, 0, 1])
     assert DAPOSelector(settings()).refill_rounds == 0
     assert DAPOSelector(settings(dapo_max_resample=3)).refill_rounds == 3
 
@@ -136,13 +136,18 @@ def test_fit_groups_fills_each_process_without_overflow():
     np.testing.assert_array_equal(used, [6, 6])
 
 
+def plan(selector, rows, ids=None, state=None, epoch=0):
+    rows = np.asarray(rows)
+    return list(selector.plan_epoch(epoch, rows, rows if ids is None else np.asarray(ids), state or PromptState()))
+
+
 def test_reinforce_rej_rejects_extreme_groups_for_good():
     selector = ReinforceRejSelector(settings())
-    assert selector.masks_rollouts
+    assert selector.plans_rollouts
     weights = selector.select(batch([0.0, 1.0, 0.5, np.nan], ids=[0, 1, 2, 3]))
     np.testing.assert_array_equal(weights, [0, 0, 1, 0])  # unscorable: dropped, not rejected
     np.testing.assert_array_equal(selector.rejected, [0, 1])
-    np.testing.assert_array_equal(selector.rollout_mask(5, epoch=1), [False, False, True, True, True])
+    assert plan(selector, [4, 1, 3, 0, 2], epoch=1) == [4, 3, 2]
     # a rejected prompt that still reaches a batch is not updated on, even with a mixed group now
     weights = selector.select(batch([0.5, 1.0, 0.25], ids=[0, 2, 3]))
     np.testing.assert_array_equal(weights, [0, 0, 1])
@@ -150,10 +155,9 @@ def test_reinforce_rej_rejects_extreme_groups_for_good():
     assert selector.metrics() == {"rejected_prompts": 3.0}
     restored = ReinforceRejSelector(settings())
     restored.load_state_dict(selector.state_dict())
-    np.testing.assert_array_equal(restored.rollout_mask(4, epoch=2), [False, False, False, True])
-    big = ReinforceRejSelector(settings())
-    big.select(batch([1.0], ids=[2**40]))  # a content hash is not a dataset index: the mask ignores it
-    assert big.rollout_mask(3, epoch=0).all()
+    assert plan(restored, [0, 1, 2, 3], epoch=2) == [3]
+    # rows repeating a rejected prompt are rejected with it
+    assert plan(restored, [5, 6, 7], ids=[0, 6, 2]) == [6]
 
 
 def test_softmax_weights_peak_at_half_and_average_one():
@@ -168,30 +172,28 @@ def test_softmax_weights_peak_at_half_and_average_one():
     sharp = SoftmaxSelector(settings(softmax_temperature=0.1)).select(batch(p))
     flat = SoftmaxSelector(settings(softmax_temperature=0.3)).select(batch(p))
     assert sharp[0] > weights[0] > flat[0]
-    # the EMA: the first observation sets it, later ones move it by alpha = 0.1
-    weights = selector.select(batch([1.0, 0.5, np.nan], ids=[0, 7, 3]))
-    ema = selector.ema[selector.index.lookup(np.array([0, 1, 7]))]
-    np.testing.assert_allclose(ema, [0.9 * 0.5 + 0.1 * 1.0, 0.25, 0.5])
+    # the weights follow the per-prompt table's EMA (after this observation), not this group's pass rate
+    weights = selector.select(batch([1.0, 0.5, np.nan], ema=[0.55, 0.5, np.nan]))
     z = -np.abs(np.array([0.55, 0.5]) - 0.5) / 0.2
     np.testing.assert_allclose(weights, [*(2 * np.exp(z) / np.exp(z).sum()), 0.0])  # unscorable: weight 0
-    restored = SoftmaxSelector(settings())
-    restored.load_state_dict(selector.state_dict())
-    again = batch([0.5, 0.0], ids=[0, 7])
-    np.testing.assert_allclose(restored.select(again), selector.select(again))
 
 
 def test_softmax_allocates_each_epochs_groups_in_proportion():
-    assert SoftmaxSelector(settings()).rollout_counts(6, epoch=1) is None  # off unless softmax_allocate_rollouts
+    off = SoftmaxSelector(settings())
+    assert not off.plans_rollouts  # off unless softmax_allocate_rollouts
     selector = SoftmaxSelector(settings(softmax_allocate_rollouts=True))
-    assert selector.masks_rollouts
-    np.testing.assert_array_equal(selector.rollout_counts(6, epoch=0), np.ones(6))  # nothing seen yet: one each
+    assert selector.plans_rollouts
+    state = PromptState()
+    assert plan(selector, np.arange(6), state=state) == list(range(6))  # nothing seen yet: one group each
     p = np.array([0.0, 0.5, 1.0, 0.375])
-    selector.select(batch(p))
-    counts = selector.rollout_counts(6, epoch=1)
+    state.observe(np.arange(4), p, generation=0)
+    order = plan(selector, [5, 3, 1, 0, 2, 4], state=state)
     z = -np.abs(p - 0.5) / 0.2
     share = 4 * np.exp(z) / np.exp(z).sum()  # the 4 prompts seen share 4 groups: 0.19, 2.35, 0.19, 1.26
+    counts = np.bincount(order, minlength=6)
     np.testing.assert_array_equal(counts, [0, 3, 0, 1, 1, 1])  # floors 0, 2, 0, 1; the spare group to 2.35
     assert counts[:4].sum() == 4 and np.all(np.abs(counts[:4] - share) < 1)
+    assert order == [5, 3, 1, 4, 1, 1]  # the epoch's pass over every prompt, then over those with 2 groups, ...
     assert selector.metrics()["softmax_groups_max"] == 3.0
 
 
@@ -205,10 +207,10 @@ def test_softmax_allocates_each_epochs_groups_in_proportion():
 )
 def test_prefilter_modes(mode, removed):
     selector = PrefilterSelector(settings(prefilter_mode=mode))
-    assert selector.rollout_mask(5, epoch=0) is None  # not judged yet
+    assert plan(selector, np.arange(5)) == list(range(5))  # not judged yet
     selector.pass_rates = np.array([0.0, 1.0, 0.5, np.nan, 0.0])  # unscorable prompts are kept
     np.testing.assert_array_equal(selector.removed(), removed)
-    np.testing.assert_array_equal(selector.rollout_mask(5, epoch=3), ~np.array(removed))
+    assert plan(selector, np.arange(5), epoch=3) == list(np.flatnonzero(~np.array(removed)))
     np.testing.assert_array_equal(selector.select(batch([0.0, 0.5])), [1, 1])
     restored = PrefilterSelector(settings(prefilter_mode=mode))
     restored.load_state_dict(selector.state_dict())
@@ -242,7 +244,7 @@ def test_prefilter_works_from_callables_alone(tmp_path):
     first = PrefilterSelector(args)
     first.on_train_begin(context())
     assert len(calls) == 1 and not first.from_cache
-    np.testing.assert_array_equal(first.rollout_mask(6, epoch=0), [False, False, True, True, True, False])
+    assert plan(first, np.arange(6)) == [2, 3, 4]
     assert (tmp_path / "lze_prefilter" / f"pass_rates-{'k' * 32}.npz").is_file()
     second = PrefilterSelector(args)
     second.on_train_begin(context())
@@ -261,13 +263,10 @@ def test_prefilter_works_from_callables_alone(tmp_path):
 @pytest.mark.parametrize(
     "setting, value",
     [
-        ("dapo_std_epsilon", -0.1),
         ("dapo_max_resample", -1),
         ("dapo_max_resample", 1.5),
         ("prefilter_mode", "remove_some"),
         ("softmax_temperature", 0.0),
-        ("softmax_ema_decay", 1.0),
-        ("softmax_ema_decay", -0.1),
         ("softmax_allocate_rollouts", True),  # with selector="lze"
         ("selector", "raft"),
     ],
@@ -356,7 +355,7 @@ def test_reinforce_rej_never_rolls_rejected_prompts_out_again(tmp_path):
         later = log[(log["prompt_id"] == prompt) & (log["generation"] > generation)]
         assert later.empty, f"prompt {prompt} rolled out again after its rejection"
     np.testing.assert_array_equal(log["weight"] > 0, ~extreme)
-    np.testing.assert_array_equal(trainer.selector.rejected, sorted(first_rejection.index))
+    np.testing.assert_array_equal(trainer.lze.selector.rejected, sorted(first_rejection.index))
     assert trainer.lze_state()[0]["selector.rejected"].tolist() == sorted(first_rejection.index)
     assert logged(trainer, "lze/rejected_prompts")[-1] == len(first_rejection)
 
@@ -417,12 +416,12 @@ def test_softmax_allocation_rolls_prompts_out_as_often_as_their_counts(tmp_path)
     per_epoch = len(log) // 2  # 8 groups per epoch, two epochs
     first, second = log.iloc[:per_epoch], log.iloc[per_epoch:]
     np.testing.assert_array_equal(np.bincount(first["prompt_id"], minlength=8), np.ones(8))
-    counts = trainer.train_sampler.epoch_counts
-    assert counts is not None and counts.sum() == 8 and counts.max() >= 2 and (counts == 0).any()
+    counts = np.bincount(trainer.train_sampler.epoch_rows, minlength=8)
+    assert counts.sum() == 8 and counts.max() >= 2 and (counts == 0).any()
     np.testing.assert_array_equal(np.bincount(second["prompt_id"], minlength=8), counts)
     # Prompts always or never solved in the first epoch (mixed_reward: prompt 0 never, prompt 8 would be always)
     # are skipped; the ones nearest 50% get the spare groups.
-    ema = trainer.selector.ema[trainer.selector.index.lookup(np.arange(8))]
+    ema = trainer.lze.state.get(np.arange(8))["ema_pass_rate"]
     assert counts[np.argmin(np.abs(ema - 0.5))] == counts.max()
     assert logged(trainer, "lze/softmax_groups_max")[-1] == counts.max()
 
@@ -444,9 +443,9 @@ def test_prefilter_judges_once_caches_and_removes(tmp_path):
         prefilter_mode="remove_all_wrong", prefilter_cache_dir=str(cache),
     )  # fmt: skip
     trainer.train()
-    p = trainer.selector.pass_rates
+    p = trainer.lze.selector.pass_rates
     i = np.arange(24)
-    assert not trainer.selector.from_cache and len(list(cache.iterdir())) == 1
+    assert not trainer.lze.selector.from_cache and len(list(cache.iterdir())) == 1
     np.testing.assert_array_equal(p[i % 3 == 0], 0.0)  # judged prompt by prompt, in dataset order
     np.testing.assert_array_equal(p[i % 3 == 1], 1.0)
     log = trainer.selection_log.to_pandas()
@@ -462,8 +461,8 @@ def test_prefilter_judges_once_caches_and_removes(tmp_path):
     original = again._generate
     again._generate = lambda prompts: calls.append(len(prompts)) or original(prompts)
     again.train()
-    assert again.selector.from_cache
-    np.testing.assert_array_equal(again.selector.pass_rates, p)
+    assert again.lze.selector.from_cache
+    np.testing.assert_array_equal(again.lze.selector.pass_rates, p)
     assert len(calls) == 1  # the training step's generation only: nothing judged
     assert not again.selection_log.to_pandas()["prompt_id"].isin(np.flatnonzero(p % 1 == 0)).any()
 
@@ -529,7 +528,7 @@ def test_two_processes_refill_and_prefilter_agree(tmp_path):
                 assert kept <= 3
             assert infos[0]["grad_rows"] <= 3 * 6  # no process ever held more than its 6 rows
         elif selector == "softmax":  # 8 prompts, 4 groups per generation batch: epochs of 2 steps
-            counts = ranks[0]["sampler.epoch_counts"]
+            counts = np.bincount(ranks[0]["sampler.rows"], minlength=8)
             assert counts.sum() == 8 and counts.max() >= 2
             last_epoch = [i for g, i in zip(selection["generation"], selection["prompt_id"]) if g >= 2]
             np.testing.assert_array_equal(np.bincount(last_epoch, minlength=8), counts)

@@ -21,22 +21,20 @@ from lze_trl.state import LZEStateError
 
 
 # ----------------------------------------------------------------------------------------------- the state file
-def test_state_round_trip_and_legacy_two_file_checkpoints(tmp_path):
-    arrays = {"scorer.ema_pass_rate": np.linspace(0, 1, 5), "pruner.pruned": np.array([True, False])}
+def test_state_round_trip_and_a_file_without_counters(tmp_path):
+    arrays = {"prompts.ema_pass_rate": np.linspace(0, 1, 5), "pruner.replayed_ids": np.array([3, 9])}
     counters = {"generation": 3, "step": 12, "dataset": {"size": 5, "hash": "ab"}}
     lze_state.save_state(str(tmp_path), arrays, counters)
     loaded, loaded_counters = lze_state.load_state(str(tmp_path))
     assert loaded_counters == counters and set(loaded) == set(arrays)
-    np.testing.assert_array_equal(loaded["scorer.ema_pass_rate"], arrays["scorer.ema_pass_rate"])
+    np.testing.assert_array_equal(loaded["prompts.ema_pass_rate"], arrays["prompts.ema_pass_rate"])
     assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]  # no temporary file left behind
 
-    legacy = tmp_path / "legacy"
-    legacy.mkdir()
-    np.savez(legacy / "lze_state.npz", **arrays)
-    with pytest.raises(LZEStateError, match="lze_state.json"):
-        lze_state.load_state(str(legacy))
-    (legacy / "lze_state.json").write_text('{"generation": 1}')
-    assert lze_state.load_state(str(legacy))[1] == {"generation": 1}
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    np.savez(bare / "lze_state.npz", **arrays)  # arrays alone: a state file not written by save_state
+    with pytest.raises(LZEStateError, match="holds no counters"):
+        lze_state.load_state(str(bare))
 
 
 def test_missing_and_corrupt_state_files_are_named(tmp_path):
@@ -66,7 +64,7 @@ SAVE_LOOP = textwrap.dedent(
     while True:
         version += 1
         rng = np.random.default_rng(version)
-        arrays = {f"scorer.a{i}": rng.random(20_000) for i in range(8)}
+        arrays = {f"prompts.a{i}": rng.random(20_000) for i in range(8)}
         state.save_state(folder, arrays, {"version": version, "dataset": None})
     """
 )
@@ -74,7 +72,7 @@ SAVE_LOOP = textwrap.dedent(
 
 def expected_arrays(version: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(version)
-    return {f"scorer.a{i}": rng.random(20_000) for i in range(8)}
+    return {f"prompts.a{i}": rng.random(20_000) for i in range(8)}
 
 
 @pytest.mark.slow
@@ -159,7 +157,7 @@ def test_resume_refuses_a_checkpoint_whose_lze_state_is_gone(full_run, tmp_path)
     with pytest.warns(UserWarning, match="fresh LZE state"):
         trainer.train(resume_from_checkpoint=str(checkpoint))
     assert trainer.state.global_step == 8
-    assert trainer.scorer.table()["num_observations"].sum() == 4 * 2  # only the 4 steps after the checkpoint
+    assert trainer.lze.state.table()["num_observations"].sum() == 4 * 2  # only the 4 steps after the checkpoint
     # Plain GRPO's state decides nothing: a missing one only warns.
     trainer = saving_trainer(tmp_path / "c", selector="none")
     with pytest.warns(UserWarning, match="fresh LZE state"):

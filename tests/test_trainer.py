@@ -107,12 +107,12 @@ def test_none_and_nan_rewards_neither_crash_nor_poison_state(tmp_path):
 
     trainer = make_trainer(tmp_path, reward=patchy, max_steps=4)
     trainer.train()
-    state = trainer.scorer.state_dict()
+    state = trainer.lze.state.state_dict()
     assert len(seen) == 4 * 2  # 4 steps x 2 groups, all different prompts in epoch 0
     assert any(i % 4 == 0 for i in seen) and any(i % 4 for i in seen)  # both kinds were rolled out
     assert np.isfinite(state["ema_pass_rate"]).all() and np.isfinite(state["initial_pass_rate"]).all()
     # every scorable prompt was scored, the unscorable ones (i % 4 == 0) never
-    assert trainer.scorer.index.sorted_ids.tolist() == sorted(i for i in seen if i % 4)
+    assert trainer.lze.state.index.sorted_ids.tolist() == sorted(i for i in seen if i % 4)
     assert all(np.isfinite(v) for v in logged(trainer, "loss"))
 
 
@@ -168,7 +168,7 @@ def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
     )
     trainer.train()
     assert len(seen) == 2 * 2  # 2 steps x 2 groups
-    assert sorted(trainer.scorer.index.sorted_ids.tolist()) == sorted(content_hash(p) for p in seen)
+    assert sorted(trainer.lze.state.index.sorted_ids.tolist()) == sorted(content_hash(p) for p in seen)
 
 
 def test_lora_run_updates_only_adapters(tmp_path):
@@ -206,7 +206,7 @@ def test_prompt_table_and_bounded_selection_log(tmp_path):
     trainer = make_trainer(tmp_path, max_steps=4, save_strategy="steps", save_steps=2, selection_log_max_rows=5)
     trainer.train()
     table = trainer.prompt_table()
-    assert len(table) == len(trainer.scorer) == 8  # 4 steps x 2 groups, all different prompts in epoch 0
+    assert len(table) == len(trainer.lze.state) == 8  # 4 steps x 2 groups, all different prompts in epoch 0
     assert {"prompt_id", "prompt", "ema_pass_rate", "last_energy", "num_selected"} <= set(table.columns)
     assert table["prompt"].tolist() == [prompt_dataset()["prompt"][i] for i in table["prompt_id"]]
     assert table["num_selected"].sum() == round(sum(logged(trainer, "lze/selected_frac")) * 2)

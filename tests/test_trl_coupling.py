@@ -1,8 +1,10 @@
-"""`lze_trl.trl_coupling` and the other places that mirror TRL: each helper against the TRL code it copies, so that an
-upgrade of TRL that changes that code fails here instead of silently desynchronising the trainer."""
+"""Where lze-trl meets TRL: the private names it uses (`lze_trl.trl_coupling`), the sampler, the config, the script
+arguments, each against the installed TRL, so that an upgrade that changes them fails here."""
 
 import inspect
+import re
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +14,7 @@ from trl.trainer.utils import RepeatSampler
 
 from lze_trl.sampler import LZERepeatSampler
 from lze_trl.trainer import as_lze_config, default_output_dir
+from lze_trl.trl_coupling import PRIVATE_NAMES
 
 
 def source(function) -> str:
@@ -50,3 +53,65 @@ def test_script_arguments_are_trls_plus_ours():
     assert issubclass(LZEGRPOScriptArguments, GRPOScriptArguments)
     ours = {f.name for f in fields(LZEGRPOScriptArguments)} - {f.name for f in fields(GRPOScriptArguments)}
     assert ours == {"dataset_kind", "dataset_system_prompt", "dataset_chat_template_only"}
+
+
+# ----------------------------------------------------------------------------------------------- private names
+PACKAGE = Path(__file__).resolve().parents[1] / "lze_trl"
+
+
+def trl_private_names() -> set[str]:
+    """Private names of TRL's `GRPOTrainer` and transformers' `Trainer`: methods, class attributes and the instance
+    attributes their `__init__` sets."""
+    from transformers import Trainer
+
+    names = {n for n in dir(GRPOTrainer) if n.startswith("_") and not n.startswith("__")}
+    for cls in (GRPOTrainer, Trainer):
+        names |= set(re.findall(r"self\.(_[a-z][a-z0-9_]*)\s*=", source(cls.__init__)))
+    return names
+
+
+def used_private_names() -> set[str]:
+    """`_names` the package reads, writes, calls or overrides on a trainer (`self._x`, `trainer._x`, `def _x(self`)."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        found |= set(re.findall(r"\b(?:self|trainer)\.(_[a-z][a-z0-9_]*)", text))
+        found |= set(re.findall(r"def (_[a-z][a-z0-9_]*)\(self", text))
+    return found
+
+
+def test_the_private_names_lze_touches_are_exactly_the_listed_ones():
+    private = trl_private_names()
+    used = used_private_names() & private
+    assert used == set(PRIVATE_NAMES), f"unlisted: {sorted(used - set(PRIVATE_NAMES))}"
+    assert len(PRIVATE_NAMES) <= 9
+
+
+@pytest.mark.parametrize(
+    "name, parameters",
+    [
+        ("_generate_and_score_completions", ["self", "inputs"]),
+        ("_calculate_rewards", ["self", "inputs", "prompts", "completions", "completion_ids_list"]),
+        ("_get_train_sampler", ["self", "dataset"]),
+        ("_generate", ["self", "prompts"]),
+        ("_load_rng_state", ["self", "checkpoint"]),
+    ],
+)
+def test_the_private_methods_lze_calls_or_overrides_keep_their_signature(name, parameters):
+    assert list(inspect.signature(getattr(GRPOTrainer, name)).parameters) == parameters
+
+
+def test_the_private_attributes_lze_reads_are_set_by_trl():
+    init = source(GRPOTrainer.__init__)
+    assert "self._step = 0" in init  # the micro-step counter that paces generation (restored on resume)
+    assert re.search(r"self\._metrics = \{.*defaultdict\(list\)", init)  # appended to, then averaged by `log`
+    assert "self._calculate_rewards(inputs, prompts, completions, completion_ids_list)" in source(
+        GRPOTrainer._generate_and_score_completions
+    )  # TRL's rewards reach LZE through the override of this call
+
+
+def test_the_model_card_names_lze_and_cites_its_paper():
+    from lze_trl import LZEGRPOTrainer
+
+    assert LZEGRPOTrainer._name == "LZE" and LZEGRPOTrainer._paper["id"] == "2605.17003"
+    assert "Learning-Zone Energy" in LZEGRPOTrainer._paper["citation"]

@@ -64,8 +64,9 @@ def record_vllm(trainer):
 
     def recording_generate(prompts, *args, **kwargs):
         calls["prompts"].append([prompt_number(tokenizer.decode(p)) for p in prompts])
-        if trainer.pruner is not None:
-            calls["pruned"].append(set(np.flatnonzero(trainer.pruner.pruned).tolist()))
+        if trainer.lze.pruner is not None:
+            pruned = trainer.lze.pruner.pruned(np.arange(len(trainer.train_dataset)), trainer.lze.state)
+            calls["pruned"].append(set(np.flatnonzero(pruned).tolist()))
         return generate(prompts, *args, **kwargs)
 
     def recording_sync():
@@ -164,7 +165,7 @@ def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir
     )
     calls = record_vllm(trainer)
     trainer.train()
-    assert trainer._lze_rollouts_skipped > 0
+    assert trainer.train_sampler.groups_skipped > 0
     assert {n for prompts in calls["prompts"][:4] for n in prompts} == set(range(8))  # epoch 0: every prompt
     assert calls["pruned"][4] >= set(range(0, 8, 2))  # every even prompt was solved and pruned after epoch 0
     later = [n for prompts in calls["prompts"][4:] for n in prompts]
@@ -253,7 +254,7 @@ def test_rollout_filter_chooses_the_batch_before_vllm_sees_it(tmp_path, model_di
     def recording_generate(prompts, *args, **kwargs):
         sampler = trainer.train_sampler
         if granularity == "epoch":
-            pools.append(set(np.flatnonzero(sampler.epoch_keep).tolist()))
+            pools.append(set(sampler.epoch_rows.tolist()))
         else:  # the batches decided so far in the epoch (the data loader reads one ahead)
             pools.append({n for chunk in sampler.epoch_record for n in chunk})
         return generate(prompts, *args, **kwargs)
@@ -268,4 +269,4 @@ def test_rollout_filter_chooses_the_batch_before_vllm_sees_it(tmp_path, model_di
     later = {n for prompts in calls["prompts"][4:] for n in prompts}
     solved = {n for n in range(16) if n % 4}
     assert len(later & solved) < len(solved) / 2  # most always-solved prompts were skipped after the first steps
-    assert trainer.rollout_filter.totals["skipped"] > 0
+    assert trainer.lze.rollout_filter.totals["skipped"] > 0

@@ -72,7 +72,8 @@ class FakeTrainer:
         p = np.asarray(pass_rates)
         energy = 4 * p * (1 - p)
         weight = (energy >= np.sort(energy)[-2]) & (energy > 0)
-        self.selection_log.append(step, self.generation, np.arange(n) + 10 * self.generation, p, energy, weight)
+        live = (p > 0) & (p < 1)
+        self.selection_log.append(step, self.generation, np.arange(n) + 10 * self.generation, p, energy, weight, live)
         self.generation += 1
 
     def prompt_table(self, include_prompts: bool = True) -> pd.DataFrame:

@@ -133,16 +133,14 @@ class MeteredLZEGRPOTrainer(LZEGRPOTrainer):
     [`LZEGRPOTrainer`] that counts rollout and update tokens and times rollouts, selection and steps in `self.meter`.
 
     It changes nothing in the training: it reads the rollouts as they are generated and each micro-batch as it enters
-    the loss, and wraps the scorer's and the selector's methods with timers.
+    the loss, and wraps the LZE state's scoring, selection and recording with timers.
     """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.meter = RunMeter()
-        self.scorer.score = _timed(self.scorer.score, self.meter, "selection_seconds")
-        self.scorer.record_selection = _timed(self.scorer.record_selection, self.meter, "selection_seconds")
-        self.selector.select = _timed(self.selector.select, self.meter, "selection_seconds")
-        self.selection_log.append = _timed(self.selection_log.append, self.meter, "selection_seconds")
+        for name in ("score", "select", "record"):
+            setattr(self.lze, name, _timed(getattr(self.lze, name), self.meter, "selection_seconds"))
 
     def _generate(self, prompts: list):
         result = super()._generate(prompts)

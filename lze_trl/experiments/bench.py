@@ -6,13 +6,15 @@ import copy
 import json
 import tempfile
 import time
+from dataclasses import MISSING, fields
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from ..energy import EnergyScorer
-from ..selection import select_top_k
+from ..config import LZE_FIELDS, LZEGRPOConfig
+from ..run import LZERun
 from .comparison import machine_info, run_comparison, to_jsonable
 from .config import DemoConfig, MethodSpec
 from .statistics import aggregate
@@ -71,12 +73,26 @@ def run_train_bench(config: DemoConfig, seeds: list[int], output_dir: str | Path
     return results
 
 
-def _observe_pool(scorer: EnergyScorer, ids: np.ndarray, num_generations: int, rng: np.random.Generator) -> float:
+def _rewards(pass_rates: np.ndarray, num_generations: int) -> np.ndarray:
+    """Binary rewards of groups with the given pass rates."""
+    return (np.arange(num_generations)[None, :] < np.round(pass_rates * num_generations)[:, None]).astype(float)
+
+
+def _observe_pool(run: LZERun, ids: np.ndarray, num_generations: int, rng: np.random.Generator) -> float:
     start = time.perf_counter()
     for lo in range(0, len(ids), 65536):
         chunk = ids[lo : lo + 65536]
-        scorer.score(chunk, rng.integers(0, num_generations + 1, len(chunk)) / num_generations)
+        rewards = _rewards(rng.integers(0, num_generations + 1, len(chunk)) / num_generations, num_generations)
+        run.score(chunk, rewards, rewards)
     return time.perf_counter() - start
+
+
+LZE_DEFAULTS = {
+    f.name: f.default_factory() if f.default is MISSING else f.default
+    for f in fields(LZEGRPOConfig)
+    if f.name in LZE_FIELDS
+}
+LZE_DEFAULTS["selection_log_max_rows"] = 0  # the log is timed by the trainer's runs, not here
 
 
 def bench_selection(
@@ -90,7 +106,8 @@ def bench_selection(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """
-    Times [`EnergyScorer.score`] + [`select_top_k`] (and the selection bookkeeping) per generation batch.
+    Times [`LZERun.score`] + [`LZERun.select`] (and the selection bookkeeping, [`LZERun.record`]) per generation
+    batch.
 
     For each pool size, a scorer first observes every prompt of the pool once (random 63-bit prompt ids, as content
     hashes are; random pass rates in multiples of `1 / num_generations`), then `repeats` generation batches of
@@ -119,17 +136,20 @@ def bench_selection(
         rng = np.random.default_rng([seed, size])
         ids = np.unique(rng.integers(0, 2**63 - 1, size=size + size // 100 + 16, dtype=np.int64))[:size]
         rng.shuffle(ids)
-        scorer = EnergyScorer()
-        observe_seconds = _observe_pool(scorer, ids, num_generations, rng)
+        args = SimpleNamespace(**{**LZE_DEFAULTS, "selection_ratio": ratio, "min_selection_ratio": min_ratio})
+        args.selection_noise, args.seed = noise, seed
+        run = LZERun(args, num_generations, row_ids=None)
+        state = run.state
+        observe_seconds = _observe_pool(run, ids, num_generations, rng)
         score_select, full = [], []
         for _ in range(repeats):
             batch = ids[rng.choice(size, size=min(groups, size), replace=False)]
-            pass_rates = rng.integers(0, num_generations + 1, len(batch)) / num_generations
+            rewards = _rewards(rng.integers(0, num_generations + 1, len(batch)) / num_generations, num_generations)
             t0 = time.perf_counter()
-            energies = scorer.score(batch, pass_rates)
-            mask = select_top_k(energies, ratio, min_ratio, noise, rng)
+            scored = run.score(batch, rewards, rewards)
+            weights = run.select(scored)
             t1 = time.perf_counter()
-            scorer.record_selection(batch, mask)
+            run.record(scored, weights, step=0)
             t2 = time.perf_counter()
             score_select.append(1e3 * (t1 - t0))
             full.append(1e3 * (t2 - t0))
@@ -149,9 +169,9 @@ def bench_selection(
                     "mean": float(np.mean(full)),
                 },
                 "observe_pool_seconds": observe_seconds,
-                "nbytes": scorer.nbytes(),
-                "bytes_per_prompt": scorer.nbytes() / size,
-                "capacity": int(len(scorer.num_observations)),
+                "nbytes": state.nbytes(),
+                "bytes_per_prompt": state.nbytes() / size,
+                "capacity": int(len(state.num_observations)),
             }
         )
     return rows

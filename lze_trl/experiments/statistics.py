@@ -9,8 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from ..selection import is_dead
-
 
 EVAL_SPLITS = ("test", "ood", "train")
 """Evaluated splits: the in-domain held-out test, the out-of-distribution split and a fixed sample of the RL training
@@ -37,15 +35,16 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def dead_shares(log: Any) -> dict[str, float | None]:
     """
-    Share of the generated groups (every generation round, refills included) that were dead (pass rate 0 or 1), over
-    the run and over its last quarter of optimizer steps, from a selection log (`None` values without one).
+    Share of the generated groups (every generation round, refills included) that were dead (scorable and not live,
+    [`~lze_trl.selection.live_groups`]), over the run and over its last quarter of optimizer steps, from a selection
+    log (`None` values without one).
     """
     if log is None or len(log) == 0:
         return {"dead_share": None, "dead_share_last_quarter": None, "generated_groups": None}
     rates = log["pass_rate"].to_numpy(dtype=float)
     steps = log["step"].to_numpy()
     scored = ~np.isnan(rates)
-    dead = scored & is_dead(rates)
+    dead = scored & ~log["live"].to_numpy(dtype=bool)
     last = steps >= steps.min() + 0.75 * (steps.max() - steps.min() + 1)
     return {
         "dead_share": float(dead.sum() / max(scored.sum(), 1)),

@@ -5,7 +5,7 @@ One module per selector: `builtin` (`"lze"`, `"none"`), `uniform` (`"uniform"`, 
 """
 
 from . import builtin, dapo, prefilter, reinforce_rej, softmax, uniform  # noqa: F401  (registers the selectors)
-from .base import SELECTORS, GroupBatch, Selector, TrainContext, fit_groups, get_selector, register_selector
+from .base import SELECTORS, GroupBatch, Selector, TrainContext, get_selector, register_selector
 from .prefilter import PREFILTER_MODES
 
 
@@ -15,7 +15,6 @@ __all__ = [
     "GroupBatch",
     "Selector",
     "TrainContext",
-    "fit_groups",
     "get_selector",
     "register_selector",
 ]

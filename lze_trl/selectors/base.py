@@ -21,13 +21,17 @@ class GroupBatch:
 
     Attributes:
         prompt_ids (`np.ndarray`):
-            Id of each group's prompt (`lze_prompt_id`: dataset index or content hash).
+            Id of each group's prompt ([`~lze_trl.prompt_ids.PromptIds`]: dataset row or content hash).
         pass_rates (`np.ndarray`):
             Pass rate of each group; NaN when no rollout could be scored.
         rewards (`np.ndarray`):
             Correctness reward of each rollout, shape `(num_groups, num_generations)`, NaN where unscorable.
         energies (`np.ndarray`):
-            Learning-Zone Energy of each group (the trainer's [`EnergyScorer`], scored before its update).
+            Learning-Zone Energy of each group (scored before the per-prompt table absorbs this observation).
+        live (`np.ndarray`):
+            Whether each group is live ([`~lze_trl.selection.live_groups`]): GRPO can learn from it.
+        ema_pass_rates (`np.ndarray`):
+            Each prompt's pass-rate EMA after this observation (the per-prompt table's).
         rng (`np.random.Generator`):
             Generator seeded from `(seed, generation index)`: identical on every process and on resume.
     """
@@ -36,7 +40,18 @@ class GroupBatch:
     pass_rates: np.ndarray
     rewards: np.ndarray
     energies: np.ndarray
+    live: np.ndarray
+    ema_pass_rates: np.ndarray
     rng: np.random.Generator
+
+    @classmethod
+    def concat(cls, batches: list[GroupBatch]) -> GroupBatch:
+        """The groups of several rounds of one generation batch, in order (the first round's generator)."""
+        arrays = {
+            name: np.concatenate([getattr(b, name) for b in batches])
+            for name in ("prompt_ids", "pass_rates", "rewards", "energies", "live", "ema_pass_rates")
+        }
+        return cls(**arrays, rng=batches[0].rng)
 
     @property
     def num_groups(self) -> int:
@@ -82,10 +97,8 @@ class Selector:
     Subclasses set `name`, implement [`~Selector.select`] and, when they keep state, `state_dict` /
     `load_state_dict` (saved in checkpoints). The other hooks are optional:
 
-    - [`~Selector.rollout_mask`]: stop rolling some prompts out (set `masks_rollouts = True`); the train sampler
-      applies it at the start of each epoch.
-    - [`~Selector.rollout_counts`]: roll some prompts out more than once per epoch and others not at all (also set
-      `masks_rollouts = True`); the train sampler applies it at the start of each epoch, after `rollout_mask`.
+    - [`~Selector.plan_epoch`]: change which prompts an epoch rolls out, and how often (set `plans_rollouts = True`);
+      the train sampler asks for it at the start of each epoch, after forward pruning.
     - [`~Selector.on_train_begin`]: work before the first step, through the callables of a [`TrainContext`] (e.g.
       judging prompts with the initial policy).
     - `refill_rounds`: ask the trainer to replace the groups weighted 0 by groups from up to that many extra
@@ -109,9 +122,9 @@ class Selector:
     name: ClassVar[str] = ""
     #: Whether [`~Selector.select`] reads pass rates (then `num_generations >= 2` is required).
     needs_pass_rates: ClassVar[bool] = True
-    #: Whether [`~Selector.rollout_mask`] may remove prompts: the trainer then requires a map-style train dataset and,
+    #: Whether [`~Selector.plan_epoch`] changes the epochs: the trainer then requires a map-style train dataset and,
     #: with `max_steps`, runs as many (shorter) epochs as it takes.
-    masks_rollouts: ClassVar[bool] = False
+    plans_rollouts: ClassVar[bool] = False
     refill_rounds: int = 0
 
     def __init__(self, args: Any) -> None:
@@ -146,16 +159,23 @@ class Selector:
         """
         raise NotImplementedError
 
-    def rollout_mask(self, num_prompts: int, epoch: int) -> np.ndarray | None:
-        """Prompts (dataset indices) to roll out in `epoch`, or `None` for all of them."""
-        return None
+    def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: Any) -> np.ndarray:
+        """
+        The rows `epoch` rolls out, in order (one entry per group of `num_generations` rollouts), from `order`: the
+        epoch's permutation of the rows left by forward pruning. Return a subset to skip prompts, repeat a row to
+        roll its prompt out several times.
 
-    def rollout_counts(self, num_prompts: int, epoch: int) -> np.ndarray | None:
+        Args:
+            epoch (`int`):
+                The epoch.
+            order (`np.ndarray`):
+                Dataset rows in sampling order.
+            ids (`np.ndarray`):
+                Their prompt ids.
+            state ([`~lze_trl.prompt_state.PromptState`]):
+                The per-prompt table.
         """
-        Groups of `num_generations` rollouts of each prompt (dataset index) in `epoch`: non-negative integers of
-        shape `(num_prompts,)`, or `None` for one each. Prompts removed by `rollout_mask` or pruning get none.
-        """
-        return None
+        return order
 
     def on_train_begin(self, context: TrainContext) -> None:
         """
@@ -188,43 +208,6 @@ def check_setting(condition: bool, setting: str, value: object, requirement: str
 def is_finite_number(x: object) -> bool:
     """Whether `x` is a finite `int` or `float` (not a `bool`)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def fit_groups(
-    weights: np.ndarray, rows_used: np.ndarray, num_generations: int, rows_per_process: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """
-    Which positively weighted groups of one generation round fit in what the processes have left of a batch.
-
-    A round's rows are laid out as the trainer generates them: group `g` is the global rows `[g * G, (g + 1) * G)`,
-    and process `p` holds the rows `[p * L, (p + 1) * L)`. Groups are taken in order; one is kept when every process
-    holding some of its rows has room for them (`rows_used + its rows <= L`), else its weight becomes 0. Used by the
-    trainer to merge the rounds of a refilled generation batch (DAPO) without growing any process's batch.
-
-    Args:
-        weights (`np.ndarray`):
-            The selector's weights of the round's groups.
-        rows_used (`np.ndarray`):
-            Rows already kept on each process, shape `(num_processes,)`.
-        num_generations (`int`):
-            Group size `G`.
-        rows_per_process (`int`):
-            Rows per process of a generation batch, `L`.
-
-    Returns:
-        `tuple[np.ndarray, np.ndarray]`: the weights with the groups that do not fit set to 0, and the updated rows
-        used per process.
-    """
-    weights = np.asarray(weights, dtype=np.float64).copy()
-    rows_used = np.asarray(rows_used, dtype=np.int64).copy()
-    for g in np.flatnonzero(weights > 0):
-        owners = np.arange(g * num_generations, (g + 1) * num_generations) // rows_per_process
-        rows = np.bincount(owners, minlength=len(rows_used))[: len(rows_used)]
-        if np.all(rows_used + rows <= rows_per_process):
-            rows_used += rows
-        else:
-            weights[g] = 0.0
-    return weights, rows_used
 
 
 SELECTORS: dict[str, type[Selector]] = {}

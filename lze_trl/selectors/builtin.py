@@ -22,8 +22,8 @@ class NoSelector(Selector):
 @register_selector
 class LZESelector(Selector):
     """
-    `"lze"`: the top `selection_ratio` of the groups by energy, with Gumbel exploration noise; dead groups (energy 0)
-    are never selected (see [`select_top_k`]).
+    `"lze"`: the top `selection_ratio` of the groups by energy, with Gumbel exploration noise; only live groups are
+    selected (see [`select_top_k`]).
     """
 
     name = "lze"
@@ -31,6 +31,6 @@ class LZESelector(Selector):
     def select(self, batch: GroupBatch) -> np.ndarray:
         args = self.args
         mask = select_top_k(
-            batch.energies, args.selection_ratio, args.min_selection_ratio, args.selection_noise, batch.rng
+            batch.energies, batch.live, args.selection_ratio, args.min_selection_ratio, args.selection_noise, batch.rng
         )
         return mask.astype(np.float64)

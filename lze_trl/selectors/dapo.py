@@ -6,16 +6,15 @@ from typing import Any
 
 import numpy as np
 
-from ..selection import group_reward_std
-from .base import GroupBatch, Selector, check_setting, is_finite_number, register_selector
+from .base import GroupBatch, Selector, check_setting, register_selector
 
 
 @register_selector
 class DAPOSelector(Selector):
     """
-    `"dapo"`: DAPO's dynamic filtering. A group whose correctness rewards do not vary (standard deviation
-    `<= dapo_std_epsilon`, which also catches float noise of non-binary rewards) carries no GRPO signal and is dropped;
-    so is a group with fewer than two scorable rollouts. Every other group is kept with weight 1.
+    `"dapo"`: DAPO's dynamic filtering. A group that is not live ([`~lze_trl.selection.live_groups`]: for binary
+    rewards, all rollouts right or all wrong) carries no GRPO signal and is dropped; every live group is kept with
+    weight 1.
 
     With `dapo_max_resample > 0`, the trainer oversamples as DAPO (and verl's `max_num_gen_batches`) does: while some
     process's share of the batch is not full of kept groups, it generates another round of rollouts for fresh prompts
@@ -39,12 +38,6 @@ class DAPOSelector(Selector):
     @classmethod
     def check_args(cls, args: Any) -> None:
         check_setting(
-            is_finite_number(args.dapo_std_epsilon) and args.dapo_std_epsilon >= 0,
-            "dapo_std_epsilon",
-            args.dapo_std_epsilon,
-            "use a finite value >= 0, e.g. 1e-6 (0 drops only groups whose rewards are exactly equal).",
-        )
-        check_setting(
             isinstance(args.dapo_max_resample, int)
             and not isinstance(args.dapo_max_resample, bool)
             and args.dapo_max_resample >= 0,
@@ -54,5 +47,4 @@ class DAPOSelector(Selector):
         )
 
     def select(self, batch: GroupBatch) -> np.ndarray:
-        std = group_reward_std(batch.rewards)
-        return (np.nan_to_num(std, nan=0.0) > self.args.dapo_std_epsilon).astype(np.float64)
+        return batch.live.astype(np.float64)

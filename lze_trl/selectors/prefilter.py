@@ -42,7 +42,7 @@ class PrefilterSelector(Selector):
     """
 
     name = "prefilter"
-    masks_rollouts = True
+    plans_rollouts = True
 
     def __init__(self, args: Any) -> None:
         super().__init__(args)
@@ -112,10 +112,8 @@ class PrefilterSelector(Selector):
                 "dataset or a smaller generation batch."
             )
 
-    def rollout_mask(self, num_prompts: int, epoch: int) -> np.ndarray | None:
-        if self.pass_rates is None:
-            return None
-        return ~self.removed()
+    def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: Any) -> np.ndarray:
+        return order if self.pass_rates is None else order[~self.removed()[order]]
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         return np.ones(batch.num_groups)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..selection import group_reward_std, num_to_select
+from ..selection import num_to_select
 from .base import GroupBatch, Selector, register_selector
 
 
@@ -36,8 +36,7 @@ class UniformSelector(Selector):
 class UniformLiveSelector(Selector):
     """
     `"uniform_live"`: LZE's quota drawn uniformly at random among the live groups only, the control that separates
-    LZE's ranking from its removal of dead groups. A group is live when its correctness rewards vary (standard
-    deviation `> dapo_std_epsilon`, DAPO's rule; for binary rewards, pass rate strictly between 0 and 1).
+    LZE's ranking from its removal of dead groups (live: [`~lze_trl.selection.live_groups`], as for LZE).
 
     It keeps exactly as many groups as `"lze"` would on the same batch, `k = min(max(int(n * selection_ratio),
     int(n * min_selection_ratio), 1), n_live)` of the `n` groups, so the two differ only in which live groups they
@@ -48,8 +47,7 @@ class UniformLiveSelector(Selector):
     name = "uniform_live"
 
     def select(self, batch: GroupBatch) -> np.ndarray:
-        std = group_reward_std(batch.rewards)
-        live = np.flatnonzero(np.nan_to_num(std, nan=0.0) > self.args.dapo_std_epsilon)
+        live = np.flatnonzero(batch.live)
         n = batch.num_groups
         k = num_to_select(n, len(live), self.args.selection_ratio, self.args.min_selection_ratio)
         weights = np.zeros(n)
