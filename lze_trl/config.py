@@ -10,7 +10,7 @@ from trl import GRPOConfig
 
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
 from .experimental.rollout_filter import ROLLOUT_FILTER_GRANULARITIES, ROLLOUT_FILTER_MODES
-from .selectors import PREFILTER_MODES, SELECTORS
+from .selectors import SELECTORS
 from .selectors.base import check_setting as _check
 from .selectors.base import is_finite_number as _finite
 from .state import RESUME_MODES
@@ -34,9 +34,7 @@ class LZEGRPOConfig(GRPOConfig):
             ablations), `"none"` (every group, exactly as `GRPOTrainer`), or one of the paper's peers and controls:
             `"uniform"` (a random `selection_ratio` of the groups), `"uniform_live"` (LZE's quota drawn at random among
             the live groups), `"dapo"` (DAPO's dynamic filtering: every live group), `"reinforce_rej"` (online
-            rejection of all-correct / all-wrong prompts),
-            `"prefilter"` (offline removal judged once before training, see `prefilter_mode`), `"softmax"` (every group
-            weighted by `softmax(-|ema - 0.5| / softmax_temperature)`, the skill card's soft variant).
+            rejection of all-correct / all-wrong prompts), or a selector registered outside the package.
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the generation batch's groups kept for the update, in (0, 1].
         min_selection_ratio (`float`, *optional*):
@@ -49,7 +47,7 @@ class LZEGRPOConfig(GRPOConfig):
 
         energy_ema_decay (`float`, *optional*, defaults to `0.9`):
             Decay of the per-prompt pass-rate EMA (`ema <- decay * ema + (1 - decay) * p`), in [0, 1): the one EMA of
-            the per-prompt table, read by the energy, the `"softmax"` selector and the rollout filter.
+            the per-prompt table, read by the energy, the selectors and the rollout filter.
         energy_momentum_weight (`float`, *optional*, defaults to `0.3`):
             Weight of the momentum term of the energy, >= 0.
         energy_momentum_mode (`str`, *optional*, defaults to `"abs"`):
@@ -86,24 +84,6 @@ class LZEGRPOConfig(GRPOConfig):
             `selector="dapo"`: extra generation rounds (of one generation batch each, for fresh prompts of the
             epoch's pool) run to refill the batch with informative groups, as DAPO's dynamic sampling does; 0 only
             filters. >= 0. Needs a map-style train dataset.
-        prefilter_mode (`str`, *optional*, defaults to `"remove_both"`):
-            `selector="prefilter"`: which prompts, judged once before training by `num_generations` rollouts of the
-            initial policy, are removed: `"remove_all_wrong"` (pass rate 0), `"remove_all_right"` (pass rate 1) or
-            `"remove_both"`.
-        prefilter_cache_dir (`str` or `None`, *optional*):
-            `selector="prefilter"`: folder caching the judged pass rates, keyed by model, dataset, `num_generations`,
-            seed and generation settings. Defaults to `<output_dir>/lze_prefilter`; share one folder across runs to
-            judge once.
-        softmax_temperature (`float`, *optional*, defaults to `0.2`):
-            `selector="softmax"`: temperature `tau` of the group weights `softmax(-|ema - 0.5| / tau)`, > 0; 0.1-0.3
-            is typical, lower concentrates the weight on groups near 50% accuracy.
-        softmax_allocate_rollouts (`bool`, *optional*, defaults to `False`):
-            `selector="softmax"`: also share each epoch's rollouts out in proportion to the weights (the skill card's
-            rollout budget): at the start of an epoch, the prompts seen so far share as many groups of
-            `num_generations` rollouts as there are of them, each getting `softmax(-|ema - 0.5| / tau)` of them
-            (rounded by largest remainders; 0 skips a prompt for the epoch, 2 or more rolls it out that many times,
-            spread over the epoch), and prompts never seen get one. The epoch keeps its length. Needs a map-style
-            train dataset.
         selector_kwargs (`dict[str, Any]` or `str`, *optional*):
             Settings of a selector registered outside lze-trl (see `lze_trl.selectors.register_selector`), as a dict or
             a JSON string (the command line's `--selector_kwargs '{"k": 1}'`); the selector reads them from
@@ -205,23 +185,6 @@ class LZEGRPOConfig(GRPOConfig):
     )
     dapo_max_resample: int = field(
         default=0, metadata={"help": "selector='dapo': extra generation rounds to refill the batch (0: filter only)."}
-    )
-    prefilter_mode: str = field(
-        default="remove_both",
-        metadata={"help": "selector='prefilter': prompts to remove.", "choices": list(PREFILTER_MODES)},
-    )
-    prefilter_cache_dir: str | None = field(
-        default=None,
-        metadata={
-            "help": "selector='prefilter': cache folder of judged pass rates (default: <output_dir>/lze_prefilter)."
-        },
-    )
-    softmax_temperature: float = field(
-        default=0.2, metadata={"help": "selector='softmax': temperature of the group weights, > 0."}
-    )
-    softmax_allocate_rollouts: bool = field(
-        default=False,
-        metadata={"help": "selector='softmax': share each epoch's rollouts out in proportion to the weights."},
     )
     selector_kwargs: dict[str, Any] | str | None = field(
         default=None,

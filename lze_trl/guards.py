@@ -182,3 +182,23 @@ def check_dataset_fits_batch(num_prompts: int, generation_batch_size: int, num_g
             "would run 0 steps. Use a larger dataset, or lower per_device_train_batch_size, steps_per_generation or "
             "the number of processes, or raise num_generations."
         )
+
+
+def check_map_style(args: Any) -> None:
+    """Raises a `ValueError` naming the setting that needs a map-style train dataset (it plans which rows an epoch
+    rolls out, or draws rows by index), when the train dataset is an `IterableDataset`."""
+    from .selectors import get_selector
+
+    selector = get_selector(args.selector)(args)
+    needs = [
+        (args.prune_solved, "prune_solved=True", "set prune_solved=False"),
+        (args.rollout_filter != "none", f"rollout_filter={args.rollout_filter!r}", "set rollout_filter='none'"),
+        (selector.refill_rounds > 0, f"selector={args.selector!r}", "set dapo_max_resample=0"),
+        (selector.plans_rollouts, f"selector={args.selector!r}", "use a selector that plans no epoch"),
+    ]
+    for needed, setting, fix in needs:
+        if needed:
+            raise ValueError(
+                f"{setting} needs a map-style train dataset (it plans which prompts an epoch rolls out, or draws "
+                f"extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`, or {fix}."
+            )

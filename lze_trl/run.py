@@ -200,6 +200,30 @@ class LZERun:
         """Prompt ids the rollout-side planner must not skip: the epoch's pruning replays."""
         return self.pruner.replayed_ids if self.pruner is not None else None
 
+    def prompt_table(self, dataset: Any = None) -> Any:
+        """
+        The per-prompt table as a `pandas.DataFrame`, one row per prompt observed so far.
+
+        Columns: `prompt_id` and the table's columns ([`~lze_trl.prompt_state.COLUMNS`]); with pruning, `pruned`; with
+        a map-style `dataset`, its scalar columns (`prompt` text, `difficulty`, ...) of each prompt's row (`prompt_id`
+        is the row index).
+        """
+        import pandas as pd
+
+        table = pd.DataFrame(self.state.table())
+        ids = table["prompt_id"].to_numpy()
+        if self.pruner is not None:
+            table["pruned"] = self.pruner.pruned(ids, self.state)
+        if dataset is not None:
+            rows = dataset.select(ids.tolist())
+            for name in rows.column_names:
+                values = rows[name]
+                if name == "prompt" and values and not isinstance(values[0], str):
+                    values = [m[-1]["content"] if m else "" for m in values]  # last message of a conversation
+                if not values or isinstance(values[0], (str, int, float, bool)):
+                    table[name] = values
+        return table
+
     # ----------------------------------------------------------------------------------------------- state
     def count_micro_step(self, epoch: int | None) -> None:
         """Counts one Trainer micro-step of the sampler's `epoch` (the position a resumed run restarts from)."""

@@ -29,8 +29,7 @@ from .batching import keep_rows
 from .callbacks import add_plot_callback
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .engines import warn_if_not_sharded
-from .guards import check_dataset_fits_batch, checked_reward_func
-from .judge import train_context
+from .guards import check_dataset_fits_batch, check_map_style, checked_reward_func
 from .prompt_ids import PromptIds, has_prompt_column
 from .refill import refill_generation_batch
 from .run import LZERun
@@ -67,28 +66,6 @@ def as_lze_config(args: GRPOConfig | None, model: Any) -> LZEGRPOConfig:
             setattr(lze_args, f.name, f.default_factory() if f.default is MISSING else f.default)
     validate_lze_args(lze_args)
     return lze_args
-
-
-def check_map_style(args: LZEGRPOConfig) -> None:
-    """Raises a `ValueError` naming the setting that needs a map-style train dataset (it plans which rows an epoch
-    rolls out, or draws rows by index), when the train dataset is an `IterableDataset`."""
-    selector = get_selector(args.selector)(args)
-    needs = [
-        (args.prune_solved, "prune_solved=True", "set prune_solved=False"),
-        (args.rollout_filter != "none", f"rollout_filter={args.rollout_filter!r}", "set rollout_filter='none'"),
-        (selector.refill_rounds > 0, f"selector={args.selector!r}", "set dapo_max_resample=0"),
-        (
-            selector.plans_rollouts,
-            f"selector={args.selector!r}",
-            "set softmax_allocate_rollouts=False" if args.selector == "softmax" else "use another selector",
-        ),
-    ]
-    for needed, setting, fix in needs:
-        if needed:
-            raise ValueError(
-                f"{setting} needs a map-style train dataset (it plans which prompts an epoch rolls out, or draws "
-                f"extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`, or {fix}."
-            )
 
 
 class _LZECallback(TrainerCallback):
@@ -332,33 +309,11 @@ class LZEGRPOTrainer(GRPOTrainer):
             lze_state_files.save_state(folder, *self.lze_state())
 
     def prompt_table(self, include_prompts: bool = True):
-        """
-        The per-prompt LZE state as a `pandas.DataFrame`, one row per prompt observed so far.
-
-        Columns: `prompt_id` and the table's columns (`initial_pass_rate`, `ema_pass_rate`, `last_pass_rate`,
-        `last_energy`, `num_observations`, `num_selected`, `dead_streak`, `last_generation`); with pruning, `pruned`;
-        for a map-style train dataset and `include_prompts=True`, the dataset's scalar columns (`prompt` text,
-        `difficulty`, ...) of the prompt's row.
-
-        Args:
-            include_prompts (`bool`, *optional*, defaults to `True`):
-                Join the train dataset's columns (map-style datasets only; `prompt_id` is the row index).
-        """
-        import pandas as pd
-
-        table = pd.DataFrame(self.lze.state.table())
-        ids = table["prompt_id"].to_numpy()
-        if self.lze.pruner is not None:
-            table["pruned"] = self.lze.pruner.pruned(ids, self.lze.state)
-        if include_prompts and self.prompt_ids.row_ids is not None:
-            rows = self.train_dataset.select(ids.tolist())
-            for name in rows.column_names:
-                values = rows[name]
-                if name == "prompt" and values and not isinstance(values[0], str):
-                    values = [m[-1]["content"] if m else "" for m in values]  # last message of a conversation
-                if not values or isinstance(values[0], (str, int, float, bool)):
-                    table[name] = values
-        return table
+        """The per-prompt LZE state as a `pandas.DataFrame` ([`LZERun.prompt_table`]), with the train dataset's
+        columns of each prompt's row when `include_prompts` (map-style datasets only)."""
+        return self.lze.prompt_table(
+            self.train_dataset if include_prompts and self.prompt_ids.row_ids is not None else None
+        )
 
     def save_lze_tables(self, folder: str) -> None:
         """Writes the prompt table and the selection log as parquet files into `folder`."""
@@ -419,7 +374,6 @@ class LZEGRPOTrainer(GRPOTrainer):
             if resume_from_checkpoint is None:
                 raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
         has_state = bool(resume_from_checkpoint) and self._resume_lze_state(resume_from_checkpoint)
-        self.lze.selector.on_train_begin(train_context(self))  # e.g. the prefilter judges the prompts with the policy
         # The sampler resumes at its own (epoch, batch): planned epochs are shorter than the Trainer's
         # `global_step // steps_per_epoch` arithmetic assumes, so the Trainer must not skip batches itself.
         ignore_data_skip = self.args.ignore_data_skip

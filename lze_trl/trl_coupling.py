@@ -8,9 +8,9 @@ package starts using one that is not listed here.
 PRIVATE_NAMES: dict[str, str] = {
     "_generate_and_score_completions": "overridden by the trainer (scoring and selection after GRPO's own) and the "
     "demo's meter; called for refill rounds",
-    "_calculate_rewards": "overridden to hand the gathered rewards to the LZE state; called by the prefilter's judge",
+    "_calculate_rewards": "overridden to hand the gathered rewards to the LZE state",
     "_get_train_sampler": "overridden to return LZERepeatSampler",
-    "_generate": "called by the prefilter's judge (generation without scoring); metered by the demo",
+    "_generate": "metered by the demo (rollout tokens and time)",
     "_metrics": "the per-step metric lists that TRL's `log` averages: the `lze/` metrics are appended to them",
     "_step": "TRL's micro-step counter that paces generation: restored on resume",
     "_load_rng_state": "transformers' RNG restore, redone after the resumed sampler's first draw (exact resume)",

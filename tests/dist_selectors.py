@@ -1,8 +1,7 @@
-"""Two-process CPU runs of the selectors that need extra collectives, for tests/test_selectors.py.
+"""Two-process CPU runs of the selector that needs extra collectives (DAPO's refill), for tests/test_selectors.py.
 
 `torchrun --nproc_per_node 2 tests/dist_selectors.py OUT_DIR`: trains `"dapo"` with refill (groups straddling the
-processes: 6 rows per process, groups of 4), `"prefilter"` (judged on both processes) and `"softmax"` with rollout
-allocation, and writes each rank's final state under `OUT_DIR/<selector>/`.
+processes: 6 rows per process, groups of 4) and writes each rank's final state under `OUT_DIR/dapo/`.
 """
 
 import sys
@@ -41,6 +40,4 @@ def run(out_dir: Path, selector: str, num_prompts: int = 32, **overrides) -> Non
 if __name__ == "__main__":
     out = Path(sys.argv[1])
     run(out / "dapo", "dapo", per_device_train_batch_size=6, dapo_max_resample=3)
-    run(out / "prefilter", "prefilter", prefilter_mode="remove_both", prefilter_cache_dir=str(out / "cache"))
-    run(out / "softmax", "softmax", num_prompts=8, max_steps=4, softmax_allocate_rollouts=True)
     end_distributed()

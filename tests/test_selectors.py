@@ -1,7 +1,6 @@
 """The paper's peers and controls as selectors: their decisions on hand-built batches, then short trainer runs."""
 
 import json
-import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,18 +13,15 @@ from testing_utils import (
     lze_args,
     make_trainer,
     prompt_dataset,
-    prompt_number,
     run_torchrun,
 )
 
 from lze_trl.prompt_state import PromptState
 from lze_trl.refill import fit_groups
 from lze_trl.selection import group_pass_rates, live_groups
-from lze_trl.selectors import SELECTORS, GroupBatch, Selector, TrainContext, get_selector
+from lze_trl.selectors import SELECTORS, GroupBatch, Selector, get_selector
 from lze_trl.selectors.dapo import DAPOSelector
-from lze_trl.selectors.prefilter import PrefilterSelector
 from lze_trl.selectors.reinforce_rej import ReinforceRejSelector
-from lze_trl.selectors.softmax import SoftmaxSelector
 from lze_trl.selectors.uniform import UniformLiveSelector, UniformSelector
 
 
@@ -34,8 +30,6 @@ def settings(**overrides):
         selection_ratio=0.4,
         min_selection_ratio=0.3,
         dapo_max_resample=0,
-        prefilter_mode="remove_both",
-        softmax_temperature=0.2,
     )
     values.update(overrides)
     return SimpleNamespace(**values)
@@ -62,7 +56,7 @@ def batch(pass_rates=None, ids=None, rewards=None, seed=0, G=4, energies=None, e
 
 # ----------------------------------------------------------------------------------------------- units
 def test_registry_has_the_peers():
-    names = {"none", "lze", "uniform", "uniform_live", "dapo", "reinforce_rej", "prefilter", "softmax"}
+    names = {"none", "lze", "uniform", "uniform_live", "dapo", "reinforce_rej"}
     assert names <= set(SELECTORS)
     assert get_selector("dapo") is DAPOSelector
     with pytest.raises(ValueError, match="selector='raft' is invalid"):
@@ -160,114 +154,11 @@ def test_reinforce_rej_rejects_extreme_groups_for_good():
     assert plan(restored, [5, 6, 7], ids=[0, 6, 2]) == [6]
 
 
-def test_softmax_weights_peak_at_half_and_average_one():
-    selector = SoftmaxSelector(settings())
-    p = np.array([0.5, 0.25, 0.75, 0.0, 1.0])
-    weights = selector.select(batch(p))
-    z = -np.abs(p - 0.5) / 0.2
-    np.testing.assert_allclose(weights, 5 * np.exp(z) / np.exp(z).sum())
-    assert weights.mean() == pytest.approx(1.0)
-    assert weights[1] == pytest.approx(weights[2]) and weights[3] == pytest.approx(weights[4])
-    assert weights[0] > weights[1] > weights[3] > 0
-    sharp = SoftmaxSelector(settings(softmax_temperature=0.1)).select(batch(p))
-    flat = SoftmaxSelector(settings(softmax_temperature=0.3)).select(batch(p))
-    assert sharp[0] > weights[0] > flat[0]
-    # the weights follow the per-prompt table's EMA (after this observation), not this group's pass rate
-    weights = selector.select(batch([1.0, 0.5, np.nan], ema=[0.55, 0.5, np.nan]))
-    z = -np.abs(np.array([0.55, 0.5]) - 0.5) / 0.2
-    np.testing.assert_allclose(weights, [*(2 * np.exp(z) / np.exp(z).sum()), 0.0])  # unscorable: weight 0
-
-
-def test_softmax_allocates_each_epochs_groups_in_proportion():
-    off = SoftmaxSelector(settings())
-    assert not off.plans_rollouts  # off unless softmax_allocate_rollouts
-    selector = SoftmaxSelector(settings(softmax_allocate_rollouts=True))
-    assert selector.plans_rollouts
-    state = PromptState()
-    assert plan(selector, np.arange(6), state=state) == list(range(6))  # nothing seen yet: one group each
-    p = np.array([0.0, 0.5, 1.0, 0.375])
-    state.observe(np.arange(4), p, generation=0)
-    order = plan(selector, [5, 3, 1, 0, 2, 4], state=state)
-    z = -np.abs(p - 0.5) / 0.2
-    share = 4 * np.exp(z) / np.exp(z).sum()  # the 4 prompts seen share 4 groups: 0.19, 2.35, 0.19, 1.26
-    counts = np.bincount(order, minlength=6)
-    np.testing.assert_array_equal(counts, [0, 3, 0, 1, 1, 1])  # floors 0, 2, 0, 1; the spare group to 2.35
-    assert counts[:4].sum() == 4 and np.all(np.abs(counts[:4] - share) < 1)
-    assert order == [5, 3, 1, 4, 1, 1]  # the epoch's pass over every prompt, then over those with 2 groups, ...
-    assert selector.metrics()["softmax_groups_max"] == 3.0
-
-
-@pytest.mark.parametrize(
-    "mode, removed",
-    [
-        ("remove_all_wrong", [True, False, False, False, True]),
-        ("remove_all_right", [False, True, False, False, False]),
-        ("remove_both", [True, True, False, False, True]),
-    ],
-)
-def test_prefilter_modes(mode, removed):
-    selector = PrefilterSelector(settings(prefilter_mode=mode))
-    assert plan(selector, np.arange(5)) == list(range(5))  # not judged yet
-    selector.pass_rates = np.array([0.0, 1.0, 0.5, np.nan, 0.0])  # unscorable prompts are kept
-    np.testing.assert_array_equal(selector.removed(), removed)
-    assert plan(selector, np.arange(5), epoch=3) == list(np.flatnonzero(~np.array(removed)))
-    np.testing.assert_array_equal(selector.select(batch([0.0, 0.5])), [1, 1])
-    restored = PrefilterSelector(settings(prefilter_mode=mode))
-    restored.load_state_dict(selector.state_dict())
-    np.testing.assert_array_equal(restored.pass_rates, selector.pass_rates)
-
-
-def test_prefilter_works_from_callables_alone(tmp_path):
-    # the selector gets a TrainContext of callables, never a trainer: it judges once, caches, then reads the cache
-    calls = []
-
-    def judge():
-        calls.append(1)
-        return np.array([0.0, 1.0, 0.5, np.nan, 0.25, 0.0])
-
-    def context(key="k" * 40, everywhere=None):
-        return TrainContext(
-            num_prompts=6,
-            output_dir=str(tmp_path),
-            judge_pass_rates=judge,
-            judge_key=lambda: key,
-            all_processes=everywhere or (lambda flag: flag),
-        )
-
-    args = settings(
-        prefilter_mode="remove_both",
-        prefilter_cache_dir=None,
-        output_dir=str(tmp_path),
-        generation_batch_size=8,
-        num_generations=4,
-    )
-    first = PrefilterSelector(args)
-    first.on_train_begin(context())
-    assert len(calls) == 1 and not first.from_cache
-    assert plan(first, np.arange(6)) == [2, 3, 4]
-    assert (tmp_path / "lze_prefilter" / f"pass_rates-{'k' * 32}.npz").is_file()
-    second = PrefilterSelector(args)
-    second.on_train_begin(context())
-    assert len(calls) == 1 and second.from_cache  # read from the cache, not judged
-    np.testing.assert_array_equal(second.pass_rates, first.pass_rates)
-    third = PrefilterSelector(args)
-    third.on_train_begin(context(everywhere=lambda flag: False))  # another process lacks the cache: judge again
-    assert len(calls) == 2 and not third.from_cache
-    fourth = PrefilterSelector(args)
-    fourth.on_train_begin(context(key="other" * 8))  # another model or dataset: another cache entry
-    assert len(calls) == 3
-    with pytest.raises(ValueError, match="judged 6 prompts but the train dataset has 5"):
-        fourth.on_train_begin(TrainContext(5, str(tmp_path), judge, lambda: "k", lambda flag: flag))
-
-
 @pytest.mark.parametrize(
     "setting, value",
     [
         ("dapo_max_resample", -1),
         ("dapo_max_resample", 1.5),
-        ("prefilter_mode", "remove_some"),
-        ("softmax_temperature", 0.0),
-        ("softmax_allocate_rollouts", True),  # with selector="lze"
         ("selector", "raft"),
     ],
 )
@@ -366,7 +257,6 @@ def test_reinforce_rej_never_rolls_rejected_prompts_out_again(tmp_path):
     [
         ("reinforce_rej", dict(max_steps=7)),
         ("dapo", dict(max_steps=6, dapo_max_resample=2)),
-        ("softmax", dict(max_steps=7, softmax_allocate_rollouts=True)),
     ],
 )
 def test_resume_is_exact(tmp_path, selector, overrides):
@@ -395,87 +285,6 @@ def test_resume_is_exact(tmp_path, selector, overrides):
 
 
 @pytest.mark.slow
-def test_softmax_run_weights_every_group(tmp_path):
-    trainer = make_trainer(tmp_path, "softmax", gradient_accumulation_steps=4, max_steps=1, softmax_temperature=0.1)
-    rows = count_grad_rows(trainer.model)
-    trainer.train()
-    log = trainer.selection_log.to_pandas()
-    for _, groups in log.groupby("generation"):
-        assert groups["weight"].mean() == pytest.approx(1.0)
-        assert (groups["weight"] > 0).all()
-        closest = np.abs(groups["pass_rate"] - 0.5)  # first observation of each prompt: the EMA is the pass rate
-        assert groups["weight"].iloc[int(np.argmin(closest))] == pytest.approx(groups["weight"].max())
-    assert rows["rows"] == 32  # soft weights: every row takes part in the update
-
-
-@pytest.mark.slow
-def test_softmax_allocation_rolls_prompts_out_as_often_as_their_counts(tmp_path):
-    trainer = make_trainer(tmp_path, "softmax", dataset=prompt_dataset(8), max_steps=8, softmax_allocate_rollouts=True)
-    trainer.train()
-    log = trainer.selection_log.to_pandas()
-    per_epoch = len(log) // 2  # 8 groups per epoch, two epochs
-    first, second = log.iloc[:per_epoch], log.iloc[per_epoch:]
-    np.testing.assert_array_equal(np.bincount(first["prompt_id"], minlength=8), np.ones(8))
-    counts = np.bincount(trainer.train_sampler.epoch_rows, minlength=8)
-    assert counts.sum() == 8 and counts.max() >= 2 and (counts == 0).any()
-    np.testing.assert_array_equal(np.bincount(second["prompt_id"], minlength=8), counts)
-    # Prompts always or never solved in the first epoch (mixed_reward: prompt 0 never, prompt 8 would be always)
-    # are skipped; the ones nearest 50% get the spare groups.
-    ema = trainer.lze.state.get(np.arange(8))["ema_pass_rate"]
-    assert counts[np.argmin(np.abs(ema - 0.5))] == counts.max()
-    assert logged(trainer, "lze/softmax_groups_max")[-1] == counts.max()
-
-
-def by_prompt_reward(prompts, completions, **kwargs):
-    """Pass rate fixed by the prompt: i % 3 == 0 always wrong, i % 3 == 1 always right, else by completion."""
-    rewards = []
-    for p, c in zip(prompts, completions):
-        i = prompt_number(p) % 3
-        rewards.append(0.0 if i == 0 else 1.0 if i == 1 else float(zlib.crc32(c.encode()) % 2))
-    return rewards
-
-
-@pytest.mark.slow
-def test_prefilter_judges_once_caches_and_removes(tmp_path):
-    cache = tmp_path / "cache"
-    trainer = make_trainer(
-        tmp_path / "a", "prefilter", reward=by_prompt_reward, dataset=prompt_dataset(24), max_steps=2,
-        prefilter_mode="remove_all_wrong", prefilter_cache_dir=str(cache),
-    )  # fmt: skip
-    trainer.train()
-    p = trainer.lze.selector.pass_rates
-    i = np.arange(24)
-    assert not trainer.lze.selector.from_cache and len(list(cache.iterdir())) == 1
-    np.testing.assert_array_equal(p[i % 3 == 0], 0.0)  # judged prompt by prompt, in dataset order
-    np.testing.assert_array_equal(p[i % 3 == 1], 1.0)
-    log = trainer.selection_log.to_pandas()
-    assert len(log) == 4 and not (log["prompt_id"] % 3 == 0).any()  # all-wrong prompts are never rolled out
-    assert logged(trainer, "lze/prefilter_removed_prompts")[0] == 8
-
-    # another run on the same model and data reuses the judgement, whatever the mode
-    again = make_trainer(
-        tmp_path / "b", "prefilter", reward=by_prompt_reward, dataset=prompt_dataset(24), max_steps=1,
-        prefilter_mode="remove_both", prefilter_cache_dir=str(cache),
-    )  # fmt: skip
-    calls = []
-    original = again._generate
-    again._generate = lambda prompts: calls.append(len(prompts)) or original(prompts)
-    again.train()
-    assert again.lze.selector.from_cache
-    np.testing.assert_array_equal(again.lze.selector.pass_rates, p)
-    assert len(calls) == 1  # the training step's generation only: nothing judged
-    assert not again.selection_log.to_pandas()["prompt_id"].isin(np.flatnonzero(p % 1 == 0)).any()
-
-    # a prefilter that leaves less than a generation batch fails before training, naming the setting
-    dead = make_trainer(
-        tmp_path / "c", "prefilter", reward=by_prompt_reward, dataset=prompt_dataset(3),
-        prefilter_mode="remove_both", prefilter_cache_dir=str(cache),
-    )  # fmt: skip
-    with pytest.raises(ValueError, match="prefilter_mode='remove_both' leaves [01] of 3 prompts, fewer than one"):
-        dead.train()
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("terms", [["anchor"], ["uncertainty", "momentum"]])
 def test_energy_ablations_end_to_end(tmp_path, terms):
     trainer = make_trainer(tmp_path, "lze", gradient_accumulation_steps=4, max_steps=1, energy_terms=terms)
@@ -495,7 +304,7 @@ def test_energy_ablations_end_to_end(tmp_path, terms):
 
 def test_masking_and_refilling_selectors_need_a_map_style_dataset(tmp_path):
     iterable = IterableDataset.from_generator(lambda: iter([{"prompt": f"{i}+1="} for i in range(8)]))
-    for selector, extra in [("reinforce_rej", {}), ("prefilter", {}), ("dapo", {"dapo_max_resample": 1})]:
+    for selector, extra in [("reinforce_rej", {}), ("dapo", {"dapo_max_resample": 1})]:
         with pytest.raises(ValueError, match=f"selector='{selector}' needs a map-style train dataset"):
             make_trainer(tmp_path, selector, dataset=iterable, **extra)
 
@@ -503,41 +312,29 @@ def test_masking_and_refilling_selectors_need_a_map_style_dataset(tmp_path):
 # ----------------------------------------------------------------------------------------------- two processes
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_processes_refill_and_prefilter_agree(tmp_path):
+def test_two_processes_refill_agree(tmp_path):
     result = run_torchrun(Path(__file__).with_name("dist_selectors.py"), tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
-    for selector in ("dapo", "prefilter", "softmax"):
-        infos = [json.loads((tmp_path / selector / f"rank{r}.json").read_text()) for r in range(2)]
-        assert [i["world"] for i in infos] == [2, 2]
-        assert infos[0]["counters"] == infos[1]["counters"]
-        assert infos[0]["log"] == infos[1]["log"] and infos[0]["selection"] == infos[1]["selection"]
-        assert infos[0]["grad_rows"] == infos[1]["grad_rows"] > 0
-        ranks = [np.load(tmp_path / selector / f"rank{r}.npz") for r in range(2)]
-        assert set(ranks[0].files) == set(ranks[1].files)
-        for key in ranks[0].files:
-            np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=f"{selector}: {key}")
-        selection = infos[0]["selection"]
-        if selector == "dapo":  # 6 rows per process, groups of 4 straddling them; 3 groups per batch
-            refills = [e["lze/refill_rounds"] for e in infos[0]["log"] if "lze/refill_rounds" in e]
-            assert max(refills) > 0
-            assert sum(len([g for g in selection["generation"] if g == k]) for k in range(3)) == 3 * sum(
-                1 + r for r in refills
-            )
-            for k in range(3):
-                kept = sum(w > 0 for g, w in zip(selection["generation"], selection["weight"]) if g == k)
-                assert kept <= 3
-            assert infos[0]["grad_rows"] <= 3 * 6  # no process ever held more than its 6 rows
-        elif selector == "softmax":  # 8 prompts, 4 groups per generation batch: epochs of 2 steps
-            counts = np.bincount(ranks[0]["sampler.rows"], minlength=8)
-            assert counts.sum() == 8 and counts.max() >= 2
-            last_epoch = [i for g, i in zip(selection["generation"], selection["prompt_id"]) if g >= 2]
-            np.testing.assert_array_equal(np.bincount(last_epoch, minlength=8), counts)
-        else:
-            p = ranks[0]["selector.pass_rates"]
-            i = np.arange(32)
-            np.testing.assert_array_equal(p[i % 9 == 0], 0.0)  # the reward can never pass these
-            np.testing.assert_array_equal(p[i % 9 == 8], 1.0)  # nor fail these
-            assert not set(selection["prompt_id"]) & set(np.flatnonzero((p == 0) | (p == 1)).tolist())
+    infos = [json.loads((tmp_path / "dapo" / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [i["world"] for i in infos] == [2, 2]
+    assert infos[0]["counters"] == infos[1]["counters"]
+    assert infos[0]["log"] == infos[1]["log"] and infos[0]["selection"] == infos[1]["selection"]
+    assert infos[0]["grad_rows"] == infos[1]["grad_rows"] > 0
+    ranks = [np.load(tmp_path / "dapo" / f"rank{r}.npz") for r in range(2)]
+    assert set(ranks[0].files) == set(ranks[1].files)
+    for key in ranks[0].files:
+        np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=key)
+    selection = infos[0]["selection"]
+    # 6 rows per process, groups of 4 straddling them; 3 groups per batch
+    refills = [e["lze/refill_rounds"] for e in infos[0]["log"] if "lze/refill_rounds" in e]
+    assert max(refills) > 0
+    assert sum(len([g for g in selection["generation"] if g == k]) for k in range(3)) == 3 * sum(
+        1 + r for r in refills
+    )
+    for k in range(3):
+        kept = sum(w > 0 for g, w in zip(selection["generation"], selection["weight"]) if g == k)
+        assert kept <= 3
+    assert infos[0]["grad_rows"] <= 3 * 6  # no process ever held more than its 6 rows
 
 
 def test_a_selector_added_outside_the_package_brings_its_own_settings(tmp_path):

@@ -7,7 +7,6 @@ for a new one. Plain numpy with no TRL import.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -58,38 +57,6 @@ class GroupBatch:
         return len(self.prompt_ids)
 
 
-@dataclass
-class TrainContext:
-    r"""
-    What a selector may use before training ([`Selector.on_train_begin`]): callables built by the trainer, never the
-    trainer itself, so that the method layer stays free of TRL.
-
-    Args:
-        num_prompts (`int`):
-            Rows of the train dataset.
-        output_dir (`str`):
-            The run's output directory.
-        judge_pass_rates (`Callable[[], np.ndarray]`):
-            Rolls every prompt out `num_generations` times with the current policy and the run's generation settings
-            and returns each prompt's pass rate under the correctness reward (NaN if unscorable), the same array on
-            every process. Collective: every process must call it.
-        judge_key (`Callable[[], str]`):
-            A hash of everything the judged pass rates depend on (model weights, dataset, group size, seed,
-            generation settings, correctness reward), to key a cache.
-        all_processes (`Callable[[bool], bool]`):
-            Whether a flag is true on every process. Collective.
-        is_main_process (`bool`):
-            Whether this process writes shared files.
-    """
-
-    num_prompts: int
-    output_dir: str
-    judge_pass_rates: Callable[[], np.ndarray]
-    judge_key: Callable[[], str]
-    all_processes: Callable[[bool], bool]
-    is_main_process: bool = True
-
-
 class Selector:
     """
     Base class of selectors.
@@ -99,8 +66,6 @@ class Selector:
 
     - [`~Selector.plan_epoch`]: change which prompts an epoch rolls out, and how often (set `plans_rollouts = True`);
       the train sampler asks for it at the start of each epoch, after forward pruning.
-    - [`~Selector.on_train_begin`]: work before the first step, through the callables of a [`TrainContext`] (e.g.
-      judging prompts with the initial policy).
     - `refill_rounds`: ask the trainer to replace the groups weighted 0 by groups from up to that many extra
       generation rounds per generation batch (DAPO's dynamic sampling).
     - [`~Selector.metrics`]: values logged as `lze/<name>` with each generation batch.
@@ -176,17 +141,6 @@ class Selector:
                 The per-prompt table.
         """
         return order
-
-    def on_train_begin(self, context: TrainContext) -> None:
-        """
-        Called by [`LZEGRPOTrainer.train`] before training starts, after a resumed run restored the selector's state
-        and before the train dataloader (hence the sampler's first pool) is built. Must make the same collective calls
-        on every process.
-
-        Args:
-            context ([`TrainContext`]):
-                The train dataset's size, the output directory and the collective callables the trainer provides.
-        """
 
     def metrics(self) -> dict[str, float]:
         """Values to log (as `lze/<key>`) with each generation batch; identical on every process."""
