@@ -5,320 +5,38 @@ dataset's own schema) and returns a `datasets.Dataset` with a `prompt` column (a
 column (the gold final answer as a string, which [`lze_trl.rewards.math_accuracy`] grades against) and the dataset's
 useful metadata columns.
 
-One module over 400 lines on purpose: the seven kinds' schemas, the source parser they share and the loader are
-read together when a kind is added.
+The kinds' schemas are in `kinds.py`, the source parser and the raw loading in `sources.py`.
 """
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
-import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..rewards import last_boxed
+from .kinds import KINDS, MATH_SUBJECTS, PROMPT_TEMPLATE, gsm8k_gold, strip_dapo_prompt
+from .sources import KNOWN_HUB_DATASETS, SourceRef, _load_raw, parse_source
 
 
-__all__ = ["PROMPT_TEMPLATE", "SourceRef", "gsm8k_gold", "load_math_dataset", "parse_source", "strip_dapo_prompt"]
+__all__ = [
+    "KINDS",
+    "KNOWN_HUB_DATASETS",
+    "MATH_SUBJECTS",
+    "PROMPT_TEMPLATE",
+    "SourceRef",
+    "gsm8k_gold",
+    "load_math_dataset",
+    "parse_source",
+    "strip_dapo_prompt",
+]
 
 logger = logging.getLogger(__name__)
-
-# Instruction used by DeepSeek-R1 / Qwen2.5-Math evaluations: step-by-step reasoning, final answer in \boxed{}.
-PROMPT_TEMPLATE = "{problem}\nPlease reason step by step, and put your final answer within \\boxed{{}}."
-
-MATH_SUBJECTS = (
-    "algebra",
-    "counting_and_probability",
-    "geometry",
-    "intermediate_algebra",
-    "number_theory",
-    "prealgebra",
-    "precalculus",
-)
-
-# Hub datasets whose layout we know: repo id -> (configs loaded when no config is given, default split).
-KNOWN_HUB_DATASETS: dict[str, tuple[tuple[str | None, ...], str]] = {
-    "openai/gsm8k": (("main",), "train"),
-    "EleutherAI/hendrycks_math": (MATH_SUBJECTS, "train"),
-    "HuggingFaceH4/MATH-500": ((None,), "test"),
-    "BytedTsinghua-SIA/DAPO-Math-17k": ((None,), "train"),
-    "math-ai/amc23": ((None,), "test"),
-    "HuggingFaceH4/aime_2024": ((None,), "train"),
-    "math-ai/aime24": ((None,), "test"),
-    "math-ai/aime25": ((None,), "test"),
-    "opencompass/AIME2025": (("AIME2025-I", "AIME2025-II"), "test"),
-}
-
-# DAPO-Math-17k wraps every problem in an "Answer: $Answer" instruction; we replace it with our own template.
-_DAPO_PREFIX = (
-    "Solve the following math problem step by step. The last line of your response should be of the form "
-    "Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n"
-)
-_DAPO_SUFFIX = '\n\nRemember to put your answer on its own line after "Answer:".'
-
-_REPO_RE = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[\w./-]+))?$")
-_FILE_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
-# Data-file extensions we do not read; a reference ending in one is a file, not a Hub id.
-_UNSUPPORTED_FORMATS = (".csv", ".tsv", ".txt", ".arrow", ".gz", ".bz2", ".xz", ".zst", ".zip", ".tar")
-_QUERY_KEYS = ("config", "split", "revision")
-_HUB_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
-
-
-# --------------------------------------------------------------------------------------------------- gold answers
-
-
-def gsm8k_gold(answer: str) -> str:
-    """Gold answer of a GSM8K `answer` field: the text after `####`, with thousands separators removed."""
-    if "####" not in answer:
-        return ""
-    return answer.rsplit("####", 1)[1].strip().replace(",", "")
-
-
-def strip_dapo_prompt(text: str) -> str:
-    """Removes DAPO-Math-17k's instruction wrapper from a prompt, returning the bare problem (unchanged if absent)."""
-    text = text.strip()
-    if text.startswith(_DAPO_PREFIX.strip()):
-        text = text[len(_DAPO_PREFIX.strip()) :]
-    if text.endswith(_DAPO_SUFFIX.strip()):
-        text = text[: -len(_DAPO_SUFFIX.strip())]
-    return text.strip()
-
-
-def _answer_text(value: Any) -> str:
-    """Gold answer as a string; integral floats (AMC answers are stored as e.g. `27.0`) lose the `.0`."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return "" if value is None else str(value).strip()
-
-
-def _user_text(prompt: Any) -> str:
-    """Text of the first user message of a conversational prompt (or the prompt itself if it is a string)."""
-    if isinstance(prompt, str):
-        return prompt
-    return next((m["content"] for m in prompt if m.get("role") == "user"), "")
-
-
-# --------------------------------------------------------------------------------------------------- dataset kinds
-
-
-@dataclass(frozen=True)
-class _Kind:
-    hub_id: str  # canonical source
-    problem: Callable[[dict], str]
-    gold: Callable[[dict], str]
-    metadata: tuple[str, ...] = ()  # columns kept as-is when the source has them
-    deduplicate: bool = False
-
-
-def _first(*keys: str) -> Callable[[dict], Any]:
-    """Reads the first of `keys` present in a row (schemas of mirrors differ, e.g. `problem` vs `question`)."""
-
-    def get(row: dict) -> Any:
-        for key in keys:
-            if key in row:
-                return row[key]
-        raise KeyError(keys[0])
-
-    return get
-
-
-def _answer_or_boxed_solution(row: dict) -> str:
-    """`answer` column when present, else the last box of `solution` (math-ai/aime24 stores `\\boxed{204}` there)."""
-    if "answer" in row:
-        return _answer_text(row["answer"])
-    return last_boxed(row["solution"]) or ""
-
-
-KINDS: dict[str, _Kind] = {
-    "gsm8k": _Kind("openai/gsm8k", _first("question"), lambda row: gsm8k_gold(row["answer"])),
-    "math": _Kind(
-        "EleutherAI/hendrycks_math",
-        _first("problem"),
-        lambda row: last_boxed(row["solution"]) or "",
-        metadata=("level", "type"),
-    ),
-    "math500": _Kind(
-        "HuggingFaceH4/MATH-500",
-        _first("problem"),
-        lambda row: _answer_text(row["answer"]),
-        metadata=("level", "subject", "unique_id"),
-    ),
-    "dapo_math": _Kind(
-        "BytedTsinghua-SIA/DAPO-Math-17k",
-        lambda row: strip_dapo_prompt(_user_text(row["prompt"])),
-        lambda row: _answer_text(row["reward_model"]["ground_truth"]),
-        metadata=("data_source",),
-        deduplicate=True,
-    ),
-    "amc23": _Kind("math-ai/amc23", _first("question", "problem"), _answer_or_boxed_solution, ("id", "url")),
-    "aime24": _Kind(
-        "HuggingFaceH4/aime_2024", _first("problem", "question"), _answer_or_boxed_solution, ("id", "url", "year")
-    ),
-    "aime25": _Kind("math-ai/aime25", _first("problem", "question"), _answer_or_boxed_solution, ("id",)),
-}
-
-
-# --------------------------------------------------------------------------------------------------- sources
-
-
-@dataclass(frozen=True)
-class SourceRef:
-    """Where to read a dataset from: a Hub repository (`repo_id`, ...) or local files (`data_files`, `file_format`)."""
-
-    repo_id: str | None = None
-    config: str | None = None
-    split: str | None = None
-    revision: str | None = None
-    data_files: tuple[str, ...] = ()
-    file_format: str | None = None
-
-    @property
-    def is_local(self) -> bool:
-        return bool(self.data_files)
-
-
-def _file_format(path: str) -> str | None:
-    return _FILE_FORMATS.get(os.path.splitext(path)[1].lower())
-
-
-def _parse_query(query: str, source: str) -> dict[str, str]:
-    if not query:
-        return {}
-    try:
-        params = parse_qs(query, keep_blank_values=True, strict_parsing=True)
-    except ValueError:
-        raise ValueError(f"`source` {source!r} has a malformed query string {query!r}.") from None
-    unknown = sorted(set(params) - set(_QUERY_KEYS))
-    if unknown:
-        raise ValueError(
-            f"`source` {source!r} has unknown query key(s) {unknown}; valid keys are {list(_QUERY_KEYS)}."
-        )
-    for key, values in params.items():
-        if len(values) != 1 or not values[0]:
-            raise ValueError(f"`source` {source!r} must give exactly one non-empty value for {key!r}.")
-    return {key: values[0] for key, values in params.items()}
-
-
-def _hub_ref(path: str, query: str, source: str, viewer: Sequence[str] = ()) -> SourceRef:
-    match = _REPO_RE.match(path)
-    if not match:
-        raise ValueError(f"`source` {source!r} does not name a Hub dataset as 'owner/name'.")
-    params = _parse_query(query, source)
-    config, split = (list(viewer) + [None, None])[:2]
-    for key, value in (("config", config), ("split", split), ("revision", match["revision"])):
-        if value is not None and params.setdefault(key, value) != value:
-            raise ValueError(f"`source` {source!r} gives two different values for {key!r}.")
-    return SourceRef(repo_id=match["repo"], **params)
-
-
-def parse_source(source: str | os.PathLike | Sequence[str | os.PathLike]) -> SourceRef:
-    """
-    Parses a dataset reference into a [`SourceRef`], without touching the network or the file system.
-
-    Accepted forms:
-        - a Hub id, `"owner/name"`, optionally `"owner/name@revision"` and/or a query `"?config=main&split=test"`;
-        - `"hf://owner/name?config=..&split=..&revision=.."` (also `hf://datasets/owner/name...`);
-        - `"https://huggingface.co/datasets/owner/name?config=..&split=.."`, or a Dataset Viewer URL
-          `"https://huggingface.co/datasets/owner/name/viewer/<config>/<split>"`;
-        - a local `.json`, `.jsonl` or `.parquet` file, a glob of them (`"data/*.jsonl"`), or a list of those (all of
-          one format), holding rows in the dataset's own schema.
-
-    Args:
-        source (`str`, `os.PathLike` or `Sequence[str | os.PathLike]`):
-            The dataset reference.
-
-    Returns:
-        [`SourceRef`]: The parsed reference.
-
-    Raises:
-        `ValueError`: If the reference matches none of the forms above.
-    """
-    if isinstance(source, (list, tuple)):
-        paths = [os.fspath(p) for p in source]
-        if not paths or not all(isinstance(p, str) and p.strip() for p in paths):
-            raise ValueError(f"`source` list must hold at least one non-empty path, got {source!r}.")
-        formats = {_file_format(p) for p in paths}
-        if None in formats or len(formats) != 1:
-            raise ValueError(
-                f"`source` files must all be .json/.jsonl or all .parquet, got {paths!r} "
-                f"(supported extensions: {sorted(_FILE_FORMATS)})."
-            )
-        return SourceRef(data_files=tuple(paths), file_format=formats.pop())
-    if isinstance(source, os.PathLike):
-        return parse_source([source])
-    if not isinstance(source, str) or not source.strip():
-        raise ValueError(f"`source` must be a non-empty string, path or list of paths, got {source!r}.")
-
-    source = source.strip()
-    if source.startswith("hf://"):
-        path, _, query = source[len("hf://") :].partition("?")
-        return _hub_ref(path.removeprefix("datasets/"), query, source)
-    if "://" in source:
-        url = urlsplit(source)
-        segments = [s for s in url.path.split("/") if s]
-        if url.scheme not in ("http", "https") or url.netloc not in _HUB_HOSTS or segments[:1] != ["datasets"]:
-            raise ValueError(
-                f"`source` URL {source!r} is not a Hub dataset URL; expected https://huggingface.co/datasets/owner/name."
-            )
-        repo, rest = segments[1:3], segments[3:]
-        if rest and (rest[0] != "viewer" or not 2 <= len(rest) <= 3):
-            raise ValueError(
-                f"`source` URL {source!r} must point at the dataset page or at .../viewer/<config>/<split>."
-            )
-        return _hub_ref("/".join(repo), url.query, source, viewer=rest[1:])
-    path, _, query = source.partition("?")
-    if _file_format(path) is not None:
-        if query:
-            raise ValueError(f"`source` {source!r}: local files take no query parameters; pass `split` separately.")
-        return parse_source([source])
-    if path.lower().endswith(_UNSUPPORTED_FORMATS):
-        raise ValueError(
-            f"`source` {source!r} has an unsupported file format {os.path.splitext(path)[1]!r}; "
-            f"use {sorted(_FILE_FORMATS)} files."
-        )
-    if _REPO_RE.match(path):
-        return _hub_ref(path, query, source)
-    raise ValueError(
-        f"`source` {source!r} is neither a Hub dataset ('owner/name', hf://..., https://huggingface.co/datasets/...) "
-        f"nor a local file with a supported extension {sorted(_FILE_FORMATS)}."
-    )
-
-
-def _expand_files(patterns: Sequence[str]) -> list[str]:
-    files = []
-    for pattern in patterns:
-        pattern = os.path.expanduser(pattern)
-        matches = sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
-        missing = [m for m in matches if not os.path.isfile(m)]
-        if not matches or missing:
-            raise FileNotFoundError(f"No data file found for `source` entry {pattern!r}.")
-        files.extend(matches)
-    return files
-
-
-def _load_raw(ref: SourceRef, split: str | None) -> datasets.Dataset:
-    if ref.is_local:
-        files = _expand_files(ref.data_files)
-        return datasets.load_dataset(ref.file_format, data_files=files, split="train")
-    if split is not None and ref.split is not None and split != ref.split:
-        raise ValueError(f"`split={split!r}` conflicts with the split {ref.split!r} given in `source`.")
-    known_configs, known_split = KNOWN_HUB_DATASETS.get(ref.repo_id, ((None,), "train"))
-    configs = (ref.config,) if ref.config is not None else known_configs
-    split = split or ref.split or known_split
-    parts = [
-        datasets.load_dataset(ref.repo_id, config, split=split, revision=ref.revision)  # type: ignore[arg-type]
-        for config in configs
-    ]
-    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
 
 # --------------------------------------------------------------------------------------------------- loading

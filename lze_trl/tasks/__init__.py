@@ -8,7 +8,7 @@ Two embedded tasks, chosen by name with [`get_task`]:
   BENCHMARKS.md stay reproducible, see [`~lze_trl.tasks.arithmetic`].
 
 Both share the character set, the prompt format (`expression=`), the train/test partition rule and the reward
-([`arithmetic_reward`]).
+([`arithmetic_reward`]), in [`~lze_trl.tasks.shared`].
 """
 
 from types import ModuleType
