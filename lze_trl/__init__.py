@@ -15,12 +15,12 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "LZEGRPOConfig": "config",
     "LZEGRPOTrainer": "trainer",
-    "LZEPlotCallback": "callbacks",
+    "LZEPlotCallback": "plotting.callback",
     "LZERepeatSampler": "sampler",
     "LZERun": "run",
     "PromptPruner": "pruning",
     "PromptState": "prompt_state",
-    "add_plot_callback": "callbacks",
+    "add_plot_callback": "plotting.callback",
     "compute_energy": "energy",
     "group_pass_rates": "selection",
     "live_groups": "selection",
@@ -43,9 +43,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .callbacks import LZEPlotCallback, add_plot_callback
     from .config import LZEGRPOConfig
     from .energy import compute_energy
+    from .plotting.callback import LZEPlotCallback, add_plot_callback
     from .prompt_state import PromptState
     from .pruning import PromptPruner
     from .run import LZERun

@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
@@ -163,53 +163,3 @@ def check_fingerprint(saved: dict[str, Any] | None, current: dict[str, Any] | No
             "content differs from this run's (same size, other prompts or order): its per-prompt pass rates would "
             "land on other prompts."
         )
-
-
-@runtime_checkable
-class RunTables(Protocol):
-    """
-    What the plots and [`~lze_trl.callbacks.LZEPlotCallback`] read from a run: its selection log (an object with
-    `columns()` and `to_pandas()`, a [`~lze_trl.selection_log.SelectionLog`]) and its per-prompt table. A live
-    [`LZEGRPOTrainer`] is one; [`SavedRunTables`] reads a finished run's or a checkpoint's files.
-    """
-
-    selection_log: Any
-
-    def prompt_table(self, include_prompts: bool = True) -> Any: ...
-
-
-class SavedRunTables:
-    """
-    The [`RunTables`] of a folder written by a run (its `output_dir` or a checkpoint): `lze_prompts.parquet` and
-    `lze_selection_log.parquet`, read once.
-
-    Args:
-        folder (`str`):
-            The folder holding both files.
-
-    Raises:
-        [`LZEStateError`]: when either file is missing.
-    """
-
-    def __init__(self, folder: str) -> None:
-        import pandas as pd
-
-        from .selection_log import SelectionLog
-
-        paths = {name: os.path.join(folder, name) for name in (PROMPTS_PARQUET, SELECTION_LOG_PARQUET)}
-        missing = [name for name, path in paths.items() if not os.path.isfile(path)]
-        if missing:
-            raise LZEStateError(f"{folder!r} has no {' or '.join(missing)}: pass a run's output_dir or a checkpoint.")
-        self._prompts = pd.read_parquet(paths[PROMPTS_PARQUET])
-        self.selection_log = SelectionLog(max_rows=10**12)  # every saved row
-        self.selection_log.load_pandas(pd.read_parquet(paths[SELECTION_LOG_PARQUET]))
-
-    def prompt_table(self, include_prompts: bool = True) -> Any:
-        """The saved prompt table (with the dataset's columns that were saved with it when `include_prompts`)."""
-        if include_prompts:
-            return self._prompts.copy()
-        from .prompt_state import COLUMNS
-
-        state_columns = ("prompt_id", *COLUMNS, "pruned")
-        keep = [c for c in self._prompts.columns if c in state_columns]
-        return self._prompts[keep].copy()

@@ -26,7 +26,6 @@ from trl.trainer.utils import get_config_model_id
 
 from . import state as lze_state_files
 from .batching import keep_rows
-from .callbacks import add_plot_callback
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .engines import warn_if_not_sharded
 from .guards import check_dataset_fits_batch, check_map_style, checked_reward_func
@@ -185,7 +184,9 @@ class LZEGRPOTrainer(GRPOTrainer):
         self.train_sampler: LZERepeatSampler | None = None
         self.add_callback(_LZECallback(self))
         warn_if_not_sharded(self)
-        add_plot_callback(self)  # learning-zone histograms and plots in wandb/trackio when either is a reporter
+        from .plotting.callback import add_plot_callback
+
+        add_plot_callback(self)  # learning-zone histograms and plots in wandb/trackio, when either is a reporter
 
     @property
     def selection_log(self):

@@ -22,7 +22,7 @@ METHOD_LAYER = [
     "lze_trl.selectors",
 ]
 ANALYSIS = ["lze_trl.plotting", "lze_trl.state"]
-TRAINER_LAYER = {"lze_trl.trainer", "lze_trl.config", "lze_trl.callbacks"}
+TRAINER_LAYER = {"lze_trl.trainer", "lze_trl.config", "lze_trl.plotting.callback"}
 
 
 def module_name(path: Path) -> str:

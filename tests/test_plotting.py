@@ -237,7 +237,7 @@ def test_real_run_tables_and_callback_pngs(tmp_path, tiny):
     """A short LZE run: its saved tables load and plot; the callback writes PNGs without any tracker."""
     from testing_utils import make_trainer, prompt_dataset
 
-    from lze_trl.callbacks import LZEPlotCallback
+    from lze_trl.plotting.callback import LZEPlotCallback
 
     model, tokenizer = tiny
     trainer = make_trainer(tmp_path, dataset=prompt_dataset(32, difficulty=True), model=model, tokenizer=tokenizer)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lze_trl.callbacks import LZEPlotCallback, add_plot_callback, wants_lze_plots
+from lze_trl.plotting.callback import LZEPlotCallback, add_plot_callback, wants_lze_plots
 from lze_trl.selection_log import SelectionLog
 
 
@@ -340,7 +340,7 @@ TRACKIO_SCRIPT = textwrap.dedent(
     from testing_utils import make_trainer, prompt_dataset
     from trackio.sqlite_storage import SQLiteStorage
 
-    from lze_trl.callbacks import add_plot_callback
+    from lze_trl.plotting.callback import add_plot_callback
 
     out = pathlib.Path(sys.argv[1])
     trainer = make_trainer(
@@ -391,14 +391,8 @@ def test_local_trackio_run_records_histograms_and_plots(tmp_path):
 
 def test_the_callback_plots_a_saved_run_without_any_trainer(tmp_path):
     # A finished run's (or a checkpoint's) files are enough: the callback reads RunTables, never the trainer.
-    from lze_trl.state import (
-        PROMPTS_PARQUET,
-        SELECTION_LOG_PARQUET,
-        LZEStateError,
-        RunTables,
-        SavedRunTables,
-        save_table,
-    )
+    from lze_trl.plotting.callback import RunTables, SavedRunTables
+    from lze_trl.state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError, save_table
 
     live = FakeTrainer()
     live.select(0, [0.0, 0.25, 0.5, 1.0])
