@@ -72,9 +72,7 @@ def keep_rows(batch: Batch, keep: np.ndarray, accelerator: Any, multiple: int) -
 
     Every process must hand its loss the same number of rows per micro-step (TRL's loss gathers per-sequence tensors
     across processes, and DDP needs the same forward/backward calls everywhere), and TRL's `split_tensor_dict` drops
-    the rows beyond a multiple of `steps_per_generation`. So each process returns `R` rows, the largest process's kept
-    count rounded up to a multiple of `multiple` (at least `multiple`): its kept rows in their order, then zero-weight
-    copies of its first row (no loss token, zero advantage). `num_items_in_batch` is recounted over the kept rows.
+    the rows beyond a multiple of `steps_per_generation`: see [`pad_rows`].
 
     Args:
         batch (`dict`):
@@ -90,8 +88,18 @@ def keep_rows(batch: Batch, keep: np.ndarray, accelerator: Any, multiple: int) -
         `dict`: the reduced batch.
     """
     keep = np.asarray(keep, dtype=bool)
-    total = max(math.ceil(int(keep.sum(axis=1).max()) / multiple), 1) * multiple
-    kept = np.flatnonzero(keep[accelerator.process_index])
+    local = torch.as_tensor(keep[accelerator.process_index])
+    return pad_rows(batch, local, int(keep.sum(axis=1).max()), multiple, accelerator)
+
+
+def pad_rows(batch: Batch, keep: torch.Tensor, max_kept: int, multiple: int, accelerator: Any) -> Batch:
+    """
+    This process's rows `keep` of `batch`, padded to `R` rows: the largest process's kept count `max_kept` rounded up
+    to a multiple of `multiple` (at least `multiple`). The kept rows come in their order, then zero-weight copies of
+    the first row (no loss token, zero advantage). `num_items_in_batch` is recounted over the kept rows.
+    """
+    total = max(math.ceil(max_kept / multiple), 1) * multiple
+    kept = np.flatnonzero(np.asarray(keep, dtype=bool))
     index = torch.as_tensor(np.concatenate([kept, np.zeros(total - len(kept), dtype=np.int64)]), dtype=torch.long)
     out = take_rows(batch, index)
     pad = slice(len(kept), total)

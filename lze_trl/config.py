@@ -9,15 +9,16 @@ from typing import Any
 from trl import GRPOConfig
 
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
-from .experimental.rollout_filter import ROLLOUT_FILTER_GRANULARITIES, ROLLOUT_FILTER_MODES
+from .experimental.settings import EXPERIMENTAL_CHECKS, ExperimentalSettings
 from .selectors import SELECTORS
 from .selectors.base import check_setting as _check
 from .selectors.base import is_finite_number as _finite
+from .selectors.base import is_integer_at_least, within
 from .state import RESUME_MODES
 
 
 @dataclass
-class LZEGRPOConfig(GRPOConfig):
+class LZEGRPOConfig(GRPOConfig, ExperimentalSettings):
     r"""
     Configuration class for the [`LZEGRPOTrainer`].
 
@@ -89,43 +90,6 @@ class LZEGRPOConfig(GRPOConfig):
             a JSON string (the command line's `--selector_kwargs '{"k": 1}'`); the selector reads them from
             `args.selector_kwargs` and validates them in its `check_args`, so adding a selector needs no change to
             this config or the trainer. The built-in selectors have their own fields above.
-        > Parameters that control rollout-side selection (before generation)
-
-        rollout_filter (`str`, *optional*, defaults to `"none"`):
-            Experimental rollout-side selection: predict before generation which prompts would come back dead (all
-            rollouts correct or all wrong) and skip them, so generation is spent on the learning zone (see
-            `lze_trl.experimental.rollout_filter`). `"none"`: every prompt is rolled out. `"lze"`: skip a prompt when
-            its predicted dead probability exceeds `rollout_filter_threshold`. `"greso"`: the GRESO-like baseline,
-            skip with probability `1 - max(0.5 ** k, 0.01)` after `k` consecutive dead observations. Needs a
-            map-style train dataset. Pair it with `selection_ratio=1.0`, so that every live group it paid for
-            reaches the update.
-        rollout_filter_granularity (`str`, *optional*, defaults to `"batch"`):
-            When the skip decision is taken. `"batch"`: each generation batch is filled, just before it is generated,
-            with the next prompts of the epoch's order that the current state does not skip, so every decision uses
-            the groups scored up to then (e.g. a prior column's per-bucket prior learned from the epoch's first
-            observations) and every generation batch is full. `"epoch"`: the epoch's pool is decided once at its
-            start (the first version: nothing is skipped in the first epoch, and state learned during an epoch acts
-            only from the next).
-        rollout_filter_threshold (`float`, *optional*, defaults to `0.6`):
-            `rollout_filter="lze"`: predicted dead probability above which a prompt is skipped, in (0, 1).
-        rollout_filter_retry_epochs (`int`, *optional*, defaults to `8`):
-            Exploration floor: a skipped prompt is rolled out again after at most this many epochs without one, >= 1.
-            Skipping shortens epochs, so an epoch here is a full dataset's worth of generated groups.
-        rollout_filter_audit (`float`, *optional*, defaults to `0.02`):
-            Share of the generated groups that are skipped prompts rolled out anyway, to count wrong skips
-            (`rollout_filter/wrong_skip_rate`), in [0, 1].
-        rollout_filter_prior_column (`str`, *optional*):
-            Train dataset column (e.g. `"difficulty"`) whose values group prompts never rolled out for their prior:
-            the share of dead first observations among prompts with the same value, which can skip them. Default:
-            one group, whose prior is logged but never skips a prompt never seen.
-        rollout_filter_momentum (`float`, *optional*, defaults to `1.0`):
-            Weight `mu` of the trend in the predicted pass rate `q = ema + mu * (p_last - ema)` of a prompt already
-            rolled out, >= 0: 1 is the last pass rate, below 1 lies between the EMA and it, above 1 extrapolates.
-        rollout_filter_calibration (`bool`, *optional*, defaults to `True`):
-            Recalibrate the predicted dead probability online before the threshold: a monotone map fitted to the run's
-            own pairs of (prediction at planning, group came back dead), audits included (see
-            `lze_trl.experimental.dead_prediction`). With `rollout_filter="greso"` it changes only the logged
-            prediction.
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
@@ -193,43 +157,6 @@ class LZEGRPOConfig(GRPOConfig):
             "selector reads and validates them."
         },
     )
-    rollout_filter: str = field(
-        default="none",
-        metadata={
-            "help": "Rollout-side selection: skip prompts predicted dead before generating them.",
-            "choices": list(ROLLOUT_FILTER_MODES),
-        },
-    )
-    rollout_filter_granularity: str = field(
-        default="batch",
-        metadata={
-            "help": "When rollout_filter decides: per generation batch, with the latest state, or once per epoch.",
-            "choices": list(ROLLOUT_FILTER_GRANULARITIES),
-        },
-    )
-    rollout_filter_threshold: float = field(
-        default=0.6, metadata={"help": "rollout_filter='lze': skip when the predicted dead probability exceeds this."}
-    )
-    rollout_filter_retry_epochs: int = field(
-        default=8, metadata={"help": "Roll every skipped prompt out again after this many epochs, >= 1."}
-    )
-    rollout_filter_audit: float = field(
-        default=0.02, metadata={"help": "Share of skipped prompts generated anyway to count wrong skips, in [0, 1]."}
-    )
-    rollout_filter_prior_column: str | None = field(
-        default=None, metadata={"help": "Dataset column grouping unseen prompts for their prior (e.g. difficulty)."}
-    )
-    rollout_filter_momentum: float = field(
-        default=1.0,
-        metadata={
-            "help": "Weight mu of the last pass rate's trend in the predicted pass rate, >= 0 (>1 extrapolates)."
-        },
-    )
-    rollout_filter_calibration: bool = field(
-        default=True,
-        metadata={"help": "Recalibrate the predicted dead probability online (isotonic map on the run's outcomes)."},
-    )
-
     selection_log_max_rows: int = field(
         default=100_000, metadata={"help": "Rows kept in the selection log (oldest dropped first); 0 disables it."}
     )
@@ -256,32 +183,17 @@ DEFAULT_MIN_SELECTION_RATIO = 0.3
 LZE_FIELDS = tuple(f.name for f in fields(LZEGRPOConfig) if f.name not in {g.name for g in fields(GRPOConfig)})
 
 
-def _integer(value: Any, low: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= low
-
-
-def _within(low: float, high: float, closed_low: bool = True, closed_high: bool = True) -> Callable[[Any], bool]:
-    def valid(value: Any) -> bool:
-        return (
-            _finite(value)
-            and (low <= value if closed_low else low < value)
-            and (value <= high if closed_high else value < high)
-        )
-
-    return valid
-
-
 _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     # (setting, whether a value is valid, the fix), checked in this order after `selector` and `selection_ratio`
     ("selection_noise", lambda v: _finite(v) and v >= 0, "use a finite value >= 0 (0 disables exploration noise)."),
-    ("energy_ema_decay", _within(0, 1, closed_high=False), "use a decay in [0, 1), e.g. 0.9."),
+    ("energy_ema_decay", within(0, 1, closed_high=False), "use a decay in [0, 1), e.g. 0.9."),
     ("energy_momentum_weight", lambda v: _finite(v) and v >= 0, "use a finite weight >= 0, e.g. 0.3."),
     ("energy_momentum_mode", lambda v: v in MOMENTUM_MODES, f"use one of {list(MOMENTUM_MODES)}."),
-    ("energy_d_init_min", _within(0, 1), "use a value in [0, 1], e.g. 0.05."),
+    ("energy_d_init_min", within(0, 1), "use a value in [0, 1], e.g. 0.05."),
     ("pass_threshold", _finite, "use a finite reward threshold."),
-    ("prune_solved_after", lambda v: _integer(v, 1), "use an integer >= 1, e.g. 2."),
-    ("selection_log_max_rows", lambda v: _integer(v, 0), "use an integer >= 0 (0 disables the log)."),
-    ("prune_replay_fraction", _within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
+    ("prune_solved_after", lambda v: is_integer_at_least(v, 1), "use an integer >= 1, e.g. 2."),
+    ("selection_log_max_rows", lambda v: is_integer_at_least(v, 0), "use an integer >= 0 (0 disables the log)."),
+    ("prune_replay_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
     (
         "resume_lze_state",
         lambda v: v in RESUME_MODES,
@@ -292,42 +204,6 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
         lambda v: v is None or isinstance(v, dict),
         'use a dict (a JSON object on the command line), e.g. {"my_setting": 1}.',
     ),
-    (
-        "rollout_filter",
-        lambda v: v in ROLLOUT_FILTER_MODES,
-        f"use one of {list(ROLLOUT_FILTER_MODES)} ('none' rolls every prompt out).",
-    ),
-    (
-        "rollout_filter_granularity",
-        lambda v: v in ROLLOUT_FILTER_GRANULARITIES,
-        f"use one of {list(ROLLOUT_FILTER_GRANULARITIES)} ('batch' decides each generation batch with the latest "
-        "state).",
-    ),
-    (
-        "rollout_filter_threshold",
-        _within(0, 1, False, False),
-        "use a probability in (0, 1), e.g. 0.6 (higher skips fewer prompts).",
-    ),
-    (
-        "rollout_filter_retry_epochs",
-        lambda v: _integer(v, 1),
-        "use an integer >= 1, e.g. 8 (every skipped prompt is retried at least that often, in epochs).",
-    ),
-    (
-        "rollout_filter_audit",
-        _within(0, 1),
-        "use a fraction in [0, 1], e.g. 0.02 (0 disables the audit of skipped prompts).",
-    ),
-    (
-        "rollout_filter_momentum",
-        lambda v: _finite(v) and v >= 0,
-        "use a number >= 0, e.g. 0.5 (1 predicts the last pass rate, above 1 extrapolates its trend).",
-    ),
-    (
-        "rollout_filter_calibration",
-        lambda v: isinstance(v, bool),
-        "use True or False (True recalibrates rollout_filter's predicted dead probability online).",
-    ),
 )
 
 
@@ -335,7 +211,7 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
     """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting."""
     _check(args.selector in SELECTORS, "selector", args.selector, f"use one of {sorted(SELECTORS)}.")
     _check(
-        _within(0, 1, closed_low=False)(args.selection_ratio),
+        within(0, 1, closed_low=False)(args.selection_ratio),
         "selection_ratio",
         args.selection_ratio,
         "use a fraction in (0, 1], e.g. 0.4 (1.0 keeps every informative group).",
@@ -343,7 +219,7 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
     if args.min_selection_ratio is None:
         args.min_selection_ratio = min(DEFAULT_MIN_SELECTION_RATIO, args.selection_ratio)
     _check(
-        _within(0, args.selection_ratio)(args.min_selection_ratio),
+        within(0, args.selection_ratio)(args.min_selection_ratio),
         "min_selection_ratio",
         args.min_selection_ratio,
         f"use a fraction in [0, selection_ratio={args.selection_ratio}].",
@@ -357,7 +233,7 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         f"use a non-empty subset of {list(ENERGY_TERMS)}.",
     )
     args.energy_terms = terms
-    for name, valid, fix in _CHECKS:
+    for name, valid, fix in _CHECKS + EXPERIMENTAL_CHECKS:
         _check(valid(getattr(args, name)), name, getattr(args, name), fix)
     for selector in SELECTORS.values():  # each selector validates its own settings
         selector.check_args(args)

@@ -28,7 +28,8 @@ from . import state as lze_state_files
 from .batching import keep_rows
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .engines import warn_if_not_sharded
-from .guards import check_dataset_fits_batch, check_map_style, checked_reward_func
+from .experimental.replay_step import replay_generation_batch
+from .guards import check_dataset_fits_batch, check_map_style, check_replay, checked_reward_func
 from .prompt_ids import PromptIds, has_prompt_column
 from .refill import refill_generation_batch
 from .run import LZERun
@@ -175,6 +176,9 @@ class LZEGRPOTrainer(GRPOTrainer):
             correctness_name=names[self._correctness_index],
             warn=lambda message: warnings.warn(message, UserWarning, stacklevel=4) if main else None,
         )
+        if self.lze.replay is not None:
+            self.lze.replay.process_index = self.accelerator.process_index
+            check_replay(args, self.num_generations, self.args.per_device_train_batch_size)
         if args.selector != "none" and self.loss_type not in TOKEN_NORMALISED_LOSSES:
             logger.warning(
                 f"loss_type={self.loss_type!r} averages over the rows of each micro-batch: the zero-weight rows that "
@@ -242,6 +246,8 @@ class LZEGRPOTrainer(GRPOTrainer):
         if not self.model.training or not self._lze_enabled:
             # Evaluation (nothing to select, no training state to touch), or a run without prompt identity.
             return super()._generate_and_score_completions(inputs)
+        if self.lze.replay is not None:
+            return replay_generation_batch(self, super()._generate_and_score_completions, inputs)
         local_ids = self.prompt_ids.of_rows(inputs)
         output = super()._generate_and_score_completions(inputs)
         batch = self._score(local_ids)
@@ -304,7 +310,13 @@ class LZEGRPOTrainer(GRPOTrainer):
         return arrays, {"step": self._step, **self.lze.position(), "dataset": self.prompt_ids.fingerprint}
 
     def save_lze_state(self, folder: str) -> None:
-        """Writes the LZE state (tables first, the state file last) into a checkpoint `folder`, on the main process."""
+        """
+        Writes the LZE state into a checkpoint `folder`: on the main process the tables, then the state file; on
+        every process, with rollout replay, the rows of the buffered groups it holds (before the state file).
+        """
+        if self.lze.replay is not None:
+            lze_state_files.save_rows(folder, self.accelerator.process_index, self.lze.replay.rows_state())
+            self.accelerator.wait_for_everyone()
         if self.args.should_save:
             self.save_lze_tables(folder)
             lze_state_files.save_state(folder, *self.lze_state())
@@ -339,6 +351,12 @@ class LZEGRPOTrainer(GRPOTrainer):
         except (KeyError, ValueError) as error:
             raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error}).") from error
         self.selection_log.load_pandas(log_frame)
+        if self.lze.replay is not None:
+            rows = lze_state_files.load_rows(checkpoint, self.accelerator.process_index)
+            try:
+                self.lze.replay.load_rows_state(rows)
+            except ValueError as error:
+                raise LZEStateError(str(error)) from error
         self._step = counters["step"]
         sampler = {k[len("sampler.") :]: v for k, v in arrays.items() if k.startswith("sampler.")}
         self.lze.resume = {**counters, "checkpoint": checkpoint, "sampler": sampler or None}

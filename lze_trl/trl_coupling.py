@@ -14,5 +14,7 @@ PRIVATE_NAMES: dict[str, str] = {
     "_metrics": "the per-step metric lists that TRL's `log` averages: the `lze/` metrics are appended to them",
     "_step": "TRL's micro-step counter that paces generation: restored on resume",
     "_load_rng_state": "transformers' RNG restore, redone after the resumed sampler's first draw (exact resume)",
+    "_get_per_token_logps_and_entropies": "rollout replay (experimental): the log-probabilities of the policy that "
+    "generated a group, recorded for its replay, and the importance ratios of the replayed tokens",
 }
 """Private name -> what lze-trl does with it."""

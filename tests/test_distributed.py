@@ -11,7 +11,7 @@ from testing_utils import run_torchrun
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
-@pytest.mark.parametrize("mode", ["select", "prune", "rollout"])
+@pytest.mark.parametrize("mode", ["select", "prune", "rollout", "replay"])
 def test_two_processes_end_with_identical_state(tmp_path, mode):
     result = run_torchrun(Path(__file__).with_name("dist_train.py"), tmp_path, mode, timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -32,5 +32,13 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
         assert max(e.get("lze/rollout_filter/skipped_total", 0) for e in infos[0]["log"]) > 0
         # calibrated (the default): both ranks learned the same map from the gathered groups
         assert ranks[0]["planner.calibration.count"].sum() > 0
+    if mode == "replay":
+        # both ranks took the same replay decisions from the same buffer metadata; each holds its own groups' rows
+        assert max(e["lze/replayed_share"] for e in infos[0]["log"] if "lze/replayed_share" in e) > 0
+        keys, owners = ranks[0]["replay.meta.key"], ranks[0]["replay.meta.owner"]
+        for r in range(2):
+            assert infos[r]["replay_owned_rows"] == sorted(keys[owners == r].tolist())
+        assert set(infos[0]["replay_owned_rows"]).isdisjoint(infos[1]["replay_owned_rows"])
     selected = [e["lze/selected_frac"] for e in infos[0]["log"] if "lze/selected_frac" in e]
-    assert selected and all(0 < s <= 0.5 for s in selected)
+    if mode != "replay":  # with replay, the fresh groups are a quarter of the candidates and may all be taken
+        assert selected and all(0 < s <= 0.5 for s in selected)

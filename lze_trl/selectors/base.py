@@ -7,6 +7,7 @@ for a new one. Plain numpy with no TRL import.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -33,6 +34,9 @@ class GroupBatch:
             Each prompt's pass-rate EMA after this observation (the per-prompt table's).
         rng (`np.random.Generator`):
             Generator seeded from `(seed, generation index)`: identical on every process and on resume.
+        quota_groups (`int`, *optional*):
+            The number of groups a quota (`selection_ratio`) is a share of: the generation batch's groups, unless the
+            batch also holds replayed groups (rollout replay: then the candidates the generation batch brought).
     """
 
     prompt_ids: np.ndarray
@@ -42,6 +46,11 @@ class GroupBatch:
     live: np.ndarray
     ema_pass_rates: np.ndarray
     rng: np.random.Generator
+    quota_groups: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.quota_groups is None:
+            self.quota_groups = len(self.prompt_ids)
 
     @classmethod
     def concat(cls, batches: list[GroupBatch]) -> GroupBatch:
@@ -50,7 +59,7 @@ class GroupBatch:
             name: np.concatenate([getattr(b, name) for b in batches])
             for name in ("prompt_ids", "pass_rates", "rewards", "energies", "live", "ema_pass_rates")
         }
-        return cls(**arrays, rng=batches[0].rng)
+        return cls(**arrays, rng=batches[0].rng, quota_groups=sum(b.quota_groups for b in batches))
 
     @property
     def num_groups(self) -> int:
@@ -162,6 +171,22 @@ def check_setting(condition: bool, setting: str, value: object, requirement: str
 def is_finite_number(x: object) -> bool:
     """Whether `x` is a finite `int` or `float` (not a `bool`)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def is_integer_at_least(x: object, low: int) -> bool:
+    """Whether `x` is an `int` (not a `bool`) `>= low`."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= low
+
+
+def within(low: float, high: float, closed_low: bool = True, closed_high: bool = True) -> Callable[[Any], bool]:
+    """The check that a value is a finite number between `low` and `high` (each end closed or open)."""
+
+    def valid(x: Any) -> bool:
+        above = low <= x if closed_low else low < x
+        below = x <= high if closed_high else x < high
+        return is_finite_number(x) and above and below
+
+    return valid
 
 
 SELECTORS: dict[str, type[Selector]] = {}
