@@ -68,24 +68,12 @@ def concat_batches(batches: list[Batch], pad_token_id: int, sum_keys: tuple[str,
 
 def keep_rows(batch: Batch, keep: np.ndarray, accelerator: Any, multiple: int) -> Batch:
     """
-    The generation batch reduced to this process's kept rows, as `GRPOTrainer` then splits it.
+    This process's scored generation `batch` reduced to its kept rows, as `GRPOTrainer` then splits it ([`pad_rows`]
+    with `multiple=steps_per_generation`). `keep` holds every process's rows: shape `(num_processes, rows)`.
 
     Every process must hand its loss the same number of rows per micro-step (TRL's loss gathers per-sequence tensors
     across processes, and DDP needs the same forward/backward calls everywhere), and TRL's `split_tensor_dict` drops
-    the rows beyond a multiple of `steps_per_generation`: see [`pad_rows`].
-
-    Args:
-        batch (`dict`):
-            This process's scored generation batch (per-row tensors and lists).
-        keep (`np.ndarray`):
-            Boolean mask of the rows to keep, shape `(num_processes, rows per process)`: every process's rows.
-        accelerator (`accelerate.Accelerator`):
-            The run's accelerator (process index, gather).
-        multiple (`int`):
-            `steps_per_generation`.
-
-    Returns:
-        `dict`: the reduced batch.
+    the rows beyond a multiple of `steps_per_generation`.
     """
     keep = np.asarray(keep, dtype=bool)
     local = torch.as_tensor(keep[accelerator.process_index])

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from trl import GRPOConfig
+from trl.trainer.utils import get_config_model_id
 
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
 from .experimental.settings import EXPERIMENTAL_CHECKS, ExperimentalSettings
@@ -237,3 +238,25 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         _check(valid(getattr(args, name)), name, getattr(args, name), fix)
     for selector in SELECTORS.values():  # each selector validates its own settings
         selector.check_args(args)
+
+
+def default_output_dir(model: Any) -> str:
+    """The output directory of a run without `args`: named as `GRPOTrainer` names it, with `-LZE` for `-GRPO`."""
+    name = model if isinstance(model, str) else get_config_model_id(model.config)
+    return f"{name.split('/')[-1]}-LZE"
+
+
+def as_lze_config(args: GRPOConfig | None, model: Any) -> LZEGRPOConfig:
+    """Returns `args` as an [`LZEGRPOConfig`]; a plain `GRPOConfig` keeps its values and gets the LZE defaults."""
+    if isinstance(args, LZEGRPOConfig):
+        return args
+    if args is None:
+        return LZEGRPOConfig(default_output_dir(model))
+    # Copy the already post-initialised values: running GRPOConfig.__post_init__ twice is not idempotent.
+    lze_args = LZEGRPOConfig.__new__(LZEGRPOConfig)
+    lze_args.__dict__.update(args.__dict__)
+    for f in fields(LZEGRPOConfig):
+        if f.name in LZE_FIELDS:
+            setattr(lze_args, f.name, f.default_factory() if f.default is MISSING else f.default)
+    validate_lze_args(lze_args)
+    return lze_args

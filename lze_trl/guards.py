@@ -203,24 +203,3 @@ def check_map_style(args: Any) -> None:
                 f"{setting} needs a map-style train dataset (it plans which prompts an epoch rolls out, or draws "
                 f"extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`, or {fix}."
             )
-
-
-def check_replay(args: Any, num_generations: int, rows_per_step: int) -> None:
-    """
-    Raises a `ValueError` naming the setting when rollout replay (`fresh_fraction < 1`) cannot run: a process's share
-    of a generation batch must hold whole groups (replayed groups stay on the process that generated them), and the
-    refill of DAPO's dynamic sampling would generate what replay means to save.
-    """
-    rows = rows_per_step * args.steps_per_generation
-    if rows % num_generations:
-        raise ValueError(
-            f"fresh_fraction={args.fresh_fraction} needs whole prompt groups on every process, but a process's share "
-            f"of a generation batch is {rows} rows (per_device_train_batch_size={rows_per_step} x "
-            f"steps_per_generation={args.steps_per_generation}) for groups of num_generations={num_generations}: "
-            "make it a multiple of num_generations."
-        )
-    if args.dapo_max_resample > 0:
-        raise ValueError(
-            f"fresh_fraction={args.fresh_fraction} and dapo_max_resample={args.dapo_max_resample} work against each "
-            "other (replay generates less, refill more): set dapo_max_resample=0."
-        )

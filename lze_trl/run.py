@@ -74,7 +74,7 @@ class LZERun:
         self.replay = self.generation_planner = None
         if args.fresh_fraction < 1:
             from .experimental.generation_planner import GenerationPlanner
-            from .experimental.replay import ReplayBuffer
+            from .experimental.replay import ReplayBuffer, ReplayGuard
 
             self.replay = ReplayBuffer(args.replay_buffer_size, args.replay_max_staleness, args.replay_max_uses)
             self.generation_planner = GenerationPlanner(
@@ -84,7 +84,7 @@ class LZERun:
                 num_generations,
                 seed=args.seed,
             )
-            self._replay_alarms: dict[str, int] = {}
+            self.replay_guard = ReplayGuard(args.replay_max_staleness)
         self.selection_log = SelectionLog(args.selection_log_max_rows)
         self.dead_run = DeadRunDetector(args.pass_threshold, correctness_name)
         self.warn = warn or (lambda message: warnings.warn(message, UserWarning, stacklevel=3))
@@ -281,37 +281,3 @@ class LZERun:
     def fresh_per_process(self, candidates: int) -> int:
         """Groups a process generates of its `candidates` (`fresh_fraction` of them, at least one)."""
         return max(1, round(self.args.fresh_fraction * candidates))
-
-    def guard_replay(self, metrics: dict[str, float], warn: Callable[[str], None]) -> None:
-        """
-        Says loudly, once each, when replay degenerates: updates starved of groups (an empty or stale buffer), most
-        replayed tokens clipped (the policy moved away from the buffer), or the same groups replayed again and again
-        as most of the update. Each condition must hold for 3 generation batches in a row, after the buffer's first
-        `replay_max_staleness` batches.
-        """
-        if self.generation <= self.args.replay_max_staleness:
-            return
-        conditions = {
-            "starved": metrics["lze/replay_eligible_groups"] == 0,
-            "clipped": metrics["lze/replay_clipped_share"] > 0.5,
-            "repeated": metrics["lze/replayed_share"] > 0.75,
-        }
-        messages = {
-            "starved": "rollout replay: no buffered group was eligible for 3 generation batches, so the updates held "
-            f"only fresh groups; the buffer holds {metrics['lze/replay_buffer_groups']} groups. Raise "
-            "replay_max_staleness, replay_max_uses or fresh_fraction.",
-            "clipped": "rollout replay: more than half the replayed tokens were outside TRL's clip range "
-            f"({metrics['lze/replay_clipped_share']:.0%}; mean ratio {metrics['lze/replay_ratio_mean']:.2f}) for 3 "
-            "generation batches: they give no gradient, the policy has moved away from the buffer. Lower "
-            "replay_max_staleness or raise fresh_fraction.",
-            "repeated": "rollout replay: replayed groups were more than 75% of the update for 3 generation batches "
-            f"({metrics['lze/replayed_share']:.0%}): the run trains mostly on old rollouts. Raise fresh_fraction or "
-            "lower replay_max_uses.",
-        }
-        for name, holds in conditions.items():
-            count = self._replay_alarms.get(name, 0)
-            if count >= 0:  # -1: said once already
-                self._replay_alarms[name] = count + 1 if holds else 0
-                if self._replay_alarms[name] >= 3:
-                    warn(messages[name])
-                    self._replay_alarms[name] = -1

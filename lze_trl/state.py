@@ -163,33 +163,3 @@ def check_fingerprint(saved: dict[str, Any] | None, current: dict[str, Any] | No
             "content differs from this run's (same size, other prompts or order): its per-prompt pass rates would "
             "land on other prompts."
         )
-
-
-def rows_file(folder: str, process_index: int) -> str:
-    """The file of one process's replay-buffer rows in a checkpoint folder."""
-    return os.path.join(folder, f"lze_replay_rows_rank{process_index}.pt")
-
-
-def save_rows(folder: str, process_index: int, rows: dict[int, dict[str, Any]]) -> str:
-    """Writes one process's replay-buffer rows (a dict of tensors per group) atomically; returns the path."""
-    import torch
-
-    os.makedirs(folder, exist_ok=True)
-    path = rows_file(folder, process_index)
-    atomic_write(path, lambda f: torch.save(rows, f))
-    return path
-
-
-def load_rows(folder: str, process_index: int) -> dict[int, dict[str, Any]]:
-    """Reads one process's replay-buffer rows; raises [`LZEStateError`] naming the file when missing or corrupt."""
-    import torch
-
-    path = rows_file(folder, process_index)
-    if not os.path.isfile(path):
-        raise LZEStateError(
-            f"The checkpoint {folder!r} has no replay rows {os.path.basename(path)!r} for this process."
-        )
-    try:
-        return torch.load(path, weights_only=True)
-    except Exception as error:
-        raise LZEStateError(f"The replay rows {path!r} are corrupt ({type(error).__name__}).") from error

@@ -12,7 +12,6 @@ import os
 import sys
 import textwrap
 import warnings
-from dataclasses import MISSING, fields
 from typing import Any
 
 import numpy as np
@@ -22,14 +21,15 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
-from trl.trainer.utils import get_config_model_id
 
 from . import state as lze_state_files
 from .batching import keep_rows
-from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
+from .config import as_lze_config
 from .engines import warn_if_not_sharded
+from .experimental.replay import load_rows, save_rows
 from .experimental.replay_step import replay_generation_batch
-from .guards import check_dataset_fits_batch, check_map_style, check_replay, checked_reward_func
+from .experimental.settings import check_replay
+from .guards import check_dataset_fits_batch, check_map_style, checked_reward_func
 from .prompt_ids import PromptIds, has_prompt_column
 from .refill import refill_generation_batch
 from .run import LZERun
@@ -44,28 +44,6 @@ __all__ = ["LZEGRPOTrainer", "PROMPTS_PARQUET", "SELECTION_LOG_PARQUET"]
 # Loss types that normalise by a token count spanning the generation batch (`num_items_in_batch`): zero-weight
 # padding rows change nothing in them. The others average over the rows of each micro-batch, padding included.
 TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "vespo")
-
-
-def default_output_dir(model: Any) -> str:
-    """The output directory of a run without `args`: named as `GRPOTrainer` names it, with `-LZE` for `-GRPO`."""
-    name = model if isinstance(model, str) else get_config_model_id(model.config)
-    return f"{name.split('/')[-1]}-LZE"
-
-
-def as_lze_config(args: GRPOConfig | None, model: Any) -> LZEGRPOConfig:
-    """Returns `args` as an [`LZEGRPOConfig`]; a plain `GRPOConfig` keeps its values and gets the LZE defaults."""
-    if isinstance(args, LZEGRPOConfig):
-        return args
-    if args is None:
-        return LZEGRPOConfig(default_output_dir(model))
-    # Copy the already post-initialised values: running GRPOConfig.__post_init__ twice is not idempotent.
-    lze_args = LZEGRPOConfig.__new__(LZEGRPOConfig)
-    lze_args.__dict__.update(args.__dict__)
-    for f in fields(LZEGRPOConfig):
-        if f.name in LZE_FIELDS:
-            setattr(lze_args, f.name, f.default_factory() if f.default is MISSING else f.default)
-    validate_lze_args(lze_args)
-    return lze_args
 
 
 class _LZECallback(TrainerCallback):
@@ -315,7 +293,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         every process, with rollout replay, the rows of the buffered groups it holds (before the state file).
         """
         if self.lze.replay is not None:
-            lze_state_files.save_rows(folder, self.accelerator.process_index, self.lze.replay.rows_state())
+            save_rows(folder, self.accelerator.process_index, self.lze.replay.rows_state())
             self.accelerator.wait_for_everyone()
         if self.args.should_save:
             self.save_lze_tables(folder)
@@ -352,11 +330,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error}).") from error
         self.selection_log.load_pandas(log_frame)
         if self.lze.replay is not None:
-            rows = lze_state_files.load_rows(checkpoint, self.accelerator.process_index)
-            try:
-                self.lze.replay.load_rows_state(rows)
-            except ValueError as error:
-                raise LZEStateError(str(error)) from error
+            self.lze.replay.load_rows_state(load_rows(checkpoint, self.accelerator.process_index))
         self._step = counters["step"]
         sampler = {k[len("sampler.") :]: v for k, v in arrays.items() if k.startswith("sampler.")}
         self.lze.resume = {**counters, "checkpoint": checkpoint, "sampler": sampler or None}

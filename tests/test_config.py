@@ -2,7 +2,7 @@ import pytest
 from trl import GRPOConfig
 
 from lze_trl import LZEGRPOConfig
-from lze_trl.trainer import as_lze_config
+from lze_trl.config import as_lze_config
 
 
 BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)

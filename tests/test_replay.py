@@ -9,6 +9,7 @@ from lze_trl.experimental.generation_planner import GenerationPlanner, featurize
 from lze_trl.experimental.replay import ReplayBuffer, trim_group
 from lze_trl.experimental.replay_step import fit_owners
 from lze_trl.prompt_state import PromptState
+from lze_trl.state import LZEStateError
 
 
 def rows(n=4, prompt=5, completion=6, used=3):
@@ -85,7 +86,7 @@ def test_state_round_trip_and_rows_that_do_not_fit_are_refused():
     restored.load_rows_state(buffer.rows_state())
     np.testing.assert_array_equal(restored.meta["key"], buffer.meta["key"])
     assert restored.stats == buffer.stats and set(restored.rows) == {1, 2}
-    with pytest.raises(ValueError, match="same number of processes"):
+    with pytest.raises(LZEStateError, match="same number of processes"):
         restored.load_rows_state({1: rows()})
 
 
@@ -219,7 +220,7 @@ def test_resume_with_a_full_buffer_is_exact(tmp_path):
 def test_replay_needs_whole_groups_per_process_and_no_refill(tmp_path):
     from types import SimpleNamespace
 
-    from lze_trl.guards import check_replay
+    from lze_trl.experimental.settings import check_replay
 
     # 2 processes x 6 rows: TRL accepts groups of 4 straddling the processes, replay does not
     two_processes = SimpleNamespace(fresh_fraction=0.5, steps_per_generation=1, dapo_max_resample=0)

@@ -12,8 +12,8 @@ from transformers import Qwen2Config
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from lze_trl.config import as_lze_config, default_output_dir
 from lze_trl.sampler import LZERepeatSampler
-from lze_trl.trainer import as_lze_config, default_output_dir
 from lze_trl.trl_coupling import PRIVATE_NAMES
 
 

@@ -270,3 +270,28 @@ def test_rollout_filter_chooses_the_batch_before_vllm_sees_it(tmp_path, model_di
     solved = {n for n in range(16) if n % 4}
     assert len(later & solved) < len(solved) / 2  # most always-solved prompts were skipped after the first steps
     assert trainer.lze.rollout_filter.totals["skipped"] > 0
+
+
+def test_replay_generates_only_the_fresh_share_with_vllm(tmp_path, model_dir):
+    # 8 candidate prompts per step, a quarter generated (by Thompson draws): vLLM sees 2 prompts x 4 rollouts per step;
+    # the update also takes buffered groups, trained against the log-probabilities recorded when vLLM generated them
+    trainer = vllm_trainer(
+        tmp_path,
+        model_dir,
+        "lze",
+        dataset=prompt_dataset(32),
+        per_device_train_batch_size=32,
+        max_steps=6,
+        fresh_fraction=0.25,
+        selection_ratio=0.5,
+        generation_selection="thompson",
+    )
+    calls = record_vllm(trainer)
+    trainer.train()
+    assert [len(p) for p in calls["prompts"]] == [8] * 6
+    assert logged(trainer, "lze/fresh_rollouts") == [8] * 6
+    assert max(logged(trainer, "lze/replayed_share")) > 0
+    # TRL computed the log-probabilities itself (vLLM importance sampling): replay added no forward for them, only
+    # the one that measures the replayed tokens' ratios
+    ratios = logged(trainer, "lze/replay_ratio_mean")
+    assert all(0.5 < r < 2.0 for r in ratios)

@@ -20,10 +20,14 @@ numpy and torch, no TRL import.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
+
+from ..state import LZEStateError, atomic_write
 
 
 META = ("key", "prompt_id", "owner", "birth", "uses", "pass_rate", "energy")
@@ -154,8 +158,77 @@ class ReplayBuffer:
         """Restores this process's rows; fails when they do not match the metadata's groups it owns."""
         mine = set(self.meta["key"][self.meta["owner"] == self.process_index].tolist())
         if set(rows) != mine:
-            raise ValueError(
+            raise LZEStateError(
                 f"The replay buffer's saved rows of process {self.process_index} hold {len(rows)} groups where its "
                 f"metadata names {len(mine)}: resume with the same number of processes and a complete checkpoint."
             )
         self.rows = dict(rows)
+
+
+class ReplayGuard:
+    """The loud side of replay: conditions under which it degenerates, each said once."""
+
+    def __init__(self, max_staleness: int) -> None:
+        self.max_staleness = max_staleness
+        self.alarms: dict[str, int] = {}
+
+    def __call__(self, generation: int, metrics: dict[str, float], warn: Callable[[str], None]) -> None:
+        """
+        Says loudly, once each, when replay degenerates: updates starved of groups (an empty or stale buffer), most
+        replayed tokens clipped (the policy moved away from the buffer), or the same groups replayed again and again
+        as most of the update. Each condition must hold for 3 generation batches in a row, after the buffer's first
+        `replay_max_staleness` batches.
+        """
+        if generation <= self.max_staleness:
+            return
+        conditions = {
+            "starved": metrics["lze/replay_eligible_groups"] == 0,
+            "clipped": metrics["lze/replay_clipped_share"] > 0.5,
+            "repeated": metrics["lze/replayed_share"] > 0.75,
+        }
+        messages = {
+            "starved": "rollout replay: no buffered group was eligible for 3 generation batches, so the updates held "
+            f"only fresh groups; the buffer holds {metrics['lze/replay_buffer_groups']} groups. Raise "
+            "replay_max_staleness, replay_max_uses or fresh_fraction.",
+            "clipped": "rollout replay: more than half the replayed tokens were outside TRL's clip range "
+            f"({metrics['lze/replay_clipped_share']:.0%}; mean ratio {metrics['lze/replay_ratio_mean']:.2f}) for 3 "
+            "generation batches: they give no gradient, the policy has moved away from the buffer. Lower "
+            "replay_max_staleness or raise fresh_fraction.",
+            "repeated": "rollout replay: replayed groups were more than 75% of the update for 3 generation batches "
+            f"({metrics['lze/replayed_share']:.0%}): the run trains mostly on old rollouts. Raise fresh_fraction or "
+            "lower replay_max_uses.",
+        }
+        for name, holds in conditions.items():
+            count = self.alarms.get(name, 0)
+            if count >= 0:  # -1: said once already
+                self.alarms[name] = count + 1 if holds else 0
+                if self.alarms[name] >= 3:
+                    warn(messages[name])
+                    self.alarms[name] = -1
+
+
+# ----------------------------------------------------------------------------------------------- rows on disk
+def rows_file(folder: str, process_index: int) -> str:
+    """The file of one process's replay-buffer rows in a checkpoint folder."""
+    return os.path.join(folder, f"lze_replay_rows_rank{process_index}.pt")
+
+
+def save_rows(folder: str, process_index: int, rows: dict[int, dict[str, Any]]) -> str:
+    """Writes one process's replay-buffer rows (a dict of tensors per group) atomically; returns the path."""
+    os.makedirs(folder, exist_ok=True)
+    path = rows_file(folder, process_index)
+    atomic_write(path, lambda f: torch.save(rows, f))
+    return path
+
+
+def load_rows(folder: str, process_index: int) -> dict[int, dict[str, Any]]:
+    """Reads one process's replay-buffer rows; raises [`LZEStateError`] naming the file when missing or corrupt."""
+    path = rows_file(folder, process_index)
+    if not os.path.isfile(path):
+        raise LZEStateError(
+            f"The checkpoint {folder!r} has no replay rows {os.path.basename(path)!r} for this process."
+        )
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception as error:
+        raise LZEStateError(f"The replay rows {path!r} are corrupt ({type(error).__name__}).") from error

@@ -131,7 +131,7 @@ def replay_generation_batch(trainer: Any, generate: Callable[[list[dict]], dict]
             **ratio,
         }
     )
-    run.guard_replay(metrics, warn=trainer_warn(trainer))
+    run.replay_guard(run.generation, metrics, warn=trainer_warn(trainer))
     for name, value in metrics.items():
         trainer._metrics["train"][name].append(value)
     return batch
