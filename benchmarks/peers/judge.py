@@ -1,21 +1,24 @@
-"""The trainer side of the `"prefilter"` selector: judging every prompt with the current policy.
+"""The trainer side of the peers: judging every prompt with the current policy before training ([`prepare`]).
 
 These functions drive the trainer's own generation and reward paths (TRL's `GRPOTrainer._generate` and
-`_calculate_rewards`, private methods, hence here in the trainer layer and not in the method layer), and
-[`train_context`] hands them to a selector as plain callables (a [`~lze_trl.selectors.TrainContext`]).
+`_calculate_rewards`, private methods: fine in the benchmarks, kept out of the package). [`prepare`] is called with the
+built trainer before `trainer.train()` (the benchmark harness's trainer does) and hands the judged pass rates to the
+`"prefilter"` selector, reading them from its cache when another run judged the same model and data.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Any
 
 import numpy as np
 import torch
 
-from .selection import group_pass_rates
-from .selectors import TrainContext
+from lze_trl.selection import group_pass_rates
+
+from .prefilter import PrefilterSelector
 
 
 PREFILTER_CACHE_VERSION = 1
@@ -48,7 +51,7 @@ def dataset_content_hash(dataset: Any) -> str:
     return h.hexdigest()
 
 
-def prefilter_cache_key(trainer: Any) -> str:
+def judge_key(trainer: Any) -> str:
     """Key of the judged pass rates: model, dataset, group size, seed and everything else they depend on."""
     args = trainer.args
     tokenizer = getattr(trainer, "processing_class", None)
@@ -126,19 +129,42 @@ def judge_pass_rates(trainer: Any) -> np.ndarray:
     return pass_rates
 
 
-def train_context(trainer: Any) -> TrainContext:
-    """The [`~lze_trl.selectors.TrainContext`] of an [`LZEGRPOTrainer`]: its judge, cache key and collectives."""
-    accelerator = trainer.accelerator
+def all_processes(trainer: Any, flag: bool) -> bool:
+    """Whether `flag` is true on every process (a collective: every process must call it)."""
+    found = torch.tensor([float(flag)], device=trainer.accelerator.device)
+    return bool(trainer.accelerator.gather(found).min().item() > 0)
 
-    def all_processes(flag: bool) -> bool:
-        found = torch.tensor([float(flag)], device=accelerator.device)
-        return bool(accelerator.gather(found).min().item() > 0)
 
-    return TrainContext(
-        num_prompts=len(trainer.train_dataset) if hasattr(trainer.train_dataset, "__len__") else 0,
-        output_dir=trainer.args.output_dir,
-        judge_pass_rates=lambda: judge_pass_rates(trainer),
-        judge_key=lambda: prefilter_cache_key(trainer),
-        all_processes=all_processes,
-        is_main_process=accelerator.is_main_process,
-    )
+def prepare(trainer: Any) -> None:
+    """
+    Does what the run's selector needs before training: for `"prefilter"`, judges every prompt of the train dataset
+    with the initial policy ([`judge_pass_rates`]) and hands the pass rates to the selector, unless every process
+    finds them in the cache (a node with its own disk may not see it); the main process writes the cache. Nothing
+    for the other selectors, or when the pass rates are already there.
+
+    Call it on every process, with the built trainer, before `trainer.train()`. A resumed run restores the pass rates
+    from its checkpoint afterwards.
+
+    Args:
+        trainer ([`~lze_trl.LZEGRPOTrainer`]):
+            The trainer, not trained yet.
+    """
+    selector = trainer.lze.selector
+    if not isinstance(selector, PrefilterSelector) or selector.pass_rates is not None:
+        return
+    num_prompts = len(trainer.train_dataset)
+    path = selector.cache_path(judge_key(trainer), trainer.args.output_dir)
+    pass_rates = None
+    if os.path.isfile(path):
+        with np.load(path) as data:
+            if len(data["pass_rates"]) == num_prompts:
+                pass_rates = data["pass_rates"].astype(np.float64)
+    from_cache = all_processes(trainer, pass_rates is not None)
+    if not from_cache:
+        pass_rates = judge_pass_rates(trainer)
+        if trainer.accelerator.is_main_process:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp.npz"
+            np.savez(tmp, pass_rates=pass_rates)
+            os.replace(tmp, path)
+    selector.judged(pass_rates, from_cache)

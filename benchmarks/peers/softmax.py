@@ -6,54 +6,65 @@ from typing import Any
 
 import numpy as np
 
-from .base import GroupBatch, Selector, check_setting, is_finite_number, register_selector
+from lze_trl.selectors import GroupBatch, register_selector
+from lze_trl.selectors.base import check_setting, is_finite_number
+
+from .base import PeerSelector
 
 
 @register_selector
-class SoftmaxSelector(Selector):
+class SoftmaxSelector(PeerSelector):
     """
-    `"softmax"`: the skill card's soft variant. Each group's weight is `softmax(score / softmax_temperature)` over the
-    batch, times the number of groups, with `score = -|ema - 0.5|` (peaking at 50% accuracy) and `ema` the prompt's
-    pass-rate EMA after this observation (the per-prompt table's: the first observation sets it, then
+    `"softmax"`: the skill card's soft variant. Each group's weight is `softmax(score / temperature)` over the batch,
+    times the number of groups, with `score = -|ema - 0.5|` (peaking at 50% accuracy) and `ema` the prompt's pass-rate
+    EMA after this observation (the per-prompt table's: the first observation sets it, then
     `ema <- d * ema + (1 - d) * p`, `d = energy_ema_decay`). Weights average 1 over the batch, so the loss keeps its
     scale. Every group takes part in the update (only its advantages are scaled), except groups with no scorable
     rollout (weight 0).
 
     The card also allocates rollouts per prompt in proportion to these weights. TRL's GRPO generates a fixed
-    `num_generations` rollouts per group, so with `softmax_allocate_rollouts=True` the budget is shared out in whole
-    groups instead (see [`~SoftmaxSelector.plan_epoch`]): at each epoch's start a prompt gets as many groups as its
-    weight earns, 0 skipping it for the epoch and 2 or more rolling it out that many times.
+    `num_generations` rollouts per group, so with `allocate_rollouts=True` the budget is shared out in whole groups
+    instead (see [`~SoftmaxSelector.plan_epoch`]): at each epoch's start a prompt gets as many groups as its weight
+    earns, 0 skipping it for the epoch and 2 or more rolling it out that many times (needs a map-style train dataset).
+
+    Settings (`selector_kwargs`):
+        temperature (`float`, defaults to `0.2`):
+            Temperature `tau` of the weights, > 0; 0.1-0.3 is typical, lower concentrates the weight on groups near
+            50% accuracy.
+        allocate_rollouts (`bool`, defaults to `False`):
+            Also share each epoch's groups out in proportion to the weights.
     """
 
     name = "softmax"
+    defaults = {"temperature": 0.2, "allocate_rollouts": False}
 
     def __init__(self, args: Any) -> None:
         super().__init__(args)
+        self.temperature = self.settings["temperature"]
         self._last_weight_max = 0.0
         self._last_count_max = 0
         # Allocating rollouts changes which prompts an epoch rolls out: a map-style dataset is then required.
-        self.plans_rollouts = bool(getattr(args, "softmax_allocate_rollouts", False))
+        self.plans_rollouts = bool(self.settings["allocate_rollouts"])
 
     @classmethod
-    def check_args(cls, args: Any) -> None:
+    def check_settings(cls, settings: dict[str, Any]) -> None:
+        tau = settings["temperature"]
         check_setting(
-            is_finite_number(args.softmax_temperature) and args.softmax_temperature > 0,
-            "softmax_temperature",
-            args.softmax_temperature,
+            is_finite_number(tau) and tau > 0,
+            "selector_kwargs['temperature']",
+            tau,
             "use a finite temperature > 0, e.g. 0.2 (0.1-0.3 is typical).",
         )
+        allocate = settings["allocate_rollouts"]
         check_setting(
-            not args.softmax_allocate_rollouts or args.selector == "softmax",
-            "softmax_allocate_rollouts",
-            args.softmax_allocate_rollouts,
-            f"use it with selector='softmax' (got selector={args.selector!r}), or leave it False.",
+            isinstance(allocate, bool), "selector_kwargs['allocate_rollouts']", allocate, "use true or false."
         )
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         weights = np.zeros(batch.num_groups)
         valid = np.isfinite(batch.pass_rates)
         if valid.any():
-            z = -np.abs(batch.ema_pass_rates[valid] - 0.5) / self.args.softmax_temperature
+            z = -np.abs(batch.ema_pass_rates[valid] - 0.5) / self.temperature
             e = np.exp(z - z.max())
             weights[valid] = valid.sum() * e / e.sum()
         self._last_weight_max = float(weights.max()) if len(weights) else 0.0
@@ -61,7 +72,7 @@ class SoftmaxSelector(Selector):
 
     def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: Any) -> np.ndarray:
         """
-        The epoch's rows with their groups in proportion to the weights (`softmax_allocate_rollouts=True`).
+        The epoch's rows with their groups in proportion to the weights (`allocate_rollouts=True`).
 
         The `n` prompts of the epoch seen so far share `n` groups: prompt `i` earns `n * w_i` with
         `w = softmax(-|ema - 0.5| / tau)` over them, rounded down, and the groups left go to the largest remainders
@@ -74,7 +85,7 @@ class SoftmaxSelector(Selector):
         counts = np.ones(len(unique), dtype=np.int64)
         seen = np.flatnonzero(np.isfinite(ema))
         if len(seen) > 0:
-            z = -np.abs(ema[seen] - 0.5) / self.args.softmax_temperature
+            z = -np.abs(ema[seen] - 0.5) / self.temperature
             share = np.exp(z - z.max())
             share *= len(seen) / share.sum()
             whole = np.floor(share).astype(np.int64)

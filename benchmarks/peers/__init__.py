@@ -1,0 +1,33 @@
+"""The paper's peers that left the package (they lost their benchmarks, BENCHMARKS.md section 2), kept working as
+selectors registered from outside it: importing this package registers `"prefilter"` (Pre-Filter) and `"softmax"`
+(the skill card's soft weighting) with [`~lze_trl.selectors.register_selector`].
+
+Each reads its settings from `args.selector_kwargs` (e.g. `LZEGRPOConfig(selector="softmax",
+selector_kwargs={"temperature": 0.2, "allocate_rollouts": True})`, or `{"mode": "remove_both", "cache_dir": ...}` for
+the prefilter) and validates them in its `check_args`. The prefilter judges the prompts before training: call
+[`prepare`]`(trainer)` on the built trainer before `trainer.train()`.
+"""
+
+from .judge import judge_pass_rates, prepare
+from .prefilter import PREFILTER_MODES, PrefilterSelector
+from .softmax import SoftmaxSelector
+
+
+PEERS = {cls.name: cls for cls in (PrefilterSelector, SoftmaxSelector)}
+"""The peer selectors by name."""
+
+
+def needs_preparation(selector: str) -> bool:
+    """Whether a run with `selector` must call [`prepare`] before training (the prefilter judges its prompts)."""
+    return selector == PrefilterSelector.name
+
+
+__all__ = [
+    "PEERS",
+    "PREFILTER_MODES",
+    "PrefilterSelector",
+    "SoftmaxSelector",
+    "judge_pass_rates",
+    "needs_preparation",
+    "prepare",
+]
