@@ -32,11 +32,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from benchmarks.harness.markdown import bench_markdown  # noqa: E402
+from benchmarks.harness.stats import aggregate  # noqa: E402
 from lze_trl.commands import option  # noqa: E402
-from lze_trl.experiments import DemoConfig, MeteredLZEGRPOTrainer, MethodSpec, WarmStartConfig  # noqa: E402
-from lze_trl.experiments.comparison import machine_info, run_comparison, to_jsonable  # noqa: E402
-from lze_trl.experiments.statistics import aggregate  # noqa: E402
-from lze_trl.experiments.tables import bench_markdown, format_table  # noqa: E402
+from lze_trl.demo import DemoConfig, MeteredLZEGRPOTrainer, MethodSpec, WarmStartConfig  # noqa: E402
+from lze_trl.demo.comparison import machine_info, run_comparison, to_jsonable  # noqa: E402
+from lze_trl.demo.tables import format_table  # noqa: E402
 
 
 class FullBatchNormaliserTrainer(MeteredLZEGRPOTrainer):

@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from lze_trl.experiments.bench import run_train_bench  # noqa: E402
-from lze_trl.experiments.config import DemoConfig  # noqa: E402
-from lze_trl.experiments.overrides import parse_method  # noqa: E402
+from benchmarks.harness.specs import parse_method  # noqa: E402
+from benchmarks.harness.train import run_train_bench  # noqa: E402
+from lze_trl.demo import DemoConfig  # noqa: E402
 from lze_trl.tasks import carries  # noqa: E402
 
 

@@ -7,8 +7,7 @@ import sys
 
 
 COMMANDS = {
-    "demo": "Train plain GRPO and LZE on the embedded CPU arithmetic task and compare them.",
-    "bench": "Benchmarks: the demo's runs with more steps and seeds, and the selection micro-benchmark.",
+    "demo": "Train plain GRPO and LZE (and its variants) on the embedded CPU task and compare them.",
     "grpo": "Train with LZEGRPOTrainer from a YAML recipe or flags, like `trl grpo`.",
     "eval": "Pass@1 / avg@k of a model, checkpoint or LoRA adapter on math benchmarks.",
 }

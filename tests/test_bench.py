@@ -1,19 +1,21 @@
-"""`lze-trl bench`: override and selector parsing, aggregation over seeds, the selection micro-benchmark, the CLI."""
+"""The benchmark harness (`python benchmarks/bench.py`, `benchmarks/harness/`): override and selector parsing,
+aggregation over seeds, the selection micro-benchmark, the command line, the sweep report."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import re
 
 import numpy as np
 import pytest
 
-from lze_trl.experiments import DemoConfig, MethodSpec, lze_config
-from lze_trl.experiments.bench import bench_selection
-from lze_trl.experiments.overrides import parse_method, parse_overrides
-from lze_trl.experiments.statistics import aggregate
-from lze_trl.experiments.warmstart import WARMSTART_FORMAT
+from benchmarks.harness.selection import bench_selection
+from benchmarks.harness.specs import parse_method, parse_overrides
+from benchmarks.harness.stats import aggregate
+from lze_trl.demo import DemoConfig, MethodSpec, lze_config
+from lze_trl.demo.warmstart import WARMSTART_FORMAT
 from lze_trl.selectors import SELECTORS
 from lze_trl.tasks import CHARSET
 
@@ -123,7 +125,7 @@ def test_selection_micro_benchmark_reports_time_and_memory():
 
 @pytest.mark.slow
 def test_bench_command_end_to_end(tmp_path):
-    from lze_trl.commands.bench import main
+    from benchmarks.harness.cli import main
 
     out = tmp_path / "bench"
     argv = ["all", "--tiny", "--seeds", "0", "1", "--selectors", "none", "lze", "uniform:selection_ratio=0.5"]
@@ -145,7 +147,7 @@ def test_bench_command_end_to_end(tmp_path):
 
 
 def test_bench_command_rejects_unknown_selectors(tmp_path, capsys):
-    from lze_trl.commands.bench import main
+    from benchmarks.harness.cli import main
 
     assert main(["train", "--tiny", "--selectors", "magic", "--output-dir", str(tmp_path)]) == 2
     assert "Unknown selector" in capsys.readouterr().err
@@ -153,7 +155,7 @@ def test_bench_command_rejects_unknown_selectors(tmp_path, capsys):
 
 
 def test_bench_command_sets_demo_and_warm_start_fields():
-    from lze_trl.commands.bench import build_config, parse_args
+    from benchmarks.harness.cli import build_config, parse_args
 
     args = parse_args(["train", "--demo", "n_train=4096", "--demo", "learning_rate=1e-4", "--warm", "hidden_size=64"])
     config = build_config(args)
@@ -172,11 +174,11 @@ def test_bench_command_sets_demo_and_warm_start_fields():
 
 
 def test_the_task_flag_picks_the_task_and_its_warm_start():
-    from lze_trl.commands.bench import build_config, parse_args
+    from benchmarks.harness.cli import build_config, parse_args
     from lze_trl.commands.demo import build_config as demo_config
     from lze_trl.commands.demo import parse_args as demo_args
-    from lze_trl.experiments import default_warm_start
-    from lze_trl.experiments.training import prepare
+    from lze_trl.demo import default_warm_start
+    from lze_trl.demo.training import prepare
 
     assert build_config(parse_args(["train"])).task == "carries"
     old = build_config(parse_args(["train", "--demo", "task=arithmetic", "--warm", "steps=500"]))
@@ -199,8 +201,8 @@ def test_the_task_flag_picks_the_task_and_its_warm_start():
 
 @pytest.mark.slow
 def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, capsys):
-    from lze_trl.commands.bench import main
-    from lze_trl.experiments.sweep import classify
+    from benchmarks.harness.cli import main
+    from benchmarks.harness.sweep_plot import classify
 
     common = ["--tiny", "--seeds", "0", "1", "--cache-dir", str(tmp_path / "cache")]
     first, second = tmp_path / "selectors", tmp_path / "ablations"
@@ -245,7 +247,7 @@ def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, c
         np.mean([f["final_accuracy_by_level"]["test"]["0"] for f in finals])
     )
     assert "Final greedy accuracy per level" in (out / "sweep.md").read_text()
-    assert "(OOD) |" in (out / "sweep.md").read_text()
+    assert re.search(r"\| L\d \(OOD\) +\|", (out / "sweep.md").read_text())  # a column per OOD level
     capsys.readouterr()
     assert main(["report", str(tmp_path / "nowhere"), "--output-dir", str(out)]) == 2
     assert "bench_train.json not found" in capsys.readouterr().err
@@ -253,7 +255,8 @@ def test_bench_report_merges_folders_into_the_sweep_table_and_figure(tmp_path, c
 
 @pytest.mark.parametrize("spelling", ["--output_dir", "--output-dir"])
 def test_every_command_takes_both_spellings_of_its_flags(spelling, tmp_path):
-    from lze_trl.commands import bench, demo, eval, grpo
+    from benchmarks.harness import cli as bench
+    from lze_trl.commands import demo, eval, grpo
 
     out = str(tmp_path / "out")
     assert demo.parse_args([spelling, out]).output_dir == out
@@ -276,7 +279,7 @@ def test_sweep_report_counts_the_seeds_of_every_folder(tmp_path):
     # one folder per seed (as the sweep in BENCHMARKS.md runs them): the report must say all seeds, not the first's
     import json
 
-    from lze_trl.experiments.sweep import load_runs
+    from benchmarks.harness.sweep import load_runs
 
     folders = []
     for seed in (2, 0, 1):
@@ -291,7 +294,7 @@ def test_sweep_report_counts_the_seeds_of_every_folder(tmp_path):
 
 
 def test_audited_skips_come_from_the_last_logged_filter_totals():
-    from lze_trl.experiments.statistics import audited_skips
+    from lze_trl.demo.summary import audited_skips
 
     steps = [
         {"step": 1, "lze/dead_frac": 0.5},
@@ -302,3 +305,35 @@ def test_audited_skips_come_from_the_last_logged_filter_totals():
     assert audited_skips(steps[:1])["wrong_skip_rate"] is None  # no rollout filter in the run
     zero = [{"lze/rollout_filter/audited_total": 0.0, "lze/rollout_filter/audited_alive_total": 0.0}]
     assert audited_skips(zero)["wrong_skip_rate"] is None and audited_skips(zero)["audited_skips"] == 0.0
+
+
+def test_the_bench_command_left_the_package(capsys):
+    # the wheel is the library: `lze-trl bench` is `python benchmarks/bench.py`, and the package never imports it
+    import ast
+    from pathlib import Path
+
+    from lze_trl.cli import COMMANDS
+    from lze_trl.cli import main as lze_trl_main
+
+    assert "bench" not in COMMANDS and set(COMMANDS) == {"demo", "grpo", "eval"}
+    assert lze_trl_main(["bench", "train"]) == 2
+    assert "unknown command 'bench'" in capsys.readouterr().err
+    package = Path(__file__).resolve().parents[1] / "lze_trl"
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            assert not any(name.split(".")[0] == "benchmarks" for name in names), path
+
+
+def test_the_bench_script_runs_from_any_folder(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "train", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "--selectors" in result.stdout and "prefilter" in result.stdout

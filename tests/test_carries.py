@@ -75,7 +75,7 @@ def test_the_ood_split_is_the_operand_range_rl_never_trains_on():
 
 
 def test_the_demo_evaluates_the_whole_ood_range_by_default():
-    from lze_trl.experiments import DemoConfig
+    from lze_trl.demo import DemoConfig
 
     assert DemoConfig().n_ood is None and DemoConfig().resolved_n_ood() == 180
     assert DemoConfig(task="arithmetic").resolved_n_ood() == 200 and DemoConfig(n_ood=50).resolved_n_ood() == 50

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,8 +14,7 @@ from datasets import Dataset
 from testing_utils import lze_args, mixed_reward, prompt_dataset
 from transformers import GenerationConfig
 
-from lze_trl.demo import run_demo
-from lze_trl.experiments import (
+from lze_trl.demo import (
     AccuracyCallback,
     DemoConfig,
     MeteredLZEGRPOTrainer,
@@ -26,11 +26,12 @@ from lze_trl.experiments import (
     greedy_accuracy,
     load_warm_start,
     pass_rate_histogram,
+    run_demo,
     sampled_pass_rates,
     train_warm_start,
 )
-from lze_trl.experiments.statistics import ratios, summarize
-from lze_trl.experiments.tables import format_table
+from lze_trl.demo.summary import ratios, summarize
+from lze_trl.demo.tables import format_table
 from lze_trl.tasks.arithmetic import CHARSET, arithmetic_reward
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
@@ -161,7 +162,7 @@ def _reference_completions(model, tokenizer, prompts, batch_size, num_samples=1,
 
 
 def test_accuracy_and_pass_rates_generate_like_plain_generate_calls():
-    from lze_trl.experiments.accuracy import _generate
+    from lze_trl.demo.accuracy import _generate
 
     tokenizer = char_tokenizer(CHARSET)
     model = tiny_qwen2(tokenizer, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64, seed=3)
@@ -417,39 +418,21 @@ def test_a_method_can_train_with_its_own_trainer_class(tmp_path):
     assert json.loads((tmp_path / "out" / "demo_results.json").read_text())["methods"]["custom"]["summary"]
 
 
-# ----------------------------------------------------------------------------------------------- old import paths
-@pytest.mark.parametrize(
-    "old, name, new",
-    [
-        ("lze_trl.demo", "greedy_accuracy", "lze_trl.experiments.accuracy"),
-        ("lze_trl.demo", "MeteredLZEGRPOTrainer", "lze_trl.experiments.accounting"),
-        ("lze_trl.demo.runner", "DemoConfig", "lze_trl.experiments.config"),
-        ("lze_trl.demo.runner", "format_table", "lze_trl.experiments.tables"),
-        ("lze_trl.demo.runner", "summarize", "lze_trl.experiments.statistics"),
-        ("lze_trl.demo.runner", "prepare", "lze_trl.experiments.training"),
-        ("lze_trl.demo.runner", "to_jsonable", "lze_trl.experiments.comparison"),
-        ("lze_trl.demo.runner", "run_demo", "lze_trl.demo"),
-        ("lze_trl.demo.bench", "aggregate", "lze_trl.experiments.statistics"),
-        ("lze_trl.demo.bench", "bench_markdown", "lze_trl.experiments.tables"),
-        ("lze_trl.demo.bench", "parse_overrides", "lze_trl.experiments.overrides"),
-        ("lze_trl.demo.bench", "run_train_bench", "lze_trl.experiments.bench"),
-        ("lze_trl.demo.sweep", "write_report", "lze_trl.experiments.sweep"),
-        ("lze_trl.demo.evaluation", "AccuracyCallback", "lze_trl.experiments.accuracy"),
-        ("lze_trl.demo.accounting", "RunMeter", "lze_trl.experiments.accounting"),
-        ("lze_trl.demo.warmstart", "SHIPPED_DIR", "lze_trl.experiments.warmstart"),
-        ("lze_trl.demo.plots", "plot_all", "lze_trl.experiments.plots"),
-    ],
-)
-def test_old_import_paths_resolve_with_a_deprecation_warning(old, name, new):
+# ----------------------------------------------------------------------------------------------- the package
+def test_the_demo_is_one_package_without_the_old_paths():
+    # the harness moved out of the package (to benchmarks/), the deprecation shims are gone: nothing was released
     import importlib
+    import importlib.util
 
-    module = importlib.import_module(old)
-    module.__dict__.pop(name, None)  # resolved names are cached in the old module: warn afresh
-    with pytest.warns(DeprecationWarning, match=f"`{old}.{name}` moved to `{new}.{name}`"):
-        value = getattr(module, name)
-    assert value is getattr(importlib.import_module(new), name)
+    import lze_trl.demo
+
+    for old in ("lze_trl.experiments", "lze_trl.demo.runner", "lze_trl.demo.bench", "lze_trl.demo._moved"):
+        assert importlib.util.find_spec(old) is None, old
     with pytest.raises(AttributeError):
-        module.no_such_name  # noqa: B018
+        lze_trl.demo.aggregate  # noqa: B018
+    # the shipped warm start is package data of `lze_trl.demo`
+    assert (Path(lze_trl.demo.__file__).parent / "weights").is_dir()
+    assert importlib.import_module("lze_trl.demo.warmstart").SHIPPED_DIR.parent.name == "demo"
 
 
 def test_the_demo_names_import_without_warnings():

@@ -1,6 +1,8 @@
-"""The experiments' tables: one cell formatter and one layout for the demo's text tables and the Markdown of the
-benchmarks and the sweep. The expected texts (`fixtures/tables/golden.json`) were written by the formatters before
-they were merged into `lze_trl.experiments.tables` (each table its own code then); they must not change."""
+"""The tables: the demo's printed text tables (`lze_trl.demo.tables`) and the Markdown of the benchmarks and the
+sweep (`benchmarks.harness.markdown`). The expected texts (`fixtures/tables/golden.json`) were written by the
+formatters before they were merged into one module and then laid out by `tabulate`: the demo's tables must not change
+by a character (README shows their layout); the Markdown tables must keep every cell, caption and column alignment
+(tabulate pads the cells to the column's width, which Markdown does not render)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from lze_trl.experiments import tables
-from lze_trl.experiments.statistics import RATIO_KEYS, stats_over_seeds
+from benchmarks.harness import markdown
+from benchmarks.harness.stats import seed_stats as stats_over_seeds
+from lze_trl.demo import tables
+from lze_trl.demo.summary import RATIO_KEYS
 
 
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "tables" / "golden.json").read_text())
@@ -212,19 +216,50 @@ def sweep_rows():
     return [base, lze]
 
 
-CASES = {
+TEXT_CASES = {
     "format_table": lambda: tables.format_table(demo_results()),
     "format_headline": lambda: tables.format_headline(headline()),
-    "bench_markdown": lambda: tables.bench_markdown(bench_results()),
-    "selection_markdown step": lambda: tables.selection_markdown(selection_results(True)),
-    "selection_markdown": lambda: tables.selection_markdown(selection_results(False)),
-    "sweep_markdown": lambda: tables.sweep_markdown(sweep_rows(), "grpo", 3),
+}
+MARKDOWN_CASES = {
+    "bench_markdown": lambda: markdown.bench_markdown(bench_results()),
+    "selection_markdown step": lambda: markdown.selection_markdown(selection_results(True)),
+    "selection_markdown": lambda: markdown.selection_markdown(selection_results(False)),
+    "sweep_markdown": lambda: markdown.sweep_markdown(sweep_rows(), "grpo", 3),
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_every_table_keeps_its_text(name):
-    assert CASES[name]() == GOLDEN[name]
+def markdown_content(text: str) -> list:
+    """Every line of a Markdown text, a table row as its stripped cells and a separator row as its alignments."""
+    lines = []
+    for line in text.split("\n"):
+        if not line.startswith("|"):
+            lines.append(line)
+            continue
+        assert line.endswith("|"), line
+        cells = [cell.strip() for cell in line[1:-1].split("|")]
+        if all(cell and set(cell) <= set("-:") for cell in cells):
+            cells = [
+                ("right" if cell.endswith(":") else "-") + (":" if cell.startswith(":") else "") for cell in cells
+            ]
+            lines.append(("separator", *cells))
+        else:
+            lines.append(tuple(cells))
+    return lines
+
+
+@pytest.mark.parametrize("name", list(TEXT_CASES))
+def test_the_demo_tables_keep_their_text(name):
+    assert TEXT_CASES[name]() == GOLDEN[name]
+
+
+@pytest.mark.parametrize("name", list(MARKDOWN_CASES))
+def test_the_markdown_tables_keep_their_content(name):
+    text = MARKDOWN_CASES[name]()
+    assert markdown_content(text) == markdown_content(GOLDEN[name])
+    assert text.count("\n") == GOLDEN[name].count("\n")  # no line added or lost (the captions and the last newline)
+    # the caption rows stay word for word, the table rows are padded to their column's width
+    tables_rows = [line for line in text.split("\n") if line.startswith("|")]
+    assert len({len(line) for line in tables_rows if line.count("|") == tables_rows[0].count("|")}) == 1
 
 
 def test_one_cell_formatter_for_a_run_and_for_seeds():
@@ -232,11 +267,28 @@ def test_one_cell_formatter_for_a_run_and_for_seeds():
     assert tables.format_value(0.0123, "pct") == "1.23%" and tables.format_value(0.456, "pct0") == "46%"
     assert tables.format_value(1234567, "int") == "1,234,567" and tables.format_value(2.5, "reach") == "2.50x"
     stat = stats_over_seeds([0.5, None, 0.7])
-    assert tables.format_stat(stat, "acc") == "0.600 ± 0.141 [2/3 seeds]"
-    assert tables.format_stat({"mean": 0.5, "std": 0.01, "n": 3}, "ratio") == "0.50 ± 0.01x"
-    assert tables.format_stat(stats_over_seeds([None]), "s") == "n/a"
+    assert markdown.format_stat(stat, "acc") == "0.600 ± 0.141 [2/3 seeds]"
+    assert markdown.format_stat({"mean": 0.5, "std": 0.01, "n": 3}, "ratio") == "0.50 ± 0.01x"
+    assert markdown.format_stat(stats_over_seeds([None]), "s") == "n/a"
 
 
 def test_layouts():
     assert tables.text_table(["a", "bb"], [["ccc", "d"]]) == ["a    bb", "---  --", "ccc   d"]
-    assert tables.markdown_table(["a", "b"], [["1", "2"]], align="---:") == ["| a | b |", "|---:|---:|", "| 1 | 2 |"]
+    # a header wider than its cells sets the column's width, cells that look like numbers stay as written
+    assert tables.text_table(["metric", "ratio"], [["x", "1.50x"], ["yy", ""]]) == [
+        "metric  ratio",
+        "------  -----",
+        "x       1.50x",
+        "yy           ",
+    ]
+    assert tables.text_table(["a", "b"], [["1.0", "007"]]) == ["a      b", "---  ---", "1.0  007"]
+    assert markdown.markdown_table(["a", "b"], [["1", "2"]], right=True) == [
+        "|   a |   b |",
+        "|----:|----:|",
+        "|   1 |   2 |",
+    ]
+    assert markdown.markdown_table(["a", "bb"], [["1.50", "`x`"]]) == [
+        "| a    | bb   |",
+        "|------|------|",
+        "| 1.50 | `x`  |",
+    ]

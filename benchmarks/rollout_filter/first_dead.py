@@ -2,7 +2,7 @@
 
     python benchmarks/rollout_filter/first_dead.py RUN [RUN ...] -- FOLDER [FOLDER ...]
 
-For each run name and over every seed of the `lze-trl bench train` folders: the prompts whose first generated group
+For each run name and over every seed of the `bench.py train` folders: the prompts whose first generated group
 was dead (pass rate 0 or 1), how many of them came back alive in a later group, how many groups the run generated for
 them, and the same for those of level 2 with an operand of 70 or more (`carries` task: large two-carry sums, next to
 its OOD range). Reads each run's `lze_selection_log.parquet` (every generated group) and `lze_prompts.parquet`.

@@ -2,7 +2,7 @@
 
     python benchmarks/rollout_filter/ood_figure.py OUT.png NAME@LABEL [NAME@LABEL ...] -- FOLDER [FOLDER ...]
 
-For each run `NAME` found in the `lze-trl bench train` folders (every seed that has it, once), the mean over
+For each run `NAME` found in the `bench.py train` folders (every seed that has it, once), the mean over
 seeds of (left) OOD greedy accuracy at each evaluation, (middle) the share of each generation batch's groups that were
 dead (`lze/dead_frac`, smoothed over 8 steps), (right) audited skips that came back alive, cumulative.
 """

@@ -1,4 +1,4 @@
-"""The rollout-side columns of `lze-trl bench train` folders, as one Markdown table (BENCHMARKS.md section 7c).
+"""The rollout-side columns of `bench.py train` folders, as one Markdown table (BENCHMARKS.md section 7c).
 
     python benchmarks/rollout_filter/side_table.py [--ood] FOLDER [FOLDER ...] > table.md
 

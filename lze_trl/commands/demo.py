@@ -46,7 +46,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def build_config(args: argparse.Namespace):
     """The [`DemoConfig`] of the command-line arguments."""
-    from lze_trl.experiments import DemoConfig, default_warm_start
+    from lze_trl.demo import DemoConfig, default_warm_start
 
     if args.tiny:
         config = DemoConfig.tiny(task=args.task)
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging
 
     from lze_trl.demo import run_demo
-    from lze_trl.experiments.tables import format_headline, format_histogram, format_table
+    from lze_trl.demo.tables import format_headline, format_histogram, format_table
 
     logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)

@@ -1,9 +1,26 @@
-"""The one-command CPU demo (`lze-trl demo`): plain GRPO, LZE and LZE with forward pruning side by side.
+r"""The one-command CPU demo (`lze-trl demo`): plain GRPO, LZE, LZE with forward pruning and LZE's rollout-side
+selection, trained side by side on an embedded task from the same warm start, and compared.
 
-[`run_demo`] runs the comparison (see [`lze_trl.experiments`], the harness it shares with `lze-trl bench`) and writes
-`demo_results.json` and the PNG figures. The harness's other names (accuracy, accounting, training) are still found
-here and in the old modules (`lze_trl.demo.runner`, `.bench`, `.sweep`, `.evaluation`, `.accounting`, `.warmstart`,
-`.plots`), with a `DeprecationWarning` naming their place in [`lze_trl.experiments`].
+Every run starts from the same supervised warm start of a tiny Qwen2 (shipped for the default task), trains with
+[`~lze_trl.LZEGRPOTrainer`] (metered for tokens, FLOPs and time) and is evaluated by greedy decoding every few steps;
+the runs are then compared with the baseline (accuracies, costs, time and FLOPs to the baseline's final accuracy).
+[`run_demo`] writes `demo_results.json` (with its machine-readable `summary`) and the PNG figures.
+
+The modules, each depending only on those above it:
+
+- `warmstart`: the cached, deterministic warm start ([`WarmStartConfig`], [`load_warm_start`]) and its shipped
+  weights (`weights/`).
+- `config`: the settings of a comparison ([`DemoConfig`]) and of its runs ([`MethodSpec`]); [`lze_config`].
+- `accuracy`: greedy accuracy and sampled pass rates, the accuracy-recording callback.
+- `accounting`: tokens, FLOPs and time of a run ([`MeteredLZEGRPOTrainer`]).
+- `training`: the warm start and splits, the starting policy, one method trained ([`run_method`]).
+- `summary`: one run's figures against the baseline, ratios, the target verdict, the headline summary.
+- `tables`: the printed tables (comparison, headline, histogram).
+- `plots`: the PNG figures.
+- `comparison`: the methods side by side, written to `demo_results.json` ([`run_comparison`]).
+
+The multi-seed benchmarks and the selector sweep built on it live outside the package, in the repository's
+`benchmarks/` folder.
 """
 
 from __future__ import annotations
@@ -11,10 +28,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..experiments.comparison import run_comparison
-from ..experiments.config import DemoConfig, MethodSpec, default_methods, default_warm_start
-from ..experiments.warmstart import WarmStartConfig, load_warm_start
-from ._moved import moved_names
+from .accounting import MeteredLZEGRPOTrainer, RunMeter, count_parameters
+from .accuracy import AccuracyCallback, greedy_accuracy, pass_rate_histogram, sampled_pass_rates
+from .comparison import run_comparison
+from .config import DemoConfig, MethodSpec, default_methods, default_warm_start, lze_config
+from .training import run_method
+from .warmstart import WarmStartConfig, default_cache_dir, load_warm_start, train_warm_start
 
 
 def run_demo(
@@ -26,8 +45,8 @@ def run_demo(
 
     Args:
         config ([`DemoConfig`], *optional*):
-            The comparison; defaults to `DemoConfig()` (plain GRPO, LZE and LZE with forward pruning on the `carries`
-            task).
+            The comparison; defaults to `DemoConfig()` (plain GRPO, LZE, LZE with forward pruning and LZE's
+            rollout-side selection on the `carries` task).
         output_dir (`str` or `os.PathLike`, *optional*, defaults to `"outputs/demo"`):
             Where the results, figures and each run's prompt table / selection log go.
         figures (`bool`, *optional*, defaults to `True`):
@@ -39,22 +58,24 @@ def run_demo(
     return run_comparison(DemoConfig() if config is None else config, output_dir, figures=figures)
 
 
-__getattr__ = moved_names(
-    __name__,
-    [
-        "lze_trl.experiments.accuracy",
-        "lze_trl.experiments.accounting",
-        "lze_trl.experiments.training",
-        "lze_trl.experiments.warmstart",
-    ],
-)
-
 __all__ = [
+    "AccuracyCallback",
     "DemoConfig",
+    "MeteredLZEGRPOTrainer",
     "MethodSpec",
+    "RunMeter",
     "WarmStartConfig",
+    "count_parameters",
+    "default_cache_dir",
     "default_methods",
     "default_warm_start",
+    "greedy_accuracy",
     "load_warm_start",
+    "lze_config",
+    "pass_rate_histogram",
+    "run_comparison",
     "run_demo",
+    "run_method",
+    "sampled_pass_rates",
+    "train_warm_start",
 ]

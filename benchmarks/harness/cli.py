@@ -1,10 +1,11 @@
-"""`lze-trl bench`: the demo's runs with more steps and several seeds, and the selection micro-benchmark.
+"""`python benchmarks/bench.py`: the demo's runs with more steps and several seeds, and the selection
+micro-benchmark.
 
-`lze-trl bench train` trains the chosen selectors side by side for each seed (same warm start, data and budget) and
-writes `bench_train.json` / `bench_train.md` (mean and spread over seeds). `lze-trl bench selection` times
-`EnergyScorer.score` + `select_top_k` per generation batch on prompt pools of 1k, 100k and 1M prompts, their state
-memory per prompt, and their share of a real demo training step. `lze-trl bench all` runs both. `lze-trl bench
-report DIR [DIR ...]` merges `bench train` folders into the selector-sweep table and figure (`sweep.md`, `sweep.png`).
+`bench.py train` trains the chosen selectors side by side for each seed (same warm start, data and budget) and writes
+`bench_train.json` / `bench_train.md` (mean and spread over seeds). `bench.py selection` times `LZERun.score` +
+`LZERun.select` per generation batch on prompt pools of 1k, 100k and 1M prompts, their state memory per prompt, and
+their share of a real demo training step. `bench.py all` runs both. `bench.py report DIR [DIR ...]` merges `train`
+folders into the selector-sweep table and figure (`sweep.md`, `sweep.png`).
 
 Multi-word flags take TRL's spelling, `--output_dir`, or the dashed one, `--output-dir`, like `lze-trl grpo`.
 """
@@ -12,10 +13,20 @@ Multi-word flags take TRL's spelling, `--output_dir`, or the dashed one, `--outp
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+import warnings
 
 from lze_trl.commands import option
+from lze_trl.demo import DemoConfig, default_warm_start
+from lze_trl.tasks import get_task
+
+from .markdown import bench_markdown, selection_markdown
+from .selection import run_selection_bench
+from .specs import parse_method, parse_overrides, parse_value
+from .sweep import write_report
+from .train import run_train_bench
 
 
 DEFAULT_SELECTORS = ["grpo", "lze", "lze+prune"]
@@ -25,7 +36,12 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(*option("output_dir"), default="outputs/bench", help="Where the JSON and Markdown files go.")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default 1).")
     parser.add_argument(*option("cache_dir"), default=None, help="Warm-start cache root.")
-    parser.add_argument("--tiny", action="store_true", help="A seconds-long smoke run (tiny model, few steps).")
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="A seconds-long smoke run: few prompts and steps from the demo's shipped warm start (on the carries "
+        "task; a tiny model trained in seconds on arithmetic), whose prompts are in the learning zone.",
+    )
     parser.add_argument(
         "--demo",
         dest="demo_overrides",
@@ -50,8 +66,10 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
         "--selectors",
         nargs="+",
         default=DEFAULT_SELECTORS,
-        help="Runs to compare: any registered selector (none, lze, uniform, dapo, reinforce_rej, prefilter, softmax, "
-        "...), `grpo` (= none) or `lze+prune`, each optionally with `:key=value,...` overrides of its own.",
+        help="Runs to compare: any registered selector (none, lze, uniform, dapo, reinforce_rej, and the peers "
+        "prefilter and softmax), `grpo` (= none), `lze+prune`, `lze+rollout` or `greso`, each optionally with "
+        "`:key=value,...` overrides of its own (a peer's own settings, e.g. softmax:temperature=0.3, go to its "
+        "selector_kwargs).",
     )
     parser.add_argument(
         "--set",
@@ -80,7 +98,7 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="lze-trl bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python benchmarks/bench.py", description=__doc__)
     sub = parser.add_subparsers(dest="what", required=True)
     train = sub.add_parser("train", help="Training runs over several seeds and selectors.")
     _add_common(train)
@@ -88,8 +106,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     selection = sub.add_parser("selection", help="Selection micro-benchmark.")
     _add_common(selection)
     _add_selection(selection)
-    report = sub.add_parser("report", help="Sweep table and figure from `bench train` output folders.")
-    report.add_argument("folders", nargs="+", help="Folders written by `lze-trl bench train`.")
+    report = sub.add_parser("report", help="Sweep table and figure from `train` output folders.")
+    report.add_argument("folders", nargs="+", help="Folders written by `python benchmarks/bench.py train`.")
     report.add_argument(*option("output_dir"), default="outputs/sweep", help="Where sweep.md/.json/.png go.")
     report.add_argument(
         "--window", type=int, default=3, help="Evaluations averaged for the late test accuracy (default 3)."
@@ -104,12 +122,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def _assign(obj, items: list[str], what: str, exclude: tuple[str, ...] = ()) -> None:
     """
     Sets `key=value` items on the dataclass `obj`, each value typed by its field like `--set` overrides (see
-    [`~lze_trl.experiments.overrides.parse_value`]), naming the fix on a bad key or value.
+    [`~benchmarks.harness.specs.parse_value`]), naming the fix on a bad key or value.
     """
-    import dataclasses
-
-    from lze_trl.experiments.overrides import parse_value
-
     names = {f.name for f in dataclasses.fields(obj)} - set(exclude)
     for item in items:
         key, sep, text = item.partition("=")
@@ -124,9 +138,11 @@ def _assign(obj, items: list[str], what: str, exclude: tuple[str, ...] = ()) -> 
 
 def build_config(args: argparse.Namespace):
     """The [`DemoConfig`] of the arguments: the demo's settings with the benchmark's longer runs."""
-    from lze_trl.experiments import DemoConfig
-
-    config = DemoConfig.tiny() if args.tiny else DemoConfig(steps=240, eval_steps=10)
+    # The smoke run starts from the shipped warm start (loaded, not trained): most of its prompts are in the learning
+    # zone, so every selector has groups to choose from and the prefilter prompts to keep. `DemoConfig.tiny()`'s own
+    # model solves almost nothing after its seconds of warm start.
+    tiny = DemoConfig.tiny(warm_start=default_warm_start("carries"))
+    config = tiny if args.tiny else DemoConfig(steps=240, eval_steps=10)
     config.progress = not args.tiny
     config.cache_dir = args.cache_dir
     if args.threads is not None:
@@ -135,9 +151,6 @@ def build_config(args: argparse.Namespace):
     # warm start (before the --warm overrides).
     _assign(config, args.demo_overrides, "--demo", exclude=("methods", "warm_start", "overrides", "baseline"))
     if config.task != config.warm_start.task:
-        from lze_trl.experiments import default_warm_start
-        from lze_trl.tasks import get_task
-
         get_task(config.task)  # a clear error on an unknown task
         if args.tiny:
             config.warm_start = DemoConfig.tiny(task=config.task).warm_start
@@ -150,12 +163,10 @@ def build_config(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.what == "report":
-        from lze_trl.experiments.sweep import write_report
-
         try:
             report = write_report(args.folders, args.output_dir, window=args.window)
         except (FileNotFoundError, ValueError) as error:
-            print(f"lze-trl bench report: {error}", file=sys.stderr)
+            print(f"bench.py report: {error}", file=sys.stderr)
             return 2
         print(report["markdown"])
         print(f"Wrote sweep.md, sweep.json and sweep.png into {args.output_dir}/")
@@ -163,13 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("WANDB_MODE", "offline")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import warnings
-
     from transformers.utils import logging
-
-    from lze_trl.experiments.bench import run_selection_bench, run_train_bench
-    from lze_trl.experiments.overrides import parse_method, parse_overrides
-    from lze_trl.experiments.tables import bench_markdown, selection_markdown
 
     logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -177,19 +182,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = build_config(args)
     except ValueError as error:
-        print(f"lze-trl bench: {error}", file=sys.stderr)
+        print(f"bench.py: {error}", file=sys.stderr)
         return 2
     if args.what in ("train", "all"):
         try:
             methods = [parse_method(spec) for spec in args.selectors]
             config.overrides = parse_overrides(args.overrides)
         except ValueError as error:
-            print(f"lze-trl bench: {error}", file=sys.stderr)
+            print(f"bench.py: {error}", file=sys.stderr)
             return 2
         config.methods = methods
         config.baseline = args.baseline or methods[0].name
         if config.baseline not in [m.name for m in methods]:
-            print(f"lze-trl bench: --baseline {config.baseline!r} is not among {args.selectors}", file=sys.stderr)
+            print(f"bench.py: --baseline {config.baseline!r} is not among {args.selectors}", file=sys.stderr)
             return 2
         if args.steps is not None:
             config.steps = args.steps

@@ -1,6 +1,6 @@
 """The figures of a comparison: one run's summary row against the baseline (accuracies, tokens, FLOPs, times, time
-and FLOPs to the baseline's target), ratios, dead shares, the target verdict, the machine-readable headline summary,
-and mean and spread over seeds."""
+and FLOPs to the baseline's target), ratios, dead shares, the target verdict and the machine-readable headline
+summary of `demo_results.json`."""
 
 from __future__ import annotations
 
@@ -15,10 +15,7 @@ EVAL_SPLITS = ("test", "ood", "train")
 prompts themselves."""
 
 
-SPLIT_LABELS = {"test": "in-domain test", "ood": "OOD", "train": "train prompts"}
-
-
-def _first_reaching(curve: list[dict[str, Any]], key: str, target: float, window: int = 1) -> dict[str, Any] | None:
+def first_reaching(curve: list[dict[str, Any]], key: str, target: float, window: int = 1) -> dict[str, Any] | None:
     """The first record whose trailing mean over up to `window` evaluations (itself included) reaches `target`."""
     for i, row in enumerate(curve):
         tail = curve[max(0, i - window + 1) : i + 1]
@@ -128,7 +125,7 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
             key = f"{split}_accuracy"
             tail = base_curve[-max(target_window, 1) :]
             target = sum(r[key] for r in tail) / len(tail)
-            reached = _first_reaching(curve, key, target, target_window)
+            reached = first_reaching(curve, key, target, target_window)
             row[f"target_{split}_accuracy"] = target
             # A target is informative only when the baseline gained more than the evaluation's own noise: two
             # binomial standard errors of its starting accuracy on that split's prompts (any gain when unknown).
@@ -145,7 +142,7 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
             # baseline's gain (start + 0.9 * (target - start)), meaningful only when the baseline gained.
             start = base_curve[0][key]
             target90 = start + 0.9 * (target - start)
-            reached90 = _first_reaching(curve, key, target90, target_window) if target > start else None
+            reached90 = first_reaching(curve, key, target90, target_window) if target > start else None
             row[f"target90_{split}_accuracy"] = target90
             row[f"reach90_{split}_step"] = reached90["step"] if reached90 else None
             row[f"reach90_{split}_seconds"] = reached90["train_seconds"] if reached90 else None
@@ -274,76 +271,5 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
             "flops_to_grpo_final": _ratio(row.get("reach_test_flops"), base["total_flops"]),
             "rollouts_to_grpo_final_ood": _ratio(row.get("reach_ood_rollouts"), base["rollouts"]),
             "flops_to_grpo_final_ood": _ratio(row.get("reach_ood_flops"), base["total_flops"]),
-        }
-    return out
-
-
-def stats_over_seeds(values: list[float | None]) -> dict[str, Any]:
-    """
-    Mean, sample standard deviation, min and max of one figure over seeds, leaving out seeds without it.
-
-    Returns:
-        `dict[str, Any]`: `mean`, `std`, `min`, `max` (`None` without any value), `n` (seeds with a value) and
-        `values` (every seed's, as given).
-    """
-    present = [float(v) for v in values if v is not None and math.isfinite(v)]
-    if not present:
-        return {"mean": None, "std": None, "min": None, "max": None, "n": 0, "values": values}
-    arr = np.asarray(present)
-    return {
-        "mean": float(arr.mean()),
-        "std": float(arr.std(ddof=1)) if len(arr) > 1 else 0.0,
-        "min": float(arr.min()),
-        "max": float(arr.max()),
-        "n": len(arr),
-        "values": values,
-    }
-
-
-SUMMARY_KEYS = (
-    "start_test_accuracy",
-    "final_test_accuracy",
-    "final_ood_accuracy",
-    "start_train_accuracy",
-    "final_train_accuracy",
-    "best_train_accuracy",
-    "train_seconds",
-    "train_cpu_seconds",
-    "seconds_per_step",
-    "rollout_seconds",
-    "update_seconds",
-    "rollout_tokens",
-    "update_tokens",
-    "update_tokens_per_step",
-    "update_flops",
-    "total_flops",
-    "reach_test_seconds",
-    "reach_test_flops",
-    "reach_test_rollout_tokens",
-    "reach_train_seconds",
-    "reach_train_flops",
-    "reach_train_step",
-    "reach90_train_seconds",
-    "reach90_train_flops",
-    "reach90_train_step",
-    "selection_share_of_step",
-    "utilisation",
-    "dead_share",
-    "dead_share_last_quarter",
-    "wrong_skip_rate",
-)
-
-
-def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean, sample standard deviation, min and max of every summary figure and ratio, per method, over seeds."""
-    methods = list(per_seed[0]["methods"])
-    out: dict[str, Any] = {}
-    for name in methods:
-        rows = [r["methods"][name] for r in per_seed]
-        out[name] = {
-            "summary": {k: stats_over_seeds([row["summary"].get(k) for row in rows]) for k in SUMMARY_KEYS},
-            "ratios": {k: stats_over_seeds([row["ratios"].get(k) for row in rows]) for k in RATIO_KEYS},
-            "target_met": [r["target"].get(name, {}).get("met") for r in per_seed],
-            "target_train_prompts_met": [r.get("target_train_prompts", {}).get(name, {}).get("met") for r in per_seed],
         }
     return out

@@ -1,9 +1,10 @@
-"""Side-by-side training runs on an embedded task: plain GRPO, LZE and LZE with forward pruning by default.
+"""Side-by-side training runs on an embedded task: plain GRPO, LZE, LZE with forward pruning and LZE's rollout-side
+selection by default.
 
 Every method starts from the same cached warm start, with the same seed, data, generation batch and number of
-optimizer steps (so the same rollout budget, except where forward pruning skips rollouts), and is evaluated by greedy
-decoding at the same steps. [`run_comparison`] writes `demo_results.json`; `lze-trl demo` and `lze-trl bench train`
-both run it.
+optimizer steps (so the same rollout budget, except where forward pruning or rollout-side selection skips rollouts),
+and is evaluated by greedy decoding at the same steps. [`run_comparison`] writes `demo_results.json`: `lze-trl demo`
+runs it once, the benchmarks of the repository's `benchmarks/` folder once per seed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 
 from .accounting import GENERATION_FLOPS_PER_TOKEN, UPDATE_FLOPS_PER_TOKEN, count_parameters
 from .config import DemoConfig
-from .statistics import _prompt_state, _verdict, headline_summary, ratios, summarize
+from .summary import _prompt_state, _verdict, headline_summary, ratios, summarize
 from .training import prepare, run_method, start_state
 
 

@@ -1,4 +1,9 @@
-"""Command-line specs of runs and overrides: `lze`, `grpo`, `lze:selection_ratio=0.2`, `prune_solved=true`."""
+"""Command-line specs of runs and overrides: `lze`, `grpo`, `lze:selection_ratio=0.2`, `prune_solved=true`, and the
+peers' own settings (`softmax:temperature=0.3`, passed to the selector in `selector_kwargs`).
+
+Importing this module registers the peers ([`benchmarks.peers`]), so that their names are run specs like the
+package's selectors.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,12 @@ from typing import Any
 from transformers import HfArgumentParser
 from transformers.hf_argparser import string_to_bool
 
-from ..config import LZEGRPOConfig
-from ..selectors import SELECTORS
-from .config import LZE_ROLLOUT_OVERRIDES, MethodSpec
+from lze_trl.config import LZEGRPOConfig
+from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec
+from lze_trl.demo.config import LZE_ROLLOUT_OVERRIDES
+from lze_trl.selectors import SELECTORS
+
+from .. import peers
 
 
 ALIASES: dict[str, dict[str, Any]] = {
@@ -94,12 +102,52 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     return overrides
 
 
+class PeerTrainer(MeteredLZEGRPOTrainer):
+    """The demo's metered trainer that first does what a peer selector needs before training
+    ([`benchmarks.peers.prepare`]: the prefilter judges every prompt with the initial policy)."""
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        peers.prepare(self)
+        return super().train(*args, **kwargs)
+
+
+def peer_setting(selector: str, key: str) -> str | None:
+    """
+    The `selector_kwargs` key of a peer's setting written `key` in a run spec (its own name, e.g. `temperature`, or
+    prefixed with the peer's, `softmax_temperature`, as the config fields it had in the package were), else `None`.
+    """
+    peer = peers.PEERS.get(selector)
+    if peer is None:
+        return None
+    for name in (key, key.removeprefix(f"{selector}_")):
+        if name in peer.defaults:
+            return name
+    return None
+
+
+def parse_peer_value(selector: str, key: str, text: str) -> Any:
+    """A peer setting's value, typed by its default: `true`/`false` for a flag, a number, `null` or a string."""
+    default = peers.PEERS[selector].defaults[key]
+    text = text.strip()
+    try:
+        if isinstance(default, bool):
+            return string_to_bool(text)
+        if isinstance(default, (int, float)):
+            return type(default)(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise ValueError(f"{selector}:{key}={text!r}: expected a {type(default).__name__}.") from None
+    return None if text.lower() in ("null", "none") else text
+
+
 def parse_method(spec: str) -> MethodSpec:
     """
-    A run from its command-line spec: a registered selector's name (`lze`, `none`, `uniform`, ...), an alias (`grpo`
-    for `none`, `lze+prune` for LZE with forward pruning), optionally followed by `:key=value,key=value` overrides
-    of this run only (e.g. `lze:selection_ratio=0.2`, `lze:energy_terms=uncertainty+momentum`). The spec is the run's
-    label.
+    A run from its command-line spec: a registered selector's name (`lze`, `none`, `uniform`, ..., the peers
+    `prefilter` and `softmax`), an alias (`grpo` for `none`, `lze+prune` for LZE with forward pruning), optionally
+    followed by `:key=value,key=value` overrides of this run only (e.g. `lze:selection_ratio=0.2`,
+    `lze:energy_terms=uncertainty+momentum`). A peer's own settings go to `selector_kwargs`
+    (`softmax:temperature=0.3,allocate_rollouts=true`, `prefilter:mode=remove_all_wrong`), every other key is an
+    [`LZEGRPOConfig`] field. The spec is the run's label; a peer that prepares before training (the prefilter)
+    trains with [`PeerTrainer`].
     """
     name, _, rest = spec.partition(":")
     if name in ALIASES:
@@ -111,6 +159,17 @@ def parse_method(spec: str) -> MethodSpec:
             f"Unknown selector {name!r}: use one of {sorted(SELECTORS)} or an alias {sorted(ALIASES)}, optionally "
             "followed by :key=value,... overrides."
         )
-    if rest:
-        overrides.update(parse_overrides(rest.split(",")))
-    return MethodSpec(spec, overrides)
+    settings: dict[str, Any] = {}
+    items = []
+    for item in rest.split(",") if rest else []:
+        key, sep, text = item.partition("=")
+        setting = peer_setting(name, key.strip()) if sep else None
+        if setting is None:
+            items.append(item)
+        else:
+            settings[setting] = parse_peer_value(name, setting, text)
+    overrides.update(parse_overrides(items))
+    if settings:
+        overrides["selector_kwargs"] = {**(overrides.get("selector_kwargs") or {}), **settings}
+    trainer_cls = PeerTrainer if peers.needs_preparation(overrides["selector"]) else None
+    return MethodSpec(spec, overrides, trainer_cls)

@@ -1,47 +1,15 @@
-"""Every table of the experiments, in one format: the demo's comparison table and headline (aligned text), the
-training and selection benchmarks and the selector sweep (Markdown).
-
-A table is a row (or column) spec, `(label, key, kind)` triples, laid out by [`text_table`] or [`markdown_table`];
-`kind` says how a figure is written: [`format_value`] for one run's figure, [`format_stat`] for a mean ± sample
-standard deviation over seeds.
-"""
+"""The benchmarks' Markdown: the training benchmark over seeds ([`bench_markdown`]), the selection micro-benchmark
+([`selection_markdown`]) and the selector sweep ([`sweep_markdown`], [`level_markdown`]); each figure a mean ± sample
+standard deviation over seeds ([`format_stat`]), laid out by `tabulate`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from .statistics import RATIO_KEYS
+from tabulate import tabulate
 
-
-def format_value(value: Any, kind: str = "") -> str:
-    """
-    One figure as a table cell.
-
-    Args:
-        value (`Any`):
-            The figure (`None`: `"n/a"`, or `"not reached"` for kind `"reach"`).
-        kind (`str`, *optional*, defaults to `""`):
-            `"acc"` (3 decimals), `"s"` (seconds), `"ratio"` and `"reach"` (`1.23x`), `"int"` (thousands separators),
-            `"flops"` (3 significant digits), `"pct"` (a share as `12.34%`), `"pct0"` (a share as `12%`), else `str`.
-    """
-    if value is None:
-        return "not reached" if kind == "reach" else "n/a"
-    if kind == "acc":
-        return f"{value:.3f}"
-    if kind == "s":
-        return f"{value:.1f}s"
-    if kind in ("ratio", "reach"):
-        return f"{value:.2f}x"
-    if kind == "int":
-        return f"{int(value):,}"
-    if kind == "flops":
-        return f"{value:.3g}"
-    if kind == "pct":
-        return f"{100 * value:.2f}%"
-    if kind == "pct0":
-        return f"{value:.0%}"
-    return str(value)
+from lze_trl.demo.summary import RATIO_KEYS
 
 
 def format_stat(stat: dict[str, Any], kind: str = "") -> str:
@@ -50,7 +18,7 @@ def format_stat(stat: dict[str, Any], kind: str = "") -> str:
 
     Args:
         stat (`dict`):
-            `mean`, `std` and, from [`~lze_trl.experiments.statistics.stats_over_seeds`], `n` (seeds with a value) and
+            `mean`, `std` and, from [`~benchmarks.harness.stats.seed_stats`], `n` (seeds with a value) and
             `values` (every seed's): a figure some seeds lack gets `[n/len(values) seeds]`.
         kind (`str`, *optional*, defaults to `""`):
             `"acc"` (3 decimals), `"share"` (2 decimals), `"s"` (seconds), `"ratio"` (`1.23 ± 0.04x`), `"pct"`
@@ -75,112 +43,13 @@ def format_stat(stat: dict[str, Any], kind: str = "") -> str:
     return f"{mean:.3g} ± {std:.2g}{missing}"
 
 
-def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Aligned plain-text lines: the first column left-aligned, the others right-aligned, a rule under the header."""
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    return [line(header), "  ".join("-" * w for w in widths), *[line(row) for row in rows]]
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "---") -> list[str]:
-    """Markdown table lines; `align` is every column's separator cell (`"---:"` right-aligns)."""
-    line = lambda cells: "| " + " | ".join(cells) + " |"  # noqa: E731
-    return [line(header), "|" + f"{align}|" * len(header), *[line(row) for row in rows]]
-
-
-TABLE_ROWS = (
-    ("in-domain test acc (final)", "final_test_accuracy", "acc"),
-    ("OOD acc (final)", "final_ood_accuracy", "acc"),
-    ("train-prompt acc (final)", "final_train_accuracy", "acc"),
-    ("wall-clock, training", "train_seconds", "s"),
-    ("CPU time, training", "train_cpu_seconds", "s"),
-    ("rollout tokens (completions)", "rollout_tokens", "int"),
-    ("update tokens", "update_tokens", "int"),
-    ("update tokens / step", "update_tokens_per_step", "int"),
-    ("update FLOPs (6N/token)", "update_flops", "flops"),
-    ("total FLOPs (+2N/rollout token)", "total_flops", "flops"),
-    ("time to target test acc", "reach_test_seconds", "s"),
-    ("FLOPs to target test acc", "reach_test_flops", "flops"),
-    ("time to target train acc", "reach_train_seconds", "s"),
-    ("FLOPs to target train acc", "reach_train_flops", "flops"),
-    ("time to 90% of gain, train acc", "reach90_train_seconds", "s"),
-    ("FLOPs to 90% of gain, train acc", "reach90_train_flops", "flops"),
-    ("selection share of step", "selection_share_of_step", "pct"),
-)
-
-
-def format_table(results: dict[str, Any]) -> str:
-    """The demo's comparison table (one column per method, then one ratio column per non-baseline method)."""
-    names = list(results["methods"])
-    base = results["baseline"]
-    others = [n for n in names if n != base]
-    header = ["metric", *names, *[f"{n} / {base}" for n in others]]
-    rows = []
-    for label, key, kind in TABLE_ROWS:
-        cells = [label]
-        split = key.split("_")[1] if key.startswith(("reach_", "reach90_")) else None
-        base_summary = results["methods"][base]["summary"]
-        for name in names:
-            value = results["methods"][name]["summary"].get(key)
-            if split is not None and not base_summary.get(f"target_{split}_informative", True):
-                cells.append("no gain")  # the baseline did not gain beyond the evaluation's noise
-                continue
-            cells.append(format_value(value, kind))
-        for name in others:
-            cells.append(
-                format_value(results["methods"][name]["ratios"].get(key), "ratio") if key in RATIO_KEYS else ""
-            )
-        rows.append(cells)
-    return "\n".join(text_table(header, rows))
-
-
-HEADLINE_COLUMNS = (
-    ("in-domain", "test_accuracy", "acc"),
-    ("OOD", "ood_accuracy", "acc"),
-    ("update tokens", "update_tokens_ratio", "ratio"),
-    ("rollouts", "rollouts_ratio", "ratio"),
-    ("total FLOPs", "total_flops_ratio", "ratio"),
-    ("dead groups", "dead_share", "pct0"),
-    ("rollouts to target", "rollouts_to_grpo_final", "reach"),
-    ("FLOPs to target", "flops_to_grpo_final", "reach"),
-)
-
-
-def format_headline(summary: dict[str, Any]) -> str:
-    """The headline table of a `summary` (see [`headline_summary`]): one row per method."""
-    start = summary["start"]
-    base = summary["baseline"]
-    lines = [
-        f"Start: {start['learning_zone_share']:.0%} of the training groups in the learning zone; greedy accuracy "
-        f"in-domain {start['test_accuracy']:.3f} ({start['test_size']} prompts), OOD {start['ood_accuracy']:.3f} "
-        f"({start['ood_size']} prompts).",
-    ]
-    header = ["method", *[label for label, _, _ in HEADLINE_COLUMNS]]
-    rows = [
-        [name, *[format_value(m[key], kind) for _, key, kind in HEADLINE_COLUMNS]]
-        for name, m in summary["methods"].items()
-    ]
-    lines += text_table(header, rows)
-    lines.append(
-        f"Ratios are to {base}'s totals; 'to target' counts what a run spent until it first reached {base}'s final "
-        "in-domain accuracy (mean of its last evaluations)."
-    )
-    return "\n".join(lines)
-
-
-def format_histogram(hist: dict[str, Any]) -> str:
-    total = max(sum(hist["counts"]), 1)
-    lines = []
-    for b, c in zip(hist["bins"], hist["counts"]):
-        lines.append(f"  p={b:5.3f} {c:5d} {'#' * int(round(40 * c / total))}")
-    lines.append(
-        f"  never solved {hist['never_solved_frac']:.1%}, always solved {hist['always_solved_frac']:.1%}, "
-        f"in the learning zone {hist['learning_zone_frac']:.1%}, mean pass rate {hist['mean']:.3f}"
-    )
-    return "\n".join(lines)
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: bool = False) -> list[str]:
+    """Markdown table lines (`tabulate`'s GitHub layout); `right` right-aligns every column."""
+    if right:
+        text = tabulate(rows, header, tablefmt="pipe", colalign=["right"] * len(header), disable_numparse=True)
+    else:
+        text = tabulate(rows, header, tablefmt="github", disable_numparse=True)
+    return text.split("\n")
 
 
 BENCH_ROWS = (
@@ -267,7 +136,7 @@ def selection_markdown(results: dict[str, Any]) -> str:
         if step:
             cells.append(f"{100 * full['median'] / 1e3 / step['seconds_per_step']:.2f}%")
         rows.append(cells)
-    lines += markdown_table(header, rows, align="---:")
+    lines += markdown_table(header, rows, right=True)
     if step:
         lines += [
             "",
@@ -304,7 +173,8 @@ columns are means over the seeds that reached the baseline's final accuracy, wit
 
 
 def sweep_markdown(rows: list[dict[str, Any]], baseline: str, window: int = 3) -> str:
-    """The Table-2-style Markdown table of [`sweep_table`]'s rows (mean ± sample std over seeds)."""
+    """The Table-2-style Markdown table of [`~benchmarks.harness.sweep.sweep_table`]'s rows (mean ± sample std over
+    seeds)."""
 
     def cell(stat: dict[str, Any], kind: str, n: int) -> str:
         if kind != "reach":
@@ -322,7 +192,7 @@ def sweep_markdown(rows: list[dict[str, Any]], baseline: str, window: int = 3) -
 
 
 def level_markdown(rows: list[dict[str, Any]]) -> str:
-    """The per-level Markdown table of [`~lze_trl.experiments.sweep.level_table`]'s rows: one column per in-domain
+    """The per-level Markdown table of [`~benchmarks.harness.sweep.level_table`]'s rows: one column per in-domain
     level (`L<k>`) and OOD level (`L<k> (OOD)`)."""
     columns = list(rows[0]["levels"])
     labels = [f"L{c.split(':')[1]}" + (" (OOD)" if c.startswith("ood:") else "") for c in columns]

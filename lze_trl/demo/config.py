@@ -3,7 +3,7 @@ config ([`lze_config`])."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..config import LZEGRPOConfig
@@ -50,7 +50,7 @@ def default_warm_start(task: str = "carries") -> WarmStartConfig:
     """
     The demo's warm start for an embedded task.
 
-    - `"carries"`: the shipped warm start (see [`~lze_trl.experiments.warmstart.SHIPPED_DIR`]), each carry forgotten
+    - `"carries"`: the shipped warm start (see [`~lze_trl.demo.warmstart.SHIPPED_DIR`]), each carry forgotten
       with probability `CARRIES_SLIP_PROB` in its supervision.
     - `"arithmetic"`: the first demo's, `WarmStartConfig(hidden_size=128, num_layers=2, carry_drop_prob=0.6)`.
     """
@@ -213,8 +213,3 @@ def lze_config(config: DemoConfig, method: MethodSpec, output_dir: str) -> LZEGR
     values.update(config.overrides)
     values.update(method.overrides)
     return LZEGRPOConfig(**values)
-
-
-def config_fields() -> set[str]:
-    """Names of the [`LZEGRPOConfig`] fields (for validating overrides)."""
-    return {f.name for f in fields(LZEGRPOConfig)}

@@ -1,4 +1,5 @@
-"""Benchmarks: the comparison over several seeds and any selectors; a micro-benchmark of the selection machinery."""
+"""The selection micro-benchmark: `LZERun.score` + `LZERun.select` (and the selection bookkeeping) per generation
+batch on prompt pools of growing size, their state memory per prompt, and their share of a real demo training step."""
 
 from __future__ import annotations
 
@@ -13,64 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from ..config import LZE_FIELDS, LZEGRPOConfig
-from ..run import LZERun
-from .comparison import machine_info, run_comparison, to_jsonable
-from .config import DemoConfig, MethodSpec
-from .statistics import aggregate
-from .tables import bench_markdown, selection_markdown
-from .training import prepare, run_method
+from lze_trl.config import LZE_FIELDS, LZEGRPOConfig
+from lze_trl.demo import DemoConfig, MethodSpec, run_method
+from lze_trl.demo.comparison import machine_info, to_jsonable
+from lze_trl.demo.training import prepare
+from lze_trl.run import LZERun
 
-
-def run_train_bench(config: DemoConfig, seeds: list[int], output_dir: str | Path) -> dict[str, Any]:
-    """
-    Runs the comparison of `config` once per seed (same warm start and data, different training seed) and writes
-    `bench_train.json` and `bench_train.md` into `output_dir` (each seed's full results under `seed_<k>/`).
-
-    Args:
-        config ([`DemoConfig`]):
-            The comparison (methods, steps, baseline, overrides).
-        seeds (`list[int]`):
-            Training seeds.
-        output_dir (`str` or `Path`):
-            Where the files go.
-
-    Returns:
-        `dict[str, Any]`: per-seed results (without curves) and the aggregate.
-    """
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for seed in seeds:
-        cfg = copy.deepcopy(config)
-        cfg.seed = seed
-        result = run_comparison(cfg, output_dir / f"seed_{seed}", figures=False)
-        runs.append(result)
-    results = {
-        "config": runs[0]["config"],
-        "seeds": list(seeds),
-        "baseline": config.baseline,
-        "machine": machine_info(),
-        "flop_model": runs[0]["flop_model"],
-        "runs": [
-            {
-                "seed": seed,
-                "machine": r["machine"],
-                "total_seconds": r["total_seconds"],
-                "target": r["target"],
-                "target_train_prompts": r["target_train_prompts"],
-                "methods": {n: {"summary": m["summary"], "ratios": m["ratios"]} for n, m in r["methods"].items()},
-            }
-            for seed, r in zip(seeds, runs)
-        ],
-    }
-    results["aggregate"] = aggregate(results["runs"])
-    results = to_jsonable(results)
-    with open(output_dir / "bench_train.json", "w") as f:
-        json.dump(results, f, indent=2)
-    with open(output_dir / "bench_train.md", "w") as f:
-        f.write(bench_markdown(results))
-    return results
+from .markdown import selection_markdown
 
 
 def _rewards(pass_rates: np.ndarray, num_generations: int) -> np.ndarray:

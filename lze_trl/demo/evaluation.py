@@ -1,6 +1,0 @@
-"""Moved to [`lze_trl.experiments.accuracy`]. The old names resolve here with a `DeprecationWarning`."""
-
-from ._moved import moved_names
-
-
-__getattr__ = moved_names(__name__, ["lze_trl.experiments.accuracy"])
