@@ -8,6 +8,13 @@ Runs in the vLLM environment of `make test-vllm` (vLLM's CPU build) with the tes
 `--max-completion-length`:
 
     .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --selectors none lze --steps 6
+
+A run is a selector's name, optionally with `:key=value,...` LZEGRPOConfig overrides (numbers are parsed), e.g.
+`lze:fresh_fraction=0.25`. Besides the times, each run records its tokens per step (completion tokens generated,
+rollouts, prompt + completion tokens through the update, tokens through replay's no-gradient forwards), and the first
+run (the baseline, GRPO) gives the per-token profile that `lze_trl.demo.projection` uses to project a run's step time
+under vLLM from its token counts: seconds per generated completion token, per rollout scored, per update token, and
+the weight sync. `--profile PATH` writes that profile as JSON.
 """
 
 from __future__ import annotations
@@ -23,7 +30,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(selector: str, model_dir: str, args: argparse.Namespace) -> dict:
+def parse_run(spec: str) -> tuple[str, dict]:
+    """`lze:fresh_fraction=0.25,generation_selection=thompson` -> ("lze", {...}), numbers parsed."""
+    selector, _, rest = spec.partition(":")
+    overrides = {}
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = float(value) if "." in value or "e" in value else int(value)
+        except ValueError:
+            overrides[key] = value
+    return selector, overrides
+
+
+def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     import numpy as np
     from transformers import AutoTokenizer, TrainerCallback
 
@@ -33,7 +53,9 @@ def run(selector: str, model_dir: str, args: argparse.Namespace) -> dict:
     from testing_utils import mixed_reward, prompt_dataset
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    selector, overrides = parse_run(spec)
     config = LZEGRPOConfig(
+        **overrides,
         output_dir=tempfile.mkdtemp(),
         selector=selector,
         use_vllm=True,
@@ -59,7 +81,25 @@ def run(selector: str, model_dir: str, args: argparse.Namespace) -> dict:
         processing_class=tokenizer,
     )
     clock = {"generate": 0.0, "sync": 0.0, "score": 0.0}
+    tokens = {"completion": 0, "rollouts": 0, "update": 0}
     steps = []
+    generate_engine = trainer.vllm_generation.generate
+
+    def counting_generate(*a, **k):
+        result = generate_engine(*a, **k)
+        completions = result[1] if isinstance(result, tuple) else result
+        tokens["rollouts"] += len(completions)
+        tokens["completion"] += sum(len(c) for c in completions)
+        return result
+
+    trainer.vllm_generation.generate = counting_generate
+    compute_loss = trainer.compute_loss
+
+    def counting_loss(model, inputs, *a, **k):
+        tokens["update"] += int(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum())
+        return compute_loss(model, inputs, *a, **k)
+
+    trainer.compute_loss = counting_loss
 
     def timed(name, fn):
         def wrapper(*a, **k):
@@ -79,6 +119,7 @@ def run(selector: str, model_dir: str, args: argparse.Namespace) -> dict:
     class StepTimer(TrainerCallback):
         def on_step_begin(self, *a, **k):
             clock.update(generate=0.0, sync=0.0, score=0.0)
+            tokens.update(completion=0, rollouts=0, update=0)
             self.start = time.perf_counter()
 
         def on_step_end(self, *a, **k):
@@ -86,14 +127,38 @@ def run(selector: str, model_dir: str, args: argparse.Namespace) -> dict:
             generation = clock["generate"]
             scoring = clock["score"] - clock["generate"] - clock["sync"]
             update = total - clock["score"]
-            steps.append(dict(total=total, generation=generation, sync=clock["sync"], scoring=scoring, update=update))
+            steps.append(
+                dict(
+                    total=total,
+                    generation=generation,
+                    sync=clock["sync"],
+                    scoring=scoring,
+                    update=update,
+                    completion_tokens=tokens["completion"],
+                    rollouts=tokens["rollouts"],
+                    update_tokens=tokens["update"],
+                )
+            )
 
     trainer.add_callback(StepTimer())
     trainer.train()
     measured = steps[1:]  # the first step warms up vLLM's and torch's caches
     mean = {key: float(np.mean([s[key] for s in measured])) for key in measured[0]}
-    rows = [e["lze/update_rows"] for e in trainer.state.log_history if "lze/update_rows" in e][1:]
-    return {"selector": selector, "steps": len(measured), "update_rows": float(np.mean(rows)), **mean}
+    log = trainer.state.log_history
+    rows = [e["lze/update_rows"] for e in log if "lze/update_rows" in e][1:]
+    forward = [e.get("lze/replay_forward_tokens", 0.0) for e in log if "lze/update_rows" in e][1:]
+    mean["replay_forward_tokens"] = float(np.mean(forward))
+    return {"selector": spec, "steps": len(measured), "update_rows": float(np.mean(rows)), **mean}
+
+
+def profile(baseline: dict) -> dict:
+    """Seconds per generated completion token, per rollout scored, per update token, and per weight sync."""
+    return {
+        "generation_seconds_per_token": baseline["generation"] / baseline["completion_tokens"],
+        "scoring_seconds_per_rollout": baseline["scoring"] / baseline["rollouts"],
+        "update_seconds_per_token": baseline["update"] / baseline["update_tokens"],
+        "sync_seconds": baseline["sync"],
+    }
 
 
 def main() -> None:
@@ -108,6 +173,7 @@ def main() -> None:
     parser.add_argument(*option("hidden_size"), type=int, default=512)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--output", default=None, help="write the results as JSON here")
+    parser.add_argument("--profile", default=None, help="write the first run's per-token profile as JSON here")
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -125,14 +191,26 @@ def main() -> None:
     params = sum(p.numel() for p in model.parameters())
     results = [run(selector, model_dir, args) for selector in args.selectors]
     print(f"model: Qwen2, {params / 1e6:.1f}M parameters; {args.prompts_per_step} prompts x {args.num_generations}")
-    print("selector | s/step | generation | weight sync | scoring | update | update rows")
+    from lze_trl.demo.projection import projected_step_seconds
+
+    rates = profile(results[0])
+    print("run | s/step | generation | sync | scoring | update | update rows | projected s/step | ratio, measured")
     for r in results:
+        projected = projected_step_seconds(
+            rates, r["completion_tokens"], r["rollouts"], r["update_tokens"], r["replay_forward_tokens"]
+        )
+        r["projected"] = projected
         print(
             f"{r['selector']} | {r['total']:.2f} | {r['generation']:.2f} | {r['sync']:.3f} | {r['scoring']:.2f} | "
-            f"{r['update']:.2f} | {r['update_rows']:.0f}"
+            f"{r['update']:.2f} | {r['update_rows']:.0f} | {projected:.2f} | "
+            f"{projected / results[0]['projected']:.2f}, {r['total'] / results[0]['total']:.2f}"
         )
     if args.output:
-        Path(args.output).write_text(json.dumps({"params": params, "args": vars(args), "results": results}, indent=1))
+        Path(args.output).write_text(
+            json.dumps({"params": params, "args": vars(args), "results": results, "profile": rates}, indent=1)
+        )
+    if args.profile:
+        Path(args.profile).write_text(json.dumps({**rates, "measured_by": " ".join(sys.argv)}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

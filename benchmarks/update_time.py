@@ -23,8 +23,8 @@ import time
 
 import lze_trl
 from lze_trl import LZEGRPOTrainer
-from lze_trl.experiments.config import DemoConfig, MethodSpec, lze_config
-from lze_trl.experiments.training import prepare
+from lze_trl.demo.config import DemoConfig, MethodSpec, lze_config
+from lze_trl.demo.training import prepare
 from lze_trl.tasks.arithmetic import arithmetic_reward
 
 
@@ -89,7 +89,11 @@ def isolated(seed: int, accumulation: int, repeats: int) -> dict:
     layout = {"per_device_train_batch_size": rows // accumulation, "gradient_accumulation_steps": accumulation}
     args = lze_config(config, MethodSpec("lze", {"selector": "lze", **layout}), f"/tmp/update_time_{seed}")
     trainer = LZEGRPOTrainer(
-        model=model, reward_funcs=arithmetic_reward, args=args, train_dataset=splits["train"], processing_class=tokenizer
+        model=model,
+        reward_funcs=arithmetic_reward,
+        args=args,
+        train_dataset=splits["train"],
+        processing_class=tokenizer,
     )
     trainer.create_optimizer_and_scheduler(num_training_steps=10)
     trainer.current_gradient_accumulation_steps = accumulation

@@ -76,6 +76,9 @@ class RunMeter:
             Wall-clock in the selection machinery alone: energy scoring, the selector, the selection bookkeeping.
         step_seconds (`float`):
             Wall-clock in `training_step` (rollouts included); the update is the difference.
+        forward_tokens (`int`):
+            Prompt + completion tokens through rollout replay's no-gradient forwards (the log-probabilities recorded
+            for replay and the importance ratios of replayed tokens): `2 N` FLOPs each, as generation.
     """
 
     rollout_prompt_tokens: int = 0
@@ -88,6 +91,7 @@ class RunMeter:
     rollout_seconds: float = 0.0
     selection_seconds: float = 0.0
     step_seconds: float = 0.0
+    forward_tokens: int = 0
 
     @property
     def rollout_processed_tokens(self) -> int:
@@ -102,8 +106,9 @@ class RunMeter:
         return self.update_prompt_tokens + self.update_completion_tokens
 
     def flops(self, num_params: int) -> dict[str, float]:
-        """Generation, update and total FLOPs under the `2 N` / `6 N` per-token model."""
-        generation = float(GENERATION_FLOPS_PER_TOKEN * num_params * self.rollout_processed_tokens)
+        """Generation (forward-only replay passes included), update and total FLOPs under the `2 N` / `6 N` model."""
+        processed = self.rollout_processed_tokens + self.forward_tokens
+        generation = float(GENERATION_FLOPS_PER_TOKEN * num_params * processed)
         update = float(UPDATE_FLOPS_PER_TOKEN * num_params * self.update_processed_tokens)
         return {"generation_flops": generation, "update_flops": update, "total_flops": generation + update}
 
@@ -158,6 +163,9 @@ class MeteredLZEGRPOTrainer(LZEGRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         self.meter.rollout_seconds += time.perf_counter() - start
         self.meter.generation_batches += 1
+        forward = self._metrics["train"].get("lze/replay_forward_tokens")
+        if forward:  # logged (over all processes) by this generation batch
+            self.meter.forward_tokens += int(forward[-1] / self.accelerator.num_processes)
         return output
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):

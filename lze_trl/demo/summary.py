@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .projection import load_profile, projected_step_seconds
+
 
 EVAL_SPLITS = ("test", "ood", "train")
 """Evaluated splits: the in-domain held-out test, the out-of-distribution split and a fixed sample of the RL training
@@ -66,6 +68,28 @@ def audited_skips(steps: list[dict[str, Any]] | None) -> dict[str, float | None]
     }
 
 
+def replay_figures(steps: list[dict[str, Any]] | None, totals: dict[str, Any], batches: int) -> dict[str, Any]:
+    """
+    Rollout replay's share of the updated groups (mean over steps; 0 without replay), the tokens of its no-gradient
+    forwards, and the run's step projected under vLLM from its tokens per step ([`lze_trl.demo.projection`];
+    `None` without a profile).
+    """
+    shares = [s["lze/replayed_share"] for s in steps or [] if "lze/replayed_share" in s]
+    profile = load_profile()
+    projected = None
+    if profile is not None:
+        per_step = [
+            totals[key] / batches
+            for key in ("rollout_completion_tokens", "rollouts", "update_processed_tokens", "forward_tokens")
+        ]
+        projected = projected_step_seconds(profile, *per_step)
+    return {
+        "replayed_share": sum(shares) / len(shares) if shares else 0.0,
+        "forward_tokens": totals.get("forward_tokens", 0),
+        "projected_vllm_step_seconds": projected,
+    }
+
+
 def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_window: int = 1) -> dict[str, Any]:
     """
     The figures of one run's table row: accuracies, tokens, FLOPs, times, and time/FLOPs to reach the baseline's
@@ -114,6 +138,7 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
         "utilisation": totals["update_completion_tokens"] / max(totals["rollout_completion_tokens"], 1),
         **dead_shares(run.get("selection_log")),
         **audited_skips(run.get("steps")),
+        **replay_figures(run.get("steps"), totals, batches),
     }
     for split in EVAL_SPLITS:
         row[f"start_{split}_accuracy"] = first[f"{split}_accuracy"]
@@ -239,7 +264,10 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
         `methods.<name>` (`test_accuracy`, `ood_accuracy`: final greedy; `update_tokens_ratio`, `rollouts_ratio`,
         `total_flops_ratio`: to the baseline's totals; `dead_share`: share of the generated groups that were
         all-correct or all-wrong; `utilisation`: share of the generated completion tokens that reached a backward
-        pass; `rollouts_to_grpo_final`, `flops_to_grpo_final`: rollouts and FLOPs spent until
+        pass; `fresh_rollouts_ratio`: rollouts generated (replay reuses others), to the baseline's; `replayed_share`:
+        share of the updated groups taken from the replay buffer; `projected_vllm_step_ratio`: the step projected
+        under vLLM ([`lze_trl.demo.projection`]), to the baseline's; `rollouts_to_grpo_final`, `flops_to_grpo_final`:
+        rollouts and FLOPs spent until
         the run first reached the baseline's final in-domain test accuracy, as ratios to the baseline's totals,
         `None` when never reached; `rollouts_to_grpo_final_ood`, `flops_to_grpo_final_ood`: the same on OOD).
     """
@@ -264,6 +292,11 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
             "ood_accuracy": row["final_ood_accuracy"],
             "update_tokens_ratio": _ratio(row["update_tokens"], base["update_tokens"]),
             "rollouts_ratio": _ratio(row["rollouts"], base["rollouts"]),
+            "fresh_rollouts_ratio": _ratio(row["rollouts"], base["rollouts"]),
+            "replayed_share": row.get("replayed_share", 0.0),
+            "projected_vllm_step_ratio": _ratio(
+                row.get("projected_vllm_step_seconds"), base.get("projected_vllm_step_seconds")
+            ),
             "total_flops_ratio": _ratio(row["total_flops"], base["total_flops"]),
             "dead_share": row.get("dead_share"),
             "utilisation": row.get("utilisation"),
