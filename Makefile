@@ -7,7 +7,7 @@ STAMP := $(VENV)/.lze-installed
 # accelerator and ZeRO-3 partitioning.
 DEEPSPEED := deepspeed==0.19.8
 
-.PHONY: install test test-fast test-vllm demo lint clean
+.PHONY: install test test-fast test-trl-min test-vllm demo lint clean
 
 install: $(STAMP)
 
@@ -29,6 +29,28 @@ test: install
 # The edit loop: everything but the tests that train a model or launch processes (`slow`, `distributed` markers).
 test-fast: install
 	$(PY) -m pytest -m "not slow and not distributed"
+
+# The oldest TRL that pyproject.toml allows, in its own virtual environment (.venv-trl-min): the tests that need no
+# training run plus the drop-in tests, which train stock `GRPOTrainer` and LZE side by side against the installed TRL
+# (tests/test_trl_coupling.py, which pins the private TRL names, is in the first set). Built like .venv: the CPU
+# torch first, then the project with TRL pinned, then DeepSpeed against that torch. TRL 1.15.0 is excluded in
+# pyproject.toml: its GRPO training needs Triton, which the CPU build of torch does not ship.
+TRL_MIN := trl==1.12.0
+TRL_MIN_VENV := .venv-trl-min
+TRL_MIN_PY := $(TRL_MIN_VENV)/bin/python
+TRL_MIN_STAMP := $(TRL_MIN_VENV)/.lze-installed
+
+$(TRL_MIN_STAMP): pyproject.toml Makefile
+	test -x $(TRL_MIN_PY) || $(PYTHON) -m venv $(TRL_MIN_VENV)
+	$(TRL_MIN_PY) -c "import torch" 2>/dev/null || $(TRL_MIN_PY) -m pip install --quiet "torch==2.13.0"
+	$(TRL_MIN_PY) -m pip install --quiet -e ".[dev]" "$(TRL_MIN)"
+	$(TRL_MIN_PY) -m pip install --quiet setuptools wheel
+	$(TRL_MIN_PY) -m pip install --quiet --no-build-isolation "$(DEEPSPEED)"
+	touch $(TRL_MIN_STAMP)
+
+test-trl-min: $(TRL_MIN_STAMP)
+	$(TRL_MIN_PY) -m pytest -m "not slow and not distributed"
+	$(TRL_MIN_PY) -m pytest tests/test_drop_in.py
 
 # vLLM on CPU, in its own virtual environment (.venv-vllm): the tests marked `vllm` (README, "vLLM on CPU").
 # torch first (the CPU build, so that nothing pulls a CUDA torch), then vLLM's CPU build pinned inside TRL's
@@ -57,4 +79,4 @@ lint: install
 	$(PY) -m ruff format --check lze_trl tests
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(TRL_MIN_VENV) build *.egg-info
