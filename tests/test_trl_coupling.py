@@ -95,14 +95,20 @@ def test_the_private_names_lze_touches_are_exactly_the_listed_ones():
         ("_get_train_sampler", ["self", "dataset"]),
         ("_generate", ["self", "prompts"]),
         ("_load_rng_state", ["self", "checkpoint"]),
-        ("_get_per_token_logps_and_entropies", ["self", "model", "input_ids", "attention_mask", "logits_to_keep"]),
     ],
 )
 def test_the_private_methods_lze_calls_or_overrides_keep_their_signature(name, parameters):
     signature = inspect.signature(getattr(GRPOTrainer, name)).parameters
     assert list(signature)[: len(parameters)] == parameters
-    if name == "_get_per_token_logps_and_entropies":  # called with batch_size=..., returning (logps, entropies, aux)
-        assert "batch_size" in signature
+
+
+def test_the_replay_call_of_get_per_token_logps_and_entropies_binds():
+    # lze_trl.experimental.replay_step.logps_of calls it as (model, input_ids, mask, logits_to_keep, batch_size=...)
+    # and unpacks (logps, entropies, aux). TRL 1.14 declares (self, model, *args, batch_size=None, ...), later ones
+    # name the arguments: the call binds to both.
+    method = GRPOTrainer._get_per_token_logps_and_entropies
+    inspect.signature(method).bind(None, "model", "input_ids", "mask", 1, batch_size=1)
+    assert "batch_size" in inspect.signature(method).parameters
 
 
 def test_the_private_attributes_lze_reads_are_set_by_trl():

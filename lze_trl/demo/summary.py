@@ -79,7 +79,7 @@ def replay_figures(steps: list[dict[str, Any]] | None, totals: dict[str, Any], b
     projected = None
     if profile is not None:
         per_step = [
-            totals[key] / batches
+            totals.get(key, 0) / batches
             for key in ("rollout_completion_tokens", "rollouts", "update_processed_tokens", "forward_tokens")
         ]
         projected = projected_step_seconds(profile, *per_step)
