@@ -6,14 +6,19 @@ with a smaller generation batch?
         --output benchmarks/results/rollout_budget/carries
 
 Reads every `seed_*/demo_results.json` under the given `python benchmarks/bench.py train` folders and writes
-`report.md`, `report.json` and `accuracy_vs_rollouts.png`. Per run (arm) and seed: final in-domain and OOD accuracy,
-their mean over the last 3 evaluations, generated (fresh) rollouts per step relative to the baseline's, the replayed
-share of the updated groups, dead groups among those generated, the rollouts and FLOPs spent until the run's
-3-evaluation mean first reached the baseline's smoothed final in-domain accuracy (`reach_test_*`: the same target for
-every arm of a seed), and the step projected under vLLM (`lze_trl.demo.projection`). Means over seeds come with a 95%
-t interval; differences to the baseline are paired by seed. Ratios "to the baseline" divide each seed's figure by
-the baseline's on the same seed; "to the best control" by the smallest among the control arms that reached the
-target on that seed.
+`report.md`, `report.json` and `accuracy_vs_rollouts.png`. A folder given as `PATH@LABEL` (e.g. a longer run of
+some arms, `--steps 240`) names its arms `ARM@LABEL`, so they sit beside the same arms of the main folder.
+
+Per run (arm) and seed: the mean in-domain and OOD accuracy over the last 3 evaluations, generated (fresh) rollouts
+relative to the baseline's, the replayed share of the updated groups, dead groups among those generated, the rollouts
+and FLOPs spent until the run's 3-evaluation mean first reached the target, and the step projected under vLLM
+(`lze_trl.demo.projection`). The target of a seed is the baseline's mean in-domain accuracy over its last 3
+evaluations on that seed (the same for every arm, labelled ones included); "90% target" is the start plus 90% of the
+baseline's gain, less fragile to a plateau one prompt short. Means over seeds come with a 95% t interval;
+differences are paired by seed. Ratios "to the baseline" divide each seed's figure by the baseline's on the same
+seed; "to the best control" by the smallest among the control arms (labelled ones included) that reached the target
+on that seed. The matched control of an arm is the control (or the baseline) with the same label whose fresh
+rollouts per step are closest to the arm's: the GRPO run that generates what the arm generates.
 """
 
 from __future__ import annotations
@@ -27,26 +32,43 @@ import pandas as pd
 from scipy import stats
 from tabulate import tabulate
 
+from lze_trl.demo.summary import first_reaching
+
+
+WINDOW = 3
+
 
 def load(folders: list[str]) -> dict[str, dict[int, dict]]:
     """`{arm: {seed: method result}}` from every `seed_*/demo_results.json` under `folders`."""
     arms: dict[str, dict[int, dict]] = {}
     for folder in folders:
+        folder, _, label = folder.partition("@")
         for path in sorted(Path(folder).glob("seed_*/demo_results.json")):
             results = json.loads(path.read_text())
             seed = int(results["config"]["seed"])
             for name, method in results["methods"].items():
-                arms.setdefault(name, {})[seed] = method
+                arms.setdefault(f"{name}@{label}" if label else name, {})[seed] = method
     return arms
 
 
-def smoothed_final(curve: list[dict], key: str, window: int = 3) -> float:
+def smoothed_final(curve: list[dict], key: str, window: int = WINDOW) -> float:
     return float(np.mean([r[key] for r in curve[-window:]]))
+
+
+def reach(curve: list[dict], target: float, key: str = "rollouts") -> float | None:
+    """`key` (rollouts, total FLOPs) at the first evaluation whose 3-evaluation mean reaches `target`."""
+    row = first_reaching(curve, "test_accuracy", target, WINDOW)
+    return None if row is None else float(row[key])
+
+
+def label(arm: str) -> str:
+    return arm.partition("@")[2]
 
 
 def rows(arms: dict[str, dict[int, dict]], baseline: str, controls: list[str]) -> pd.DataFrame:
     """One row per (arm, seed) with the per-seed figures and ratios."""
     out = []
+    controls = [c for c in arms if c.partition("@")[0] in controls]
     for arm, seeds in arms.items():
         for seed, method in seeds.items():
             base = arms[baseline].get(seed)
@@ -54,11 +76,15 @@ def rows(arms: dict[str, dict[int, dict]], baseline: str, controls: list[str]) -
                 continue
             s, b = method["summary"], base["summary"]
             steps = max(s["optimizer_steps"], 1)
-            reach = s.get("reach_test_rollouts")
-            base_reach = b.get("reach_test_rollouts")
-            control_reach = [arms[c][seed]["summary"].get("reach_test_rollouts") for c in controls if seed in arms[c]]
+            target = smoothed_final(base["curve"], "test_accuracy")
+            start = base["curve"][0]["test_accuracy"]
+            target90 = start + 0.9 * (target - start)
+            reached, reached90 = reach(method["curve"], target), reach(method["curve"], target90)
+            base_reach, base_reach90 = reach(base["curve"], target), reach(base["curve"], target90)
+            control_reach = [reach(arms[c][seed]["curve"], target) for c in controls if seed in arms[c]]
             control_reach = [r for r in control_reach if r is not None]
             projected, base_projected = s.get("projected_vllm_step_seconds"), b.get("projected_vllm_step_seconds")
+            flops_reached = reach(method["curve"], target, "total_flops")
             out.append(
                 {
                     "arm": arm,
@@ -71,14 +97,20 @@ def rows(arms: dict[str, dict[int, dict]], baseline: str, controls: list[str]) -
                     "fresh_rollouts_ratio": s["rollouts"] / b["rollouts"],
                     "replayed_share": s.get("replayed_share", 0.0),
                     "dead_share": s.get("dead_share"),
-                    "reached": reach is not None,
-                    "rollouts_to_target_vs_base": reach / base_reach if reach is not None and base_reach else np.nan,
+                    "reached": reached is not None,
+                    "rollouts_to_target_vs_base": (
+                        reached / base_reach if reached is not None and base_reach else np.nan
+                    ),
                     "rollouts_to_target_vs_best_control": (
-                        reach / min(control_reach) if reach is not None and control_reach else np.nan
+                        reached / min(control_reach) if reached is not None and control_reach else np.nan
+                    ),
+                    "reached90": reached90 is not None,
+                    "rollouts_to_target90_vs_base": (
+                        reached90 / base_reach90 if reached90 is not None and base_reach90 else np.nan
                     ),
                     "flops_to_target_vs_base": (
-                        s["reach_test_flops"] / b["reach_test_flops"]
-                        if reach is not None and b.get("reach_test_flops")
+                        flops_reached / reach(base["curve"], target, "total_flops")
+                        if flops_reached is not None and base_reach
                         else np.nan
                     ),
                     "total_flops_ratio": s["total_flops"] / b["total_flops"],
@@ -103,36 +135,59 @@ def interval(values: pd.Series) -> str:
     return f"{mean:.3f} [{mean - half:.3f}, {mean + half:.3f}]"
 
 
-def paired(frame: pd.DataFrame, arm: str, baseline: str, column: str) -> str:
-    """The arm's mean difference to the baseline over the seeds both ran, with its 95% t interval."""
+def differences(frame: pd.DataFrame, arm: str, other: str, column: str) -> pd.Series:
     a = frame[frame.arm == arm].set_index("seed")[column]
-    b = frame[frame.arm == baseline].set_index("seed")[column]
-    return interval((a - b).dropna())
+    b = frame[frame.arm == other].set_index("seed")[column]
+    return (a - b).dropna()
 
 
-def report(frame: pd.DataFrame, baseline: str) -> tuple[str, dict]:
+def paired(frame: pd.DataFrame, arm: str, other: str, column: str) -> str:
+    """The arm's mean difference to `other` over the seeds both ran, with its 95% t interval."""
+    return interval(differences(frame, arm, other, column))
+
+
+def paired_mean(frame: pd.DataFrame, arm: str, other: str, column: str) -> float:
+    return float(differences(frame, arm, other, column).mean())
+
+
+def matched_control(frame: pd.DataFrame, arm: str, candidates: list[str]) -> str | None:
+    """The candidate with the arm's label whose fresh rollouts per step are closest to the arm's (`None`: the arm is
+    one of them, or no candidate has its label)."""
+    if arm in candidates:
+        return None
+    same = [c for c in candidates if label(c) == label(arm) and (frame.arm == c).any()]
+    if not same:
+        return None
+    per_step = frame.groupby("arm").fresh_rollouts_per_step.mean()
+    return min(same, key=lambda c: abs(per_step[c] - per_step[arm]))
+
+
+def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str, dict]:
+    """Two Markdown tables (accuracy; cost) and the per-arm summary written into `report.json`."""
     arms = list(dict.fromkeys(frame.arm))
-    table, summary = [], {}
+    candidates = list(dict.fromkeys([baseline] + [a for a in arms if a.partition("@")[0] in (*controls, baseline)]))
+    base = frame[frame.arm == baseline]
+    base_se = base[["test_last3", "ood_last3"]].std(ddof=1) / np.sqrt(len(base))
+    accuracy, cost, summary = [], [], {}
     for arm in arms:
         part = frame[frame.arm == arm]
-        base_se = frame[frame.arm == baseline]["test_last3"].std(ddof=1) / np.sqrt((frame.arm == baseline).sum())
-        base_se_ood = frame[frame.arm == baseline]["ood_last3"].std(ddof=1) / np.sqrt((frame.arm == baseline).sum())
-        gap = (
-            part.set_index("seed")["test_last3"] - frame[frame.arm == baseline].set_index("seed")["test_last3"]
-        ).mean()
-        gap_ood = (
-            part.set_index("seed")["ood_last3"] - frame[frame.arm == baseline].set_index("seed")["ood_last3"]
-        ).mean()
+        matched = matched_control(frame, arm, candidates)
+        gap = {c: paired_mean(frame, arm, baseline, c) for c in ("test_last3", "ood_last3")}
         summary[arm] = {
             "seeds": int(len(part)),
-            **{c: float(part[c].mean()) for c in part.columns if c not in ("arm", "seed", "reached")},
+            **{c: float(part[c].mean()) for c in part.columns if c not in ("arm", "seed", "reached", "reached90")},
             "reached": int(part["reached"].sum()),
-            "test_last3_gap": float(gap),
-            "ood_last3_gap": float(gap_ood),
-            "within_one_se_test": bool(gap >= -base_se),
-            "within_one_se_ood": bool(gap_ood >= -base_se_ood),
+            "reached90": int(part["reached90"].sum()),
+            "test_last3_gap": gap["test_last3"],
+            "ood_last3_gap": gap["ood_last3"],
+            "within_one_se_test": bool(gap["test_last3"] >= -base_se["test_last3"]),
+            "within_one_se_ood": bool(gap["ood_last3"] >= -base_se["ood_last3"]),
+            "matched_control": matched,
         }
-        table.append(
+        if matched:
+            for c in ("test_last3", "ood_last3"):
+                summary[arm][f"{c}_minus_matched"] = paired_mean(frame, arm, matched, c)
+        accuracy.append(
             [
                 f"`{arm}`",
                 len(part),
@@ -140,35 +195,59 @@ def report(frame: pd.DataFrame, baseline: str) -> tuple[str, dict]:
                 paired(frame, arm, baseline, "test_last3") if arm != baseline else "",
                 interval(part.ood_last3),
                 paired(frame, arm, baseline, "ood_last3") if arm != baseline else "",
+                f"`{matched}`" if matched else "",
+                paired(frame, arm, matched, "test_last3") if matched else "",
+                paired(frame, arm, matched, "ood_last3") if matched else "",
+            ]
+        )
+        cost.append(
+            [
+                f"`{arm}`",
                 interval(part.fresh_rollouts_ratio),
                 interval(part.replayed_share),
                 interval(part.dead_share),
                 f"{int(part.reached.sum())}/{len(part)}",
                 interval(part.rollouts_to_target_vs_base),
                 interval(part.rollouts_to_target_vs_best_control),
+                f"{int(part.reached90.sum())}/{len(part)}",
+                interval(part.rollouts_to_target90_vs_base),
                 interval(part.flops_to_target_vs_base),
                 interval(part.total_flops_ratio),
                 interval(part.projected_vllm_step_ratio),
             ]
         )
-    headers = [
+    accuracy_headers = [
         "run",
         "seeds",
         "in-domain, last 3",
         "- baseline (paired)",
         "OOD, last 3",
         "- baseline (paired)",
+        "matched control",
+        "in-domain - matched",
+        "OOD - matched",
+    ]
+    cost_headers = [
+        "run",
         "fresh rollouts / baseline",
         "replayed share",
         "dead share",
         "reached target",
         "rollouts to target / baseline's",
         "/ best control's",
+        "reached 90% target",
+        "rollouts to 90% target / baseline's",
         "FLOPs to target / baseline's",
         "total FLOPs / baseline",
         "projected vLLM step / baseline",
     ]
-    return tabulate(table, headers, tablefmt="github"), summary
+    text = (
+        "Accuracy (mean [95% t interval] over seeds; differences paired by seed):\n\n"
+        + tabulate(accuracy, accuracy_headers, tablefmt="github")
+        + "\n\nCost (ratios per seed to the baseline's on the same seed):\n\n"
+        + tabulate(cost, cost_headers, tablefmt="github")
+    )
+    return text, summary
 
 
 def figure(arms: dict[str, dict[int, dict]], path: Path) -> None:
@@ -205,7 +284,7 @@ def main() -> None:
     cli = parser.parse_args()
     arms = load(cli.folders)
     frame = rows(arms, cli.baseline, cli.controls)
-    table, summary = report(frame, cli.baseline)
+    table, summary = report(frame, cli.baseline, cli.controls)
     out = Path(cli.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(table + "\n")
