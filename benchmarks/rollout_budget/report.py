@@ -208,7 +208,7 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
                 interval(part.dead_share),
                 f"{int(part.reached.sum())}/{len(part)}",
                 interval(part.rollouts_to_target_vs_base),
-                interval(part.rollouts_to_target_vs_best_control),
+                interval(part.rollouts_to_target_vs_best_control) if arm not in candidates else "",
                 f"{int(part.reached90.sum())}/{len(part)}",
                 interval(part.rollouts_to_target90_vs_base),
                 interval(part.flops_to_target_vs_base),
