@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def parse_run(spec: str) -> tuple[str, dict]:
-    """`lze:fresh_fraction=0.25,generation_selection=thompson` -> ("lze", {...}), numbers parsed."""
+    """`lze:fresh_fraction=0.25,replay_max_uses=2` -> ("lze", {...}), numbers parsed."""
     selector, _, rest = spec.partition(":")
     overrides = {}
     for item in filter(None, rest.split(",")):

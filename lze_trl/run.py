@@ -71,19 +71,11 @@ class LZERun:
             self.rollout_filter = build_rollout_filter(args, dataset, row_ids, num_generations, self.state)
             if args.rollout_filter_granularity == "batch":
                 self.plan_batch = self._plan_batch
-        self.replay = self.generation_planner = None
+        self.replay = None
         if args.fresh_fraction < 1:
-            from .experimental.generation_planner import GenerationPlanner
             from .experimental.replay import ReplayBuffer, ReplayGuard
 
             self.replay = ReplayBuffer(args.replay_buffer_size, args.replay_max_staleness, args.replay_max_uses)
-            self.generation_planner = GenerationPlanner(
-                args.generation_selection,
-                args.generation_target,
-                args.generation_similarity,
-                num_generations,
-                seed=args.seed,
-            )
             self.replay_guard = ReplayGuard(args.replay_max_staleness)
         self.selection_log = SelectionLog(args.selection_log_max_rows)
         self.dead_run = DeadRunDetector(args.pass_threshold, correctness_name)
@@ -273,7 +265,6 @@ class LZERun:
             "pruner": self.pruner,
             "planner": self.rollout_filter,
             "replay": self.replay,
-            "generation": self.generation_planner,
         }
         return {name: part for name, part in parts.items() if part is not None}
 

@@ -29,9 +29,9 @@ def main(out_dir: str, mode: str) -> None:
         prune_solved_after=1,
         rollout_filter="lze" if mode == "rollout" else "none",
         rollout_filter_audit=0.5,  # seeded draws: both ranks must take the same ones
-        # replay: each rank generates 1 of its 2 candidate groups (chosen by Thompson draws), the update takes up to 2
-        # groups of the 4 candidates from the fresh ones and the buffer; the buffer's rows stay on their rank
-        **(dict(fresh_fraction=0.5, generation_selection="thompson", selection_ratio=0.5) if mode == "replay" else {}),
+        # replay: each rank generates the first of its 2 candidate groups, the update takes up to 2 groups of the 4
+        # candidates from the fresh ones and the buffer; the buffer's rows stay on their rank
+        **(dict(fresh_fraction=0.5, selection_ratio=0.5) if mode == "replay" else {}),
     )
     # mixed_reward: prompt i passes on (i % 9) of 8 completion buckets, so i = 0 never passes and i = 8 always does
     trainer = LZEGRPOTrainer(

@@ -284,7 +284,6 @@ def test_replay_generates_only_the_fresh_share_with_vllm(tmp_path, model_dir):
         max_steps=6,
         fresh_fraction=0.25,
         selection_ratio=0.5,
-        generation_selection="thompson",
     )
     calls = record_vllm(trainer)
     trainer.train()

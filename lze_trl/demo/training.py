@@ -134,7 +134,6 @@ def _step_metrics(log_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "lze/replay_ratio_mean",
         "lze/replay_clipped_share",
         "lze/replay_forward_tokens",
-        "lze/generation_unseen_share",
         "completions/mean_length",
         "num_tokens",
         "step_time",

@@ -1,10 +1,10 @@
 """One generation batch with rollout replay (`fresh_fraction < 1`), for [`LZEGRPOTrainer`].
 
-Of the candidate prompts the sampler brings, each process generates `fresh_per_process` (chosen by the
-[`~lze_trl.experimental.generation_planner.GenerationPlanner`]), scores them, and the update takes its groups by
-the selector from the fresh groups and the replay buffer's eligible groups (see
-[`~lze_trl.experimental.replay`]); the live fresh groups then join the buffer. Every decision comes from gathered
-data: all processes take the same. Returns the rows this process hands TRL, as `keep_rows` pads them.
+Of the candidate prompts the sampler brings (in its random order), each process generates the first
+`fresh_per_process`, scores them, and the update takes its groups by the selector from the fresh groups and the
+replay buffer's eligible groups (see [`~lze_trl.experimental.replay`]); the live fresh groups then join the
+buffer. Every decision comes from gathered data: all processes take the same. Returns the rows this process hands
+TRL, as `keep_rows` pads them.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from accelerate.utils import gather_object
 
 from ..batching import concat_batches, pad_rows, take_rows
 from ..selectors import GroupBatch
-from .generation_planner import prompt_text
 
 
 def logps_of(trainer: Any, batch: dict[str, Any]) -> torch.Tensor:
@@ -40,17 +38,13 @@ def logps_of(trainer: Any, batch: dict[str, Any]) -> torch.Tensor:
 def replay_generation_batch(trainer: Any, generate: Callable[[list[dict]], dict], inputs: list[dict]) -> dict:
     """The update rows of one generation batch with replay (see the module docstring), and its metrics logged."""
     run, G, accelerator = trainer.lze, trainer.num_generations, trainer.accelerator
-    args, buffer, planner = trainer.args, run.replay, run.generation_planner
+    args, buffer = trainer.args, run.replay
     process, processes = accelerator.process_index, accelerator.num_processes
     candidates = len(inputs) // G
-    local_ids = trainer.prompt_ids.of_rows(inputs)[::G]
-    texts = [prompt_text(inputs[j * G]["prompt"]) if "prompt" in inputs[j * G] else "" for j in range(candidates)]
     count = run.fresh_per_process(candidates)
-    chosen = planner.choose(local_ids, texts, count, run.state, run.generation, process)
-    fresh_inputs = [inputs[j * G + r] for j in chosen for r in range(G)]
+    fresh_inputs = inputs[: count * G]  # the sampler's order is random: its first prompts are a random choice
     output = generate(fresh_inputs)
     fresh = trainer._score(trainer.prompt_ids.of_rows(fresh_inputs))
-    planner.observe(fresh.prompt_ids, [t for part in gather_object([[texts[j] for j in chosen]]) for t in part])
 
     # The update: the selector's choice among the fresh groups and the buffer's eligible ones
     eligible = np.flatnonzero(buffer.eligible(run.generation))
@@ -123,9 +117,6 @@ def replay_generation_batch(trainer: Any, generate: Callable[[list[dict]], dict]
             / 2**20,
             "lze/replay_forward_tokens": accelerator.reduce(
                 torch.tensor(float(forward_tokens), device=accelerator.device)
-            ).item(),
-            "lze/generation_unseen_share": accelerator.reduce(
-                torch.tensor(planner.last.get("unseen_share", 0.0), device=accelerator.device), reduction="mean"
             ).item(),
             "lze/update_tokens": batch["num_items_in_batch"].item(),
             **ratio,

@@ -8,7 +8,6 @@ from typing import Any
 
 from ..selectors.base import is_finite_number as _finite
 from ..selectors.base import is_integer_at_least, within
-from .generation_planner import GENERATION_SELECTIONS, GENERATION_SIMILARITIES
 from .rollout_filter import ROLLOUT_FILTER_GRANULARITIES, ROLLOUT_FILTER_MODES
 
 
@@ -18,14 +17,14 @@ class ExperimentalSettings:
     Settings of the experimental modes of [`LZEGRPOConfig`]; each is off by default.
 
     Parameters:
-        > Parameters that control rollout replay and the selection of what is generated
+        > Parameters that control rollout replay
 
         fresh_fraction (`float`, *optional*, defaults to `1.0`):
             Share of each generation batch's prompts that are generated, in (0, 1]. Below 1, each process generates
-            `round(fresh_fraction * its prompts)` groups (chosen by `generation_selection`) and the update takes its
-            groups, by the selector, from those and from a replay buffer of recent live groups trained against the
-            log-probabilities recorded when they were generated (see `lze_trl.experimental.replay`). Needs a
-            map-style train dataset and whole groups on every process (`per_device_train_batch_size *
+            `round(fresh_fraction * its prompts)` groups (the first of the sampler's random order) and the update
+            takes its groups, by the selector, from those and from a replay buffer of recent live groups trained
+            against the log-probabilities recorded when they were generated (see `lze_trl.experimental.replay`).
+            Needs a map-style train dataset and whole groups on every process (`per_device_train_batch_size *
             steps_per_generation` a multiple of `num_generations`).
         replay_buffer_size (`int`, *optional*, defaults to `512`):
             Most groups the replay buffer holds, >= 1.
@@ -33,52 +32,44 @@ class ExperimentalSettings:
             Most generation batches between a group's generation and an update that replays it, >= 1.
         replay_max_uses (`int`, *optional*, defaults to `2`):
             Most updates a group takes part in, its first one included, >= 1.
-        generation_selection (`str`, *optional*, defaults to `"random"`):
-            Which prompts are generated when `fresh_fraction < 1`: `"random"` (the first of the sampler's random
-            order) or `"thompson"` (Thompson draws from each prompt's Beta posterior, closest to `generation_target`;
-            see `lze_trl.experimental.generation_planner`).
-        generation_target (`float`, *optional*, defaults to `0.5`):
-            `generation_selection="thompson"`: the pass rate the draws are chosen near, in (0, 1).
-        generation_similarity (`str`, *optional*, defaults to `"ngram"`):
-            `generation_selection="thompson"`: how prompts never rolled out are predicted: `"ngram"` (from the most
-            similar prompts rolled out, over hashed character n-grams) or `"none"` (a flat prior).
+
         > Parameters that control rollout-side selection (before generation)
 
-    rollout_filter (`str`, *optional*, defaults to `"none"`):
-        Experimental rollout-side selection: predict before generation which prompts would come back dead (all
-        rollouts correct or all wrong) and skip them, so generation is spent on the learning zone (see
-        `lze_trl.experimental.rollout_filter`). `"none"`: every prompt is rolled out. `"lze"`: skip a prompt when
-        its predicted dead probability exceeds `rollout_filter_threshold`. `"greso"`: the GRESO-like baseline,
-        skip with probability `1 - max(0.5 ** k, 0.01)` after `k` consecutive dead observations. Needs a
-        map-style train dataset. Pair it with `selection_ratio=1.0`, so that every live group it paid for
-        reaches the update.
-    rollout_filter_granularity (`str`, *optional*, defaults to `"batch"`):
-        When the skip decision is taken. `"batch"`: each generation batch is filled, just before it is generated,
-        with the next prompts of the epoch's order that the current state does not skip, so every decision uses
-        the groups scored up to then (e.g. a prior column's per-bucket prior learned from the epoch's first
-        observations) and every generation batch is full. `"epoch"`: the epoch's pool is decided once at its
-        start (the first version: nothing is skipped in the first epoch, and state learned during an epoch acts
-        only from the next).
-    rollout_filter_threshold (`float`, *optional*, defaults to `0.6`):
-        `rollout_filter="lze"`: predicted dead probability above which a prompt is skipped, in (0, 1).
-    rollout_filter_retry_epochs (`int`, *optional*, defaults to `8`):
-        Exploration floor: a skipped prompt is rolled out again after at most this many epochs without one, >= 1.
-        Skipping shortens epochs, so an epoch here is a full dataset's worth of generated groups.
-    rollout_filter_audit (`float`, *optional*, defaults to `0.02`):
-        Share of the generated groups that are skipped prompts rolled out anyway, to count wrong skips
-        (`rollout_filter/wrong_skip_rate`), in [0, 1].
-    rollout_filter_prior_column (`str`, *optional*):
-        Train dataset column (e.g. `"difficulty"`) whose values group prompts never rolled out for their prior:
-        the share of dead first observations among prompts with the same value, which can skip them. Default:
-        one group, whose prior is logged but never skips a prompt never seen.
-    rollout_filter_momentum (`float`, *optional*, defaults to `1.0`):
-        Weight `mu` of the trend in the predicted pass rate `q = ema + mu * (p_last - ema)` of a prompt already
-        rolled out, >= 0: 1 is the last pass rate, below 1 lies between the EMA and it, above 1 extrapolates.
-    rollout_filter_calibration (`bool`, *optional*, defaults to `True`):
-        Recalibrate the predicted dead probability online before the threshold: a monotone map fitted to the run's
-        own pairs of (prediction at planning, group came back dead), audits included (see
-        `lze_trl.experimental.dead_prediction`). With `rollout_filter="greso"` it changes only the logged
-        prediction.
+        rollout_filter (`str`, *optional*, defaults to `"none"`):
+            Experimental rollout-side selection: predict before generation which prompts would come back dead (all
+            rollouts correct or all wrong) and skip them, so generation is spent on the learning zone (see
+            `lze_trl.experimental.rollout_filter`). `"none"`: every prompt is rolled out. `"lze"`: skip a prompt when
+            its predicted dead probability exceeds `rollout_filter_threshold`. `"greso"`: the GRESO-like baseline,
+            skip with probability `1 - max(0.5 ** k, 0.01)` after `k` consecutive dead observations. Needs a
+            map-style train dataset. Pair it with `selection_ratio=1.0`, so that every live group it paid for
+            reaches the update.
+        rollout_filter_granularity (`str`, *optional*, defaults to `"batch"`):
+            When the skip decision is taken. `"batch"`: each generation batch is filled, just before it is generated,
+            with the next prompts of the epoch's order that the current state does not skip, so every decision uses
+            the groups scored up to then (e.g. a prior column's per-bucket prior learned from the epoch's first
+            observations) and every generation batch is full. `"epoch"`: the epoch's pool is decided once at its
+            start (the first version: nothing is skipped in the first epoch, and state learned during an epoch acts
+            only from the next).
+        rollout_filter_threshold (`float`, *optional*, defaults to `0.6`):
+            `rollout_filter="lze"`: predicted dead probability above which a prompt is skipped, in (0, 1).
+        rollout_filter_retry_epochs (`int`, *optional*, defaults to `8`):
+            Exploration floor: a skipped prompt is rolled out again after at most this many epochs without one, >= 1.
+            Skipping shortens epochs, so an epoch here is a full dataset's worth of generated groups.
+        rollout_filter_audit (`float`, *optional*, defaults to `0.02`):
+            Share of the generated groups that are skipped prompts rolled out anyway, to count wrong skips
+            (`rollout_filter/wrong_skip_rate`), in [0, 1].
+        rollout_filter_prior_column (`str`, *optional*):
+            Train dataset column (e.g. `"difficulty"`) whose values group prompts never rolled out for their prior:
+            the share of dead first observations among prompts with the same value, which can skip them. Default:
+            one group, whose prior is logged but never skips a prompt never seen.
+        rollout_filter_momentum (`float`, *optional*, defaults to `1.0`):
+            Weight `mu` of the trend in the predicted pass rate `q = ema + mu * (p_last - ema)` of a prompt already
+            rolled out, >= 0: 1 is the last pass rate, below 1 lies between the EMA and it, above 1 extrapolates.
+        rollout_filter_calibration (`bool`, *optional*, defaults to `True`):
+            Recalibrate the predicted dead probability online before the threshold: a monotone map fitted to the run's
+            own pairs of (prediction at planning, group came back dead), audits included (see
+            `lze_trl.experimental.dead_prediction`). With `rollout_filter="greso"` it changes only the logged
+            prediction.
     """
 
     fresh_fraction: float = field(
@@ -89,20 +80,6 @@ class ExperimentalSettings:
         default=4, metadata={"help": "Most generation batches between a group's generation and its replay."}
     )
     replay_max_uses: int = field(default=2, metadata={"help": "Most updates a group takes part in."})
-    generation_selection: str = field(
-        default="random",
-        metadata={
-            "help": "Which prompts are generated below fresh_fraction=1.",
-            "choices": list(GENERATION_SELECTIONS),
-        },
-    )
-    generation_target: float = field(
-        default=0.5, metadata={"help": "generation_selection='thompson': target pass rate of the draws."}
-    )
-    generation_similarity: str = field(
-        default="ngram",
-        metadata={"help": "How unseen prompts are predicted.", "choices": list(GENERATION_SIMILARITIES)},
-    )
     rollout_filter: str = field(
         default="none",
         metadata={
@@ -150,17 +127,6 @@ EXPERIMENTAL_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("replay_buffer_size", lambda v: is_integer_at_least(v, 1), "use an integer >= 1, e.g. 512."),
     ("replay_max_staleness", lambda v: is_integer_at_least(v, 1), "use an integer >= 1 (generation batches), e.g. 4."),
     ("replay_max_uses", lambda v: is_integer_at_least(v, 1), "use an integer >= 1, e.g. 2."),
-    (
-        "generation_selection",
-        lambda v: v in GENERATION_SELECTIONS,
-        f"use one of {list(GENERATION_SELECTIONS)}.",
-    ),
-    ("generation_target", within(0, 1, False, False), "use a pass rate in (0, 1), e.g. 0.5."),
-    (
-        "generation_similarity",
-        lambda v: v in GENERATION_SIMILARITIES,
-        f"use one of {list(GENERATION_SIMILARITIES)}.",
-    ),
     (
         "rollout_filter",
         lambda v: v in ROLLOUT_FILTER_MODES,
