@@ -334,9 +334,9 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     # the headline table comes last, one row per method
     headline = printed[printed.index("Headline (task carries") :]
     assert "in the learning zone" in headline and "rollouts to target" in headline
-    assert all(f"\n{name} " in headline for name in ("grpo", "lze", "lze+prune", "lze+rollout"))
+    assert all(f"\n{name} " in headline for name in ("grpo", "lze", "lze+prune"))
     results = json.loads((out / "demo_results.json").read_text())
-    assert list(results["methods"]) == ["grpo", "lze", "lze+prune", "lze+rollout"]
+    assert list(results["methods"]) == ["grpo", "lze", "lze+prune"]
     assert results["baseline"] == "grpo"
     config = DemoConfig.tiny()
     for method in results["methods"].values():
@@ -363,7 +363,7 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     # plain GRPO updates on every rollout: its update tokens are the completion tokens it generated
     assert grpo["update_tokens"] == grpo["rollout_tokens"]
     assert grpo["update_processed_tokens"] == grpo["rollout_tokens"] + grpo["rollout_prompt_tokens"]
-    assert set(results["target"]) == set(results["target_train_prompts"]) == {"lze", "lze+prune", "lze+rollout"}
+    assert set(results["target"]) == set(results["target_train_prompts"]) == {"lze", "lze+prune"}
     assert results["target"]["lze"]["split"] == "test" and results["target_train_prompts"]["lze"]["split"] == "train"
     assert sum(results["start"]["train_pass_rate_histogram"]["counts"]) == config.n_train
     assert results["machine"]["start"]["cpu_count"] >= 1
@@ -382,7 +382,7 @@ def test_demo_command_end_to_end(tmp_path, capsys):
         "test_size": config.n_test,
         "ood_size": config.n_ood,
     }
-    assert summary["task"] == "carries" and list(summary["methods"]) == ["grpo", "lze", "lze+prune", "lze+rollout"]
+    assert summary["task"] == "carries" and list(summary["methods"]) == ["grpo", "lze", "lze+prune"]
     for name, row in summary["methods"].items():
         full = results["methods"][name]["summary"]
         assert row["test_accuracy"] == full["final_test_accuracy"]

@@ -18,7 +18,6 @@ from transformers.hf_argparser import string_to_bool
 
 from lze_trl.config import LZEGRPOConfig
 from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec
-from lze_trl.demo.config import LZE_ROLLOUT_OVERRIDES
 from lze_trl.selectors import SELECTORS
 
 from .. import peers
@@ -27,8 +26,9 @@ from .. import peers
 ALIASES: dict[str, dict[str, Any]] = {
     "grpo": {"selector": "none"},
     "lze+prune": {"selector": "lze", "prune_solved": True},
-    # Rollout-side selection: the rollout stage picks the learning zone, the update keeps every alive group of it.
-    "lze+rollout": LZE_ROLLOUT_OVERRIDES,
+    # Rollout-side selection (experimental): the rollout stage picks the learning zone before generation, and the
+    # update keeps every live group it paid for (the backward top-k would otherwise drop most of them again).
+    "lze+rollout": {"selector": "lze", "rollout_filter": "lze", "selection_ratio": 1.0},
     # GRESO-like baseline: skip probability from consecutive dead observations only, dead groups filtered (DAPO).
     "greso": {"selector": "dapo", "rollout_filter": "greso"},
 }

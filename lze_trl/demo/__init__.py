@@ -1,5 +1,5 @@
-r"""The one-command CPU demo (`lze-trl demo`): plain GRPO, LZE, LZE with forward pruning and LZE's rollout-side
-selection, trained side by side on an embedded task from the same warm start, and compared.
+r"""The one-command CPU demo (`lze-trl demo`): plain GRPO, LZE and LZE with forward pruning, trained side by side
+on an embedded task from the same warm start, and compared.
 
 Every run starts from the same supervised warm start of a tiny Qwen2 (shipped for the default task), trains with
 [`~lze_trl.LZEGRPOTrainer`] (metered for tokens, FLOPs and time) and is evaluated by greedy decoding every few steps;
@@ -45,8 +45,8 @@ def run_demo(
 
     Args:
         config ([`DemoConfig`], *optional*):
-            The comparison; defaults to `DemoConfig()` (plain GRPO, LZE, LZE with forward pruning and LZE's
-            rollout-side selection on the `carries` task).
+            The comparison; defaults to `DemoConfig()` (plain GRPO, LZE and LZE with forward pruning on the
+            `carries` task).
         output_dir (`str` or `os.PathLike`, *optional*, defaults to `"outputs/demo"`):
             Where the results, figures and each run's prompt table / selection log go.
         figures (`bool`, *optional*, defaults to `True`):

@@ -1,5 +1,4 @@
-"""Side-by-side training runs on an embedded task: plain GRPO, LZE, LZE with forward pruning and LZE's rollout-side
-selection by default.
+"""Side-by-side training runs on an embedded task: plain GRPO, LZE and LZE with forward pruning by default.
 
 Every method starts from the same cached warm start, with the same seed, data, generation batch and number of
 optimizer steps (so the same rollout budget, except where forward pruning or rollout-side selection skips rollouts),

@@ -30,19 +30,12 @@ class MethodSpec:
     trainer_cls: type | None = None
 
 
-# Rollout-side selection as a method: the rollout stage picks the learning zone before generation (`rollout_filter`),
-# and the update keeps every alive group it paid for (`selection_ratio=1.0`; the backward top-k would otherwise drop
-# most of them again).
-LZE_ROLLOUT_OVERRIDES: dict[str, Any] = {"selector": "lze", "rollout_filter": "lze", "selection_ratio": 1.0}
-
-
 def default_methods() -> list[MethodSpec]:
-    """Plain GRPO (`selector="none"`), LZE, LZE with forward pruning, and LZE's rollout-side selection."""
+    """Plain GRPO (`selector="none"`), LZE, and LZE with forward pruning."""
     return [
         MethodSpec("grpo", {"selector": "none"}),
         MethodSpec("lze", {"selector": "lze"}),
         MethodSpec("lze+prune", {"selector": "lze", "prune_solved": True}),
-        MethodSpec("lze+rollout", dict(LZE_ROLLOUT_OVERRIDES)),
     ]
 
 
