@@ -389,7 +389,7 @@ def test_demo_command_end_to_end(tmp_path, capsys):
         assert row["ood_accuracy"] == full["final_ood_accuracy"]
         assert row["update_tokens_ratio"] == pytest.approx(full["update_tokens"] / grpo["update_tokens"])
         assert row["total_flops_ratio"] == pytest.approx(full["total_flops"] / grpo["total_flops"])
-        assert row["rollouts_ratio"] == pytest.approx(full["rollouts"] / grpo["rollouts"])
+        assert row["fresh_rollouts_ratio"] == pytest.approx(full["rollouts"] / grpo["rollouts"])
         log = pd.read_parquet(out / "runs" / name / "lze_selection_log.parquet")
         assert row["dead_share"] == pytest.approx(((log["pass_rate"] == 0) | (log["pass_rate"] == 1)).mean())
         assert row["utilisation"] == pytest.approx(full["update_tokens"] / full["rollout_tokens"])

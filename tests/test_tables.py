@@ -60,8 +60,9 @@ def headline():
         "test_accuracy": 0.61,
         "ood_accuracy": 0.05,
         "update_tokens_ratio": 1.0,
-        "rollouts_ratio": 1.0,
+        "fresh_rollouts_ratio": 1.0,
         "total_flops_ratio": 1.0,
+        "projected_vllm_step_ratio": 1.0,
         "dead_share": 0.456,
         "rollouts_to_grpo_final": 0.9,
         "flops_to_grpo_final": None,
@@ -196,7 +197,7 @@ def sweep_rows():
             "update_tokens_ratio",
             "total_flops_ratio",
             "cpu_seconds_ratio",
-            "rollouts_ratio",
+            "fresh_rollouts_ratio",
         )
     }
     base = {

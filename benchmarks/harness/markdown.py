@@ -166,7 +166,7 @@ SWEEP_COLUMNS = (
     ("update tokens / {baseline}", "update_tokens_ratio", "ratio"),
     ("total FLOPs / {baseline}", "total_flops_ratio", "ratio"),
     ("CPU time / {baseline}", "cpu_seconds_ratio", "ratio"),
-    ("rollouts / {baseline}", "rollouts_ratio", "ratio"),
+    ("fresh rollouts / {baseline}", "fresh_rollouts_ratio", "ratio"),
 )
 """Columns of the sweep table (labels formatted with the baseline's name and the late-accuracy window); `"reach"`
 columns are means over the seeds that reached the baseline's final accuracy, with how many did."""

@@ -111,7 +111,7 @@ def _seed_record(run: dict[str, Any], base: dict[str, Any], window: int) -> dict
         "update_tokens_ratio": summary["update_tokens"] / base_summary["update_tokens"],
         "total_flops_ratio": summary["total_flops"] / base_summary["total_flops"],
         "cpu_seconds_ratio": summary["train_cpu_seconds"] / base_summary["train_cpu_seconds"],
-        "rollouts_ratio": summary["rollouts"] / base_summary["rollouts"],
+        "fresh_rollouts_ratio": summary["rollouts"] / base_summary["rollouts"],
         "ood_gain": summary["final_ood_accuracy"] - summary["start_ood_accuracy"],
         "late_ood_accuracy": _late(run["curve"], "ood_accuracy", window),
         "dead_share": summary.get("dead_share"),

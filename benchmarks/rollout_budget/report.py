@@ -5,9 +5,9 @@ with a smaller generation batch?
         --controls "grpo:per_device_train_batch_size=256" "grpo:per_device_train_batch_size=128" \
         --output benchmarks/results/rollout_budget/carries
 
-Reads every `seed_*/demo_results.json` under the given `python benchmarks/bench.py train` folders and writes
-`report.md`, `report.json` and `accuracy_vs_rollouts.png`. A folder given as `PATH@LABEL` (e.g. a longer run of
-some arms, `--steps 240`) names its arms `ARM@LABEL`, so they sit beside the same arms of the main folder.
+Reads every `seed_*/demo_results.json` (or `.json.gz`) under the given `python benchmarks/bench.py train` folders
+and writes `report.md`, `report.json` and `accuracy_vs_rollouts.png`. A folder given as `PATH@LABEL` (e.g. a longer
+run of some arms, `--steps 240`) names its arms `ARM@LABEL`, so they sit beside the same arms of the main folder.
 
 Per run (arm) and seed: the mean in-domain and OOD accuracy over the last 3 evaluations, generated (fresh) rollouts
 relative to the baseline's, the replayed share of the updated groups, dead groups among those generated, the rollouts
@@ -24,6 +24,7 @@ rollouts per step are closest to the arm's: the GRPO run that generates what the
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 
@@ -43,8 +44,11 @@ def load(folders: list[str]) -> dict[str, dict[int, dict]]:
     arms: dict[str, dict[int, dict]] = {}
     for folder in folders:
         folder, _, label = folder.partition("@")
-        for path in sorted(Path(folder).glob("seed_*/demo_results.json")):
-            results = json.loads(path.read_text())
+        paths = sorted(Path(folder).glob("seed_*/demo_results.json")) + sorted(
+            Path(folder).glob("seed_*/demo_results.json.gz")
+        )
+        for path in paths:
+            results = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
             seed = int(results["config"]["seed"])
             for name, method in results["methods"].items():
                 arms.setdefault(f"{name}@{label}" if label else name, {})[seed] = method

@@ -261,15 +261,15 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
     Returns:
         `dict[str, Any]`: `start` (`learning_zone_share`: share of the training groups with a sampled pass rate in
         (0, 1) at the start; `test_accuracy`, `ood_accuracy`: greedy; `test_size`, `ood_size`: prompts evaluated) and
-        `methods.<name>` (`test_accuracy`, `ood_accuracy`: final greedy; `update_tokens_ratio`, `rollouts_ratio`,
-        `total_flops_ratio`: to the baseline's totals; `dead_share`: share of the generated groups that were
-        all-correct or all-wrong; `utilisation`: share of the generated completion tokens that reached a backward
-        pass; `fresh_rollouts_ratio`: rollouts generated (replay reuses others), to the baseline's; `replayed_share`:
-        share of the updated groups taken from the replay buffer; `projected_vllm_step_ratio`: the step projected
-        under vLLM ([`lze_trl.demo.projection`]), to the baseline's; `rollouts_to_grpo_final`, `flops_to_grpo_final`:
-        rollouts and FLOPs spent until
-        the run first reached the baseline's final in-domain test accuracy, as ratios to the baseline's totals,
-        `None` when never reached; `rollouts_to_grpo_final_ood`, `flops_to_grpo_final_ood`: the same on OOD).
+        `methods.<name>` (`test_accuracy`, `ood_accuracy`: final greedy; `update_tokens_ratio`,
+        `fresh_rollouts_ratio` (rollouts generated; replay reuses others), `total_flops_ratio`: to the baseline's
+        totals; `dead_share`: share of the generated groups that were dead (scorable and not live); `utilisation`:
+        share of the generated completion tokens that reached a backward pass; `replayed_share`: share of the
+        updated groups taken from the replay buffer; `projected_vllm_step_ratio`: the step projected under vLLM
+        ([`lze_trl.demo.projection`]), to the baseline's; `rollouts_to_grpo_final`, `flops_to_grpo_final`: rollouts
+        and FLOPs spent until the run first reached the baseline's final in-domain test accuracy, as ratios to the
+        baseline's totals, `None` when never reached; `rollouts_to_grpo_final_ood`, `flops_to_grpo_final_ood`: the
+        same on OOD).
     """
     start, config = results["start"], results["config"]
     base = results["methods"][results["baseline"]]["summary"]
@@ -291,7 +291,6 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
             "test_accuracy": row["final_test_accuracy"],
             "ood_accuracy": row["final_ood_accuracy"],
             "update_tokens_ratio": _ratio(row["update_tokens"], base["update_tokens"]),
-            "rollouts_ratio": _ratio(row["rollouts"], base["rollouts"]),
             "fresh_rollouts_ratio": _ratio(row["rollouts"], base["rollouts"]),
             "replayed_share": row.get("replayed_share", 0.0),
             "projected_vllm_step_ratio": _ratio(
