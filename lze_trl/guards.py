@@ -17,6 +17,10 @@ import numpy as np
 from .selection import in_learning_zone
 
 
+class LZEWarning(UserWarning):
+    """What lze-trl's run-time checks say: a run that degenerates, or a setting that cannot act as asked."""
+
+
 # ----------------------------------------------------------------------------------------------- reward values
 def _is_reward_value(value: Any) -> bool:
     if value is None or isinstance(value, (numbers.Real, np.number, np.bool_)):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .energy import compute_energy
-from .guards import DeadRunDetector
+from .guards import DeadRunDetector, LZEWarning
 from .prompt_state import PromptState
 from .pruning import PromptPruner
 from .selection import group_pass_rates, live_groups, spread_energies
@@ -79,7 +79,7 @@ class LZERun:
             self.replay_guard = ReplayGuard(args.replay_max_staleness)
         self.selection_log = SelectionLog(args.selection_log_max_rows)
         self.dead_run = DeadRunDetector(args.pass_threshold, correctness_name)
-        self.warn = warn or (lambda message: warnings.warn(message, UserWarning, stacklevel=3))
+        self.warn = warn or (lambda message: warnings.warn(message, LZEWarning, stacklevel=3))
         self.generation = 0  # generation batches recorded so far: seeds each selection's noise
         self.epoch: int | None = None  # the sampler epoch of the Trainer's micro-steps counted below
         self.batches_in_epoch = 0  # Trainer micro-steps taken in that epoch (what a resumed sampler skips)

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from trl.trainer.utils import RepeatSampler
 
+from .guards import LZEWarning
+
 
 class EpochPlanner(Protocol):
     """
@@ -202,7 +204,7 @@ class LZERepeatSampler(RepeatSampler):
             f"({self.batch_size} prompts), so training stops at this epoch. Train on more prompts, prune later (a "
             "larger `prune_solved_after`), replay more (`prune_replay_fraction`), or turn pruning (`prune_solved`) or "
             "`rollout_filter` off.",
-            UserWarning,
+            LZEWarning,
             stacklevel=3,
         )
 

@@ -29,7 +29,7 @@ from .engines import warn_if_not_sharded
 from .experimental.replay import load_rows, save_rows
 from .experimental.replay_step import replay_generation_batch
 from .experimental.settings import check_replay
-from .guards import check_dataset_fits_batch, check_map_style, checked_reward_func
+from .guards import LZEWarning, check_dataset_fits_batch, check_map_style, checked_reward_func
 from .prompt_ids import PromptIds, has_prompt_column
 from .refill import refill_generation_batch
 from .run import LZERun
@@ -127,6 +127,7 @@ class LZEGRPOTrainer(GRPOTrainer):
                 + ("no train dataset" if train_dataset is None else "an IterableDataset without `prompt`")
                 + ". This run trains as plain GRPO (selector='none', no pruning). Pass a `datasets.Dataset` to "
                 "use LZE.",
+                LZEWarning,
                 stacklevel=2,
             )
             args.selector, args.prune_solved, args.rollout_filter = "none", False, "none"
@@ -152,7 +153,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             self.prompt_ids.row_ids,
             dataset=self.train_dataset if map_style else None,
             correctness_name=names[self._correctness_index],
-            warn=lambda message: warnings.warn(message, UserWarning, stacklevel=4) if main else None,
+            warn=lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None,
         )
         if self.lze.replay is not None:
             self.lze.replay.process_index = self.accelerator.process_index
@@ -358,7 +359,7 @@ class LZEGRPOTrainer(GRPOTrainer):
                     "checkpoint of this run with the same train dataset, or set resume_lze_state='fresh' to resume "
                     "the model and optimizer with a fresh LZE state on purpose."
                 ) from error
-            warnings.warn(f"{error} The run resumes with a fresh LZE state.", UserWarning, stacklevel=3)
+            warnings.warn(f"{error} The run resumes with a fresh LZE state.", LZEWarning, stacklevel=3)
             return False
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,6 +33,8 @@ from lze_trl.demo import (
 )
 from lze_trl.demo.summary import ratios, summarize
 from lze_trl.demo.tables import format_table
+from lze_trl.demo.training import recorded_lze_warnings
+from lze_trl.guards import LZEWarning
 from lze_trl.tasks.arithmetic import CHARSET, arithmetic_reward
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
@@ -416,6 +419,41 @@ def test_a_method_can_train_with_its_own_trainer_class(tmp_path):
     assert CountingTrainer.instances == 1
     assert results["config"]["methods"][1]["trainer_cls"].endswith("CountingTrainer")
     assert json.loads((tmp_path / "out" / "demo_results.json").read_text())["methods"]["custom"]["summary"]
+
+
+def test_recorded_lze_warnings_keeps_what_the_guards_said_whatever_the_filters():
+    with pytest.warns(UserWarning) as outside:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # as the demo command and the bench silence library warnings
+            with recorded_lze_warnings() as said:
+                warnings.warn("replay degenerates", LZEWarning, stacklevel=2)
+                warnings.warn("other library", UserWarning, stacklevel=2)
+                warnings.warn("replay degenerates", LZEWarning, stacklevel=2)
+                warnings.warn("buffer starved", LZEWarning, stacklevel=2)
+            assert said == ["replay degenerates", "buffer starved"]
+        with recorded_lze_warnings() as said:
+            warnings.warn("not silenced", UserWarning, stacklevel=2)
+    # re-issued under the caller's filters: silenced inside the `ignore` block, shown outside it
+    assert said == [] and [str(w.message) for w in outside] == ["not silenced"]
+
+
+@pytest.mark.slow
+def test_a_run_that_degenerates_says_so_in_the_demo_results(tmp_path):
+    # pass_threshold above every reward: no group is ever in the learning zone, which the dead-run guard says
+    methods = [
+        MethodSpec("grpo", {"selector": "none"}),
+        MethodSpec("dead", {"selector": "lze", "pass_threshold": 5.0}),
+    ]
+    config = DemoConfig.tiny(methods=methods, cache_dir=str(tmp_path / "cache"), steps=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_demo(config, tmp_path / "out", figures=False)
+    saved = json.loads((tmp_path / "out" / "demo_results.json").read_text())["methods"]
+    (message,) = saved["dead"]["warnings"]
+    assert "no prompt group was in the learning zone" in message and "pass_threshold=5" in message
+    assert "never at or above the threshold" in message
+    # each run keeps what its own guards said (this tiny model's first groups are all dead at 0.5 too)
+    assert all("pass_threshold=0.5" in m for m in saved["grpo"]["warnings"])
 
 
 # ----------------------------------------------------------------------------------------------- the package

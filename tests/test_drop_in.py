@@ -19,7 +19,7 @@ from testing_utils import (
 )
 from trl import GRPOConfig, GRPOTrainer
 
-from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
+from lze_trl import LZEGRPOConfig, LZEGRPOTrainer, LZEWarning
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
@@ -199,7 +199,7 @@ def test_lze_still_updates_on_non_binary_rewards(tmp_path):
     counter = count_grad_rows(model)
     before = [p.detach().clone() for p in model.parameters()]
     trainer = make_trainer(tmp_path, reward=length_reward, model=model, max_steps=3)
-    with pytest.warns(UserWarning, match="no prompt group was in the learning zone"):
+    with pytest.warns(LZEWarning, match="no prompt group was in the learning zone"):
         trainer.train()
     # Every group is all-correct by the threshold (pass rate 1, hence the warning), yet its rewards vary: it is live
     # (not dead), and each step keeps its quota, 1 of its 2 groups, 4 rows.
@@ -212,7 +212,7 @@ def test_lze_still_updates_on_non_binary_rewards(tmp_path):
 
 def test_a_run_that_cannot_learn_says_so_once(tmp_path):
     trainer = make_trainer(tmp_path, reward=always_right, max_steps=5)
-    with pytest.warns(UserWarning) as record:
+    with pytest.warns(LZEWarning) as record:
         trainer.train()
     messages = [str(w.message) for w in record if "learning zone" in str(w.message)]
     assert len(messages) == 1

@@ -7,6 +7,7 @@ from testing_utils import logged, make_trainer, mixed_reward, prompt_dataset
 
 from lze_trl.experimental.replay import ReplayBuffer, load_rows, trim_group
 from lze_trl.experimental.replay_step import fit_owners
+from lze_trl.guards import LZEWarning
 from lze_trl.state import LZEStateError
 
 
@@ -206,5 +207,5 @@ def test_replay_needs_whole_groups_per_process_and_no_refill(tmp_path):
 def test_replay_that_degenerates_says_so(tmp_path):
     # A buffer fed only with groups that can never be replayed (max_staleness 1, one use, LZE takes every fresh
     # group): no update gets a buffered group, and the run says why
-    with pytest.warns(UserWarning, match="no buffered group was eligible"):
+    with pytest.warns(LZEWarning, match="no buffered group was eligible"):
         train(tmp_path, steps=10, replay_max_uses=1, selection_ratio=1.0)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from trl.trainer.utils import RepeatSampler
 
-from lze_trl import LZERepeatSampler, PromptPruner, PromptState
+from lze_trl import LZERepeatSampler, LZEWarning, PromptPruner, PromptState
 
 
 def epochs(sampler, n):
@@ -205,7 +205,7 @@ def test_an_epoch_pruned_below_one_batch_says_why_it_yields_nothing():
             planner.plan_batch = ShiftingPlanner().plan_batch
         sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, planner=planner)
         sampler.set_epoch(1)
-        with pytest.warns(UserWarning, match=r"Epoch 1 has no generation batch.*3 of 12 prompts.*prune_solved_after"):
+        with pytest.warns(LZEWarning, match=r"Epoch 1 has no generation batch.*3 of 12 prompts.*prune_solved_after"):
             assert list(sampler) == []
     # a pool of one batch or more does not warn
     planner, _ = pruning_planner(np.arange(8))

@@ -17,6 +17,7 @@ import torch
 from testing_utils import make_trainer, mixed_reward, prompt_dataset
 
 from lze_trl import state as lze_state
+from lze_trl.guards import LZEWarning
 from lze_trl.state import LZEStateError
 
 
@@ -154,13 +155,13 @@ def test_resume_refuses_a_checkpoint_whose_lze_state_is_gone(full_run, tmp_path)
         saving_trainer(tmp_path / "a").train(resume_from_checkpoint=str(checkpoint))
     # The documented opt-out: resume model and optimizer with a fresh LZE state, after a warning.
     trainer = saving_trainer(tmp_path / "b", resume_lze_state="fresh")
-    with pytest.warns(UserWarning, match="fresh LZE state"):
+    with pytest.warns(LZEWarning, match="fresh LZE state"):
         trainer.train(resume_from_checkpoint=str(checkpoint))
     assert trainer.state.global_step == 8
     assert trainer.lze.state.table()["num_observations"].sum() == 4 * 2  # only the 4 steps after the checkpoint
     # Plain GRPO's state decides nothing: a missing one only warns.
     trainer = saving_trainer(tmp_path / "c", selector="none")
-    with pytest.warns(UserWarning, match="fresh LZE state"):
+    with pytest.warns(LZEWarning, match="fresh LZE state"):
         trainer.train(resume_from_checkpoint=str(checkpoint))
 
 
@@ -197,7 +198,7 @@ def test_resume_refuses_another_train_dataset(full_run, tmp_path):
     assert trainer.state.global_step == 8
     # Opt-out: a fresh state on purpose.
     trainer = saving_trainer(tmp_path / "d", dataset=prompt_dataset(12), resume_lze_state="fresh")
-    with pytest.warns(UserWarning, match="12"):
+    with pytest.warns(LZEWarning, match="12"):
         trainer.train(resume_from_checkpoint=checkpoint)
 
 

@@ -20,6 +20,7 @@ import warnings
 
 from lze_trl.commands import option
 from lze_trl.demo import DemoConfig, default_warm_start
+from lze_trl.guards import LZEWarning
 from lze_trl.tasks import get_task
 
 from .markdown import bench_markdown, selection_markdown
@@ -179,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("default", category=LZEWarning)  # what LZE's guards say stays loud
     try:
         config = build_config(args)
     except ValueError as error:

@@ -11,14 +11,14 @@ run of some arms, `--steps 240`) names its arms `ARM@LABEL`, so they sit beside 
 
 Per run (arm) and seed: the mean in-domain and OOD accuracy over the last 3 evaluations, generated (fresh) rollouts
 relative to the baseline's, the replayed share of the updated groups, dead groups among those generated, the rollouts
-and FLOPs spent until the run's 3-evaluation mean first reached the target, and the step projected under vLLM
-(`lze_trl.demo.projection`). The target of a seed is the baseline's mean in-domain accuracy over its last 3
-evaluations on that seed (the same for every arm, labelled ones included); "90% target" is the start plus 90% of the
-baseline's gain, less fragile to a plateau one prompt short. Means over seeds come with a 95% t interval;
-differences are paired by seed. Ratios "to the baseline" divide each seed's figure by the baseline's on the same
-seed; "to the best control" by the smallest among the control arms (labelled ones included) that reached the target
-on that seed. The matched control of an arm is the control (or the baseline) with the same label whose fresh
-rollouts per step are closest to the arm's: the GRPO run that generates what the arm generates.
+and FLOPs spent until the run's 3-evaluation mean first reached the target, the step projected under vLLM
+(`lze_trl.demo.projection`), and whether the run's guards warned (`methods.<m>.warnings`). The target of a seed is the
+baseline's mean in-domain accuracy over its last 3 evaluations on that seed (the same for every arm, labelled ones
+included); "90% target" is the start plus 90% of the baseline's gain, less fragile to a plateau one prompt short. Means
+over seeds come with a 95% t interval; differences are paired by seed. Ratios "to the baseline" divide each seed's
+figure by the baseline's on the same seed; "to the best control" by the smallest among the control arms (labelled ones
+included) that reached the target on that seed. The matched control of an arm is the control (or the baseline) with the
+same label whose fresh rollouts per step are closest to the arm's: the GRPO run that generates what the arm generates.
 """
 
 from __future__ import annotations
@@ -122,6 +122,8 @@ def rows(arms: dict[str, dict[int, dict]], baseline: str, controls: list[str]) -
                     if projected and base_projected
                     else np.nan,
                     "cpu_seconds_ratio": s["train_cpu_seconds"] / b["train_cpu_seconds"],
+                    # what the run's guards said (LZEWarning); runs written before it was recorded have no key
+                    "warned": bool(method["warnings"]) if "warnings" in method else None,
                 }
             )
     return pd.DataFrame(out)
@@ -154,6 +156,12 @@ def paired_mean(frame: pd.DataFrame, arm: str, other: str, column: str) -> float
     return float(differences(frame, arm, other, column).mean())
 
 
+def warned(part: pd.DataFrame) -> str | None:
+    """`k/n`: of the `n` seeds whose guard warnings were recorded, `k` warned (`None`: none recorded)."""
+    said = part.warned.dropna()
+    return f"{int(said.astype(bool).sum())}/{len(said)}" if len(said) else None
+
+
 def matched_control(frame: pd.DataFrame, arm: str, candidates: list[str]) -> str | None:
     """The candidate with the arm's label whose fresh rollouts per step are closest to the arm's (`None`: the arm is
     one of them, or no candidate has its label)."""
@@ -179,7 +187,12 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
         gap = {c: paired_mean(frame, arm, baseline, c) for c in ("test_last3", "ood_last3")}
         summary[arm] = {
             "seeds": int(len(part)),
-            **{c: float(part[c].mean()) for c in part.columns if c not in ("arm", "seed", "reached", "reached90")},
+            **{
+                c: float(part[c].mean())
+                for c in part.columns
+                if c not in ("arm", "seed", "reached", "reached90", "warned")
+            },
+            "warned": warned(part),
             "reached": int(part["reached"].sum()),
             "reached90": int(part["reached90"].sum()),
             "test_last3_gap": gap["test_last3"],
@@ -218,6 +231,7 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
                 interval(part.flops_to_target_vs_base),
                 interval(part.total_flops_ratio),
                 interval(part.projected_vllm_step_ratio),
+                warned(part) or "not recorded",
             ]
         )
     accuracy_headers = [
@@ -244,6 +258,7 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
         "FLOPs to target / baseline's",
         "total FLOPs / baseline",
         "projected vLLM step / baseline",
+        "seeds whose run warned",
     ]
     text = (
         "Accuracy (mean [95% t interval] over seeds; differences paired by seed):\n\n"

@@ -77,10 +77,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from lze_trl.demo import run_demo
     from lze_trl.demo.tables import format_headline, format_histogram, format_table
+    from lze_trl.guards import LZEWarning
 
     logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("default", category=LZEWarning)  # what LZE's guards say stays loud
     config = build_config(args)
     start = time.perf_counter()
     results = run_demo(config, args.output_dir, figures=not args.no_figures)
@@ -117,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                     "no meaningful target)"
                 )
             print(f"target on {label}, {name}: {status}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    for name, method in results["methods"].items():
+        for message in method["warnings"]:
+            print(f"{name} warned: {message}")
     print(f"\nHeadline (task {config.task}; also under `summary` in demo_results.json):")
     print(format_headline(results["summary"]))
     load = results["machine"]["start"]["load_average"]

@@ -113,6 +113,7 @@ def run_comparison(config: DemoConfig, output_dir: str | os.PathLike, figures: b
             "ratios": ratios(summary, base_summary),
             "curve": run["curve"],
             "steps": run["steps"],
+            "warnings": run["warnings"],
             "final_prompt_state": _prompt_state(run["prompt_table"]),
             "final_accuracy_by_level": run["final_accuracy_by_level"],
         }

@@ -3,14 +3,18 @@ start with accuracy evaluations, token/FLOP metering and a progress bar."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from ..guards import LZEWarning
 from ..tasks import get_task
 from ..tasks.arithmetic import arithmetic_reward
 from .accounting import MeteredLZEGRPOTrainer, count_parameters
@@ -141,6 +145,24 @@ def _step_metrics(log_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"step": e["step"], **{k: e[k] for k in keys if k in e}} for e in log_history if "lze/selected_frac" in e]
 
 
+@contextlib.contextmanager
+def recorded_lze_warnings() -> Iterator[list[str]]:
+    """
+    Collects the distinct [`~lze_trl.guards.LZEWarning`] messages raised inside (in order) into the yielded list,
+    whatever the warning filters say, so that a run's results keep what its guards said even where a command silences
+    warnings; every warning caught is then re-issued under the caller's filters.
+    """
+    messages: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LZEWarning)
+        try:
+            yield messages
+        finally:
+            messages.extend(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, LZEWarning)))
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def run_method(
     config: DemoConfig,
     method: MethodSpec,
@@ -168,7 +190,8 @@ def run_method(
 
     Returns:
         `dict[str, Any]`: `curve` (one record per evaluation), `totals` (tokens, FLOPs, times), `steps` (per-step
-        `lze/*` metrics), `final_accuracy_by_level` (per split), `prompt_table`, `selection_log` (pandas frames, not
+        `lze/*` metrics), `warnings` (what the run's guards said, [`recorded_lze_warnings`]),
+        `final_accuracy_by_level` (per split), `prompt_table`, `selection_log` (pandas frames, not
         JSON-serialisable) and `num_params`.
     """
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -197,7 +220,8 @@ def run_method(
     trainer.add_callback(accuracy)
     trainer.add_callback(ProgressBarCallback(method.name, config.steps, accuracy, disable=not config.progress))
     start = time.perf_counter()
-    trainer.train()
+    with recorded_lze_warnings() as said:
+        trainer.train()
     elapsed = time.perf_counter() - start
     totals = {
         **trainer.meter.snapshot(num_params),
@@ -215,6 +239,7 @@ def run_method(
         "curve": accuracy.records,
         "totals": totals,
         "steps": _step_metrics(trainer.state.log_history),
+        "warnings": said,
         "final_accuracy_by_level": {
             name: greedy_accuracy(policy, tokenizer, data, max_new_tokens=config.max_completion_length)["per_level"]
             for name, data in eval_splits.items()

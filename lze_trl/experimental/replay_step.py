@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..batching import concat_batches, pad_rows, take_rows
+from ..guards import LZEWarning
 from ..selectors import GroupBatch
 
 
@@ -195,4 +196,4 @@ def pad_token_id(trainer: Any) -> int:
 
 def trainer_warn(trainer: Any) -> Callable[[str], None]:
     main = trainer.accelerator.is_main_process
-    return lambda message: warnings.warn(message, UserWarning, stacklevel=4) if main else None
+    return lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None

@@ -1,0 +1,100 @@
+"""The rollout-budget report (`benchmarks/rollout_budget/report.py`): targets, reach, the matched control, paired
+differences and the guard column, on hand-built bench results."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from benchmarks.rollout_budget import report
+
+
+def method(accuracies: list[float], rollouts_per_eval: int, warnings: list[str] | None = None) -> dict:
+    """A bench method result whose in-domain curve is `accuracies` (OOD 0.1 lower), one evaluation every
+    `rollouts_per_eval` generated rollouts, 2 FLOPs per rollout."""
+    curve = [
+        {
+            "test_accuracy": a,
+            "ood_accuracy": a - 0.1,
+            "rollouts": i * rollouts_per_eval,
+            "total_flops": 2.0 * i * rollouts_per_eval,
+        }
+        for i, a in enumerate(accuracies)
+    ]
+    result = {
+        "curve": curve,
+        "summary": {
+            "optimizer_steps": 10,
+            "rollouts": curve[-1]["rollouts"],
+            "final_test_accuracy": accuracies[-1],
+            "final_ood_accuracy": accuracies[-1] - 0.1,
+            "replayed_share": 0.0,
+            "dead_share": 0.2,
+            "total_flops": curve[-1]["total_flops"],
+            "projected_vllm_step_seconds": float(rollouts_per_eval),
+            "train_cpu_seconds": 1.0,
+        },
+    }
+    if warnings is not None:
+        result["warnings"] = warnings
+    return result
+
+
+def write(folder, seed: int, methods: dict, compress: bool = False) -> None:
+    path = folder / f"seed_{seed}" / ("demo_results.json.gz" if compress else "demo_results.json")
+    path.parent.mkdir(parents=True)
+    text = json.dumps({"config": {"seed": seed}, "methods": methods})
+    path.write_bytes(gzip.compress(text.encode())) if compress else path.write_text(text)
+
+
+@pytest.fixture
+def frame(tmp_path):
+    control = "grpo:per_device_train_batch_size=128"
+    for seed in range(3):
+        up = 0.01 * seed
+        write(
+            tmp_path / "main",
+            seed,
+            {
+                # GRPO: target = mean of its last 3 evaluations = 0.8 + up
+                "grpo": method([0.5, 0.7, 0.8, 0.8, 0.8], 400, warnings=[]),
+                # the quarter batch generates a quarter and ends 0.1 lower
+                control: method([0.5, 0.6, 0.7, 0.7, 0.7], 100),
+                # the arm generates a quarter too, ends 0.05 above its control, and warned on seed 1
+                "lze:fresh_fraction=0.25": method(
+                    [0.5, 0.6, 0.75 + up, 0.75 + up, 0.75 + up], 100, warnings=["replay degenerates"] * (seed == 1)
+                ),
+            },
+            compress=seed == 2,
+        )
+        # the same arm run longer, labelled: its 3-evaluation mean reaches GRPO's target at its 5th evaluation
+        write(tmp_path / "long", seed, {"lze:fresh_fraction=0.25": method([0.5, 0.6, 0.8, 0.8, 0.8, 0.8], 100)})
+    arms = report.load([str(tmp_path / "main"), f"{tmp_path / 'long'}@long"])
+    return report.rows(arms, "grpo", [control])
+
+
+def test_the_arm_is_judged_against_the_control_that_generates_what_it_generates(frame):
+    text, summary = report.report(frame, "grpo", ["grpo:per_device_train_batch_size=128"])
+    arm = summary["lze:fresh_fraction=0.25"]
+    assert arm["seeds"] == 3
+    assert arm["matched_control"] == "grpo:per_device_train_batch_size=128"
+    assert arm["fresh_rollouts_ratio"] == pytest.approx(0.25)
+    assert arm["test_last3_gap"] == pytest.approx(-0.05 + 0.01)  # mean over seeds of 0.75 + up - 0.8
+    assert arm["test_last3_minus_matched"] == pytest.approx(0.05 + 0.01)
+    assert arm["reached"] == 0 and not arm["within_one_se_test"]
+    # the labelled run has no control of its label to match, and reaches the target on every seed
+    longer = summary["lze:fresh_fraction=0.25@long"]
+    assert longer["matched_control"] is None and longer["reached"] == 3
+    # 0.8 x 3 first at 400 rollouts (0.6, 0.8, 0.8 before it is below); GRPO's at 1600
+    assert longer["rollouts_to_target_vs_base"] == pytest.approx(400 / 1600)
+    assert summary["grpo"]["reached"] == 3 and summary["grpo"]["rollouts_to_target_vs_base"] == pytest.approx(1.0)
+    assert "| `lze:fresh_fraction=0.25` " in text
+
+
+def test_the_report_says_which_runs_warned_and_where_it_was_not_recorded(frame):
+    _, summary = report.report(frame, "grpo", ["grpo:per_device_train_batch_size=128"])
+    assert summary["lze:fresh_fraction=0.25"]["warned"] == "1/3"
+    assert summary["grpo"]["warned"] == "0/3"
+    assert summary["grpo:per_device_train_batch_size=128"]["warned"] is None
