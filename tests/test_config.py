@@ -1,3 +1,5 @@
+import inspect
+
 import pytest
 from trl import GRPOConfig
 
@@ -59,6 +61,20 @@ def test_min_selection_ratio_defaults_to_the_smaller_of_the_release_floor_and_th
     assert LZEGRPOConfig(**BASE, selection_ratio=ratio).min_selection_ratio == floor
     # An explicit floor is kept as given.
     assert LZEGRPOConfig(**BASE, selection_ratio=ratio, min_selection_ratio=0.0).min_selection_ratio == 0.0
+
+
+def test_positional_settings_are_grpo_configs():
+    # GRPOConfig("out") names the output folder, and GRPOTrainer(args=None) builds its config that way; the LZE
+    # settings come after TRL's, keyword-only, so LZEGRPOConfig("out") and as_lze_config(None, model) do the same
+    def positional(cls):
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return [p.name for p in inspect.signature(cls).parameters.values() if p.kind in kinds]
+
+    grpo = positional(GRPOConfig)
+    assert positional(LZEGRPOConfig)[: len(grpo)] == grpo
+    assert "fresh_fraction" not in positional(LZEGRPOConfig)
+    args = LZEGRPOConfig("out", use_cpu=True)
+    assert args.output_dir == "out" and args.fresh_fraction == 1.0
 
 
 def test_plain_grpo_config_gets_lze_defaults_and_keeps_its_values():

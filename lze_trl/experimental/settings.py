@@ -11,7 +11,7 @@ from ..selectors.base import is_integer_at_least, within
 from .rollout_filter import ROLLOUT_FILTER_GRANULARITIES, ROLLOUT_FILTER_MODES
 
 
-@dataclass
+@dataclass(kw_only=True)  # keyword-only: LZEGRPOConfig("out") sets output_dir first, as GRPOConfig("out") does
 class ExperimentalSettings:
     r"""
     Settings of the experimental modes of [`LZEGRPOConfig`]; each is off by default.
