@@ -9,6 +9,7 @@ import pytest
 from datasets import IterableDataset
 from testing_utils import (
     count_grad_rows,
+    expected_update_rows,
     logged,
     lze_args,
     make_trainer,
@@ -198,7 +199,7 @@ def test_uniform_live_run_updates_only_live_groups(tmp_path):
     kept = log.groupby("generation")["selected"].sum().to_numpy()
     np.testing.assert_array_equal(kept, np.minimum(3, live.groupby(log["generation"]).sum().to_numpy()))
     assert kept.sum() > 0 and (live.sum() > kept.sum() or kept.max() == 3)
-    assert rows["rows"] == 4 * kept.sum()  # only the kept groups' rollouts reach the backward
+    assert rows["rows"] == expected_update_rows(log)  # only the kept groups' rollouts reach the backward
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from datasets import Dataset
 from testing_utils import (
     always_right,
     count_grad_rows,
+    expected_update_rows,
     logged,
     make_trainer,
     mixed_reward,
@@ -47,6 +48,7 @@ def test_step_with_nothing_selected_updates_as_grpo_on_the_same_dead_batch(tmp_p
     def run(selector):
         model = tiny_qwen2(char_tokenizer())
         before = [p.detach().clone() for p in model.parameters()]
+        rows = count_grad_rows(model)
         trainer = make_trainer(
             tmp_path / selector,
             selector,
@@ -57,15 +59,17 @@ def test_step_with_nothing_selected_updates_as_grpo_on_the_same_dead_batch(tmp_p
             learning_rate=1e-2,
         )
         trainer.train()
-        return trainer, before
+        return trainer, before, rows["rows"]
 
-    lze, before = run("lze")
+    lze, before, lze_rows = run("lze")
     assert logged(lze, "lze/selected_frac") == [0.0, 0.0]
+    # Each step's micro-step still runs, on one zero-weight padding row: what `expected_update_rows` counts.
+    assert lze_rows == expected_update_rows(lze.selection_log.to_pandas()) == 2
     assert logged(lze, "lze/dead_frac") == [1.0, 1.0]
     assert logged(lze, "lze/update_tokens") == [0, 0]
     # The update ran on zero-weight rows only: a zero gradient, as plain GRPO's on the same all-dead batches, so the
     # optimizer moves the weights exactly as GRPO's does (AdamW's weight decay).
-    grpo, _ = run("none")
+    grpo, _, _ = run("none")
     assert logged(lze, "grad_norm") == logged(grpo, "grad_norm") == [0.0, 0.0]
     for _a, b, c in zip(before, lze.model.parameters(), grpo.model.parameters()):
         torch.testing.assert_close(b, c, rtol=0, atol=0)

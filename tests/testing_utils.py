@@ -113,6 +113,28 @@ def count_grad_rows(model) -> dict[str, int]:
     return counter
 
 
+def expected_update_rows(log, group_size: int = 4, steps_per_generation: int = 1) -> int:
+    """
+    The rows a single-process run hands its update, from its selection log: each generation batch's kept rollouts,
+    padded to a multiple of `steps_per_generation` and to at least one row per micro-step (a generation batch with no
+    kept group still runs its micro-steps on zero-weight padding rows, as GRPO runs an all-dead batch).
+
+    Args:
+        log (`pandas.DataFrame`):
+            `trainer.selection_log.to_pandas()`.
+        group_size (`int`, *optional*, defaults to `4`):
+            Rollouts per group (`num_generations`).
+        steps_per_generation (`int`, *optional*, defaults to `1`):
+            Micro-steps per generation batch.
+
+    Returns:
+        `int`: the number of rows through a forward pass with gradients.
+    """
+    kept = log.groupby("generation")["selected"].sum().to_numpy() * group_size
+    per_step = np.maximum(np.ceil(kept / steps_per_generation), 1) * steps_per_generation
+    return int(per_step.sum())
+
+
 def tiny_config(output_dir, config_class=LZEGRPOConfig, **overrides):
     """
     The config of a tiny run: `TINY_ARGS` with `overrides`, writing to `output_dir`.
