@@ -62,6 +62,7 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
         vllm_mode="colocate",
         vllm_max_model_length=512,
         use_cpu=True,
+        bf16=False,  # GRPOConfig's default bf16=True autocasts on the CPU too: ~30x slower matmuls without AVX512-BF16
         per_device_train_batch_size=args.prompts_per_step * args.num_generations,
         num_generations=args.num_generations,
         max_completion_length=args.max_completion_length,
