@@ -35,6 +35,10 @@ def method(accuracies: list[float], rollouts_per_eval: int, warnings: list[str] 
             "total_flops": curve[-1]["total_flops"],
             "projected_vllm_step_seconds": float(rollouts_per_eval),
             "train_cpu_seconds": 1.0,
+            # totals a profile re-projects: 3 completion tokens per rollout, updates on 5 tokens of a tenth of them
+            "rollout_tokens": 3 * curve[-1]["rollouts"],
+            "update_processed_tokens": 5 * curve[-1]["rollouts"] // 10,
+            "forward_tokens": 0,
         },
     }
     if warnings is not None:
@@ -98,3 +102,22 @@ def test_the_report_says_which_runs_warned_and_where_it_was_not_recorded(frame):
     assert summary["lze:fresh_fraction=0.25"]["warned"] == "1/3"
     assert summary["grpo"]["warned"] == "0/3"
     assert summary["grpo:per_device_train_batch_size=128"]["warned"] is None
+
+
+def test_a_profile_reprojects_each_run_from_its_totals(tmp_path):
+    main = tmp_path / "main"
+    for seed in range(2):
+        write(main, seed, {"grpo": method([0.5, 0.8], 400), "half": method([0.5, 0.7], 200)})
+    arms = report.load([str(main)])
+    stored = report.rows(arms, "grpo", [])
+    assert stored.set_index("arm").loc["half", "projected_vllm_step_ratio"].tolist() == [0.5, 0.5]
+    # a profile where only the update costs: 10 s per update token; the other parts free
+    profile = {"generation_seconds_per_token": 0.0, "scoring_seconds_per_rollout": 0.0, "sync_seconds": 0.0}
+    steps = 10  # `method`'s optimizer steps
+    frame = report.rows(arms, "grpo", [], {**profile, "update_seconds_per_token": 10.0})
+    half = frame.set_index("arm").loc["half"]
+    assert half["projected_vllm_step_ratio"].tolist() == [0.5, 0.5]  # update tokens: 100 vs 200
+    # a fixed cost per step (the weight sync) is paid by both runs: the ratio moves towards 1
+    sync = report.rows(arms, "grpo", [], {**profile, "update_seconds_per_token": 10.0, "sync_seconds": 100.0})
+    grpo_step, half_step = 10.0 * 200 / steps + 100.0, 10.0 * 100 / steps + 100.0
+    assert sync.set_index("arm").loc["half", "projected_vllm_step_ratio"].tolist() == [half_step / grpo_step] * 2

@@ -12,13 +12,15 @@ run of some arms, `--steps 240`) names its arms `ARM@LABEL`, so they sit beside 
 Per run (arm) and seed: the mean in-domain and OOD accuracy over the last 3 evaluations, generated (fresh) rollouts
 relative to the baseline's, the replayed share of the updated groups, dead groups among those generated, the rollouts
 and FLOPs spent until the run's 3-evaluation mean first reached the target, the step projected under vLLM
-(`lze_trl.demo.projection`), and whether the run's guards warned (`methods.<m>.warnings`). The target of a seed is the
-baseline's mean in-domain accuracy over its last 3 evaluations on that seed (the same for every arm, labelled ones
-included); "90% target" is the start plus 90% of the baseline's gain, less fragile to a plateau one prompt short. Means
-over seeds come with a 95% t interval; differences are paired by seed. Ratios "to the baseline" divide each seed's
-figure by the baseline's on the same seed; "to the best control" by the smallest among the control arms (labelled ones
-included) that reached the target on that seed. The matched control of an arm is the control (or the baseline) with the
-same label whose fresh rollouts per step are closest to the arm's: the GRPO run that generates what the arm generates.
+(`lze_trl.demo.projection`; with `--profile PATH`, re-projected from the run's totals under that per-token profile,
+e.g. one written by `benchmarks/bench_vllm_cpu.py --profile`), and whether the run's guards warned
+(`methods.<m>.warnings`). The target of a seed is the baseline's mean in-domain accuracy over its last 3 evaluations on
+that seed (the same for every arm, labelled ones included); "90% target" is the start plus 90% of the baseline's gain,
+less fragile to a plateau one prompt short. Means over seeds come with a 95% t interval; differences are paired by
+seed. Ratios "to the baseline" divide each seed's figure by the baseline's on the same seed; "to the best control" by
+the smallest among the control arms (labelled ones included) that reached the target on that seed. The matched control
+of an arm is the control (or the baseline) with the same label whose fresh rollouts per step are closest to the arm's:
+the GRPO run that generates what the arm generates.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import pandas as pd
 from scipy import stats
 from tabulate import tabulate
 
+from lze_trl.demo.projection import load_profile, projected_summary_seconds
 from lze_trl.demo.summary import first_reaching
 
 
@@ -69,8 +72,10 @@ def label(arm: str) -> str:
     return arm.partition("@")[2]
 
 
-def rows(arms: dict[str, dict[int, dict]], baseline: str, controls: list[str]) -> pd.DataFrame:
-    """One row per (arm, seed) with the per-seed figures and ratios."""
+def rows(
+    arms: dict[str, dict[int, dict]], baseline: str, controls: list[str], profile: dict | None = None
+) -> pd.DataFrame:
+    """One row per (arm, seed) with the per-seed figures and ratios; steps projected under `profile` when given."""
     out = []
     controls = [c for c in arms if c.partition("@")[0] in controls]
     for arm, seeds in arms.items():
@@ -87,7 +92,11 @@ def rows(arms: dict[str, dict[int, dict]], baseline: str, controls: list[str]) -
             base_reach, base_reach90 = reach(base["curve"], target), reach(base["curve"], target90)
             control_reach = [reach(arms[c][seed]["curve"], target) for c in controls if seed in arms[c]]
             control_reach = [r for r in control_reach if r is not None]
-            projected, base_projected = s.get("projected_vllm_step_seconds"), b.get("projected_vllm_step_seconds")
+            if profile is None:
+                projected, base_projected = s.get("projected_vllm_step_seconds"), b.get("projected_vllm_step_seconds")
+            else:
+                projected = projected_summary_seconds(profile, s)
+                base_projected = projected_summary_seconds(profile, b)
             flops_reached = reach(method["curve"], target, "total_flops")
             out.append(
                 {
@@ -300,9 +309,10 @@ def main() -> None:
     parser.add_argument("--baseline", default="grpo")
     parser.add_argument("--controls", nargs="*", default=[])
     parser.add_argument("--output", required=True)
+    parser.add_argument("--profile", default=None, help="re-project the vLLM step under this per-token profile (JSON)")
     cli = parser.parse_args()
     arms = load(cli.folders)
-    frame = rows(arms, cli.baseline, cli.controls)
+    frame = rows(arms, cli.baseline, cli.controls, load_profile(cli.profile) if cli.profile else None)
     table, summary = report(frame, cli.baseline, cli.controls)
     out = Path(cli.output)
     out.mkdir(parents=True, exist_ok=True)
