@@ -6,12 +6,11 @@ Run them alone with `pytest -m engines`.
 """
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-from testing_utils import run_torchrun
+from testing_utils import padded_update_rows, run_torchrun
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.engines]
@@ -110,7 +109,7 @@ def update_rows(selection: dict, generation: int) -> int:
     weights = [w for g, w in zip(selection["generation"], selection["weight"]) if g == generation]
     groups_per_rank = ROWS_PER_RANK // GROUP
     kept = [sum(w > 0 for w in weights[r * groups_per_rank : (r + 1) * groups_per_rank]) * GROUP for r in range(2)]
-    return max(math.ceil(max(kept) / STEPS_PER_GENERATION), 1) * STEPS_PER_GENERATION
+    return padded_update_rows(max(kept), STEPS_PER_GENERATION)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

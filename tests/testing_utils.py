@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import zlib
 from pathlib import Path
@@ -113,11 +114,19 @@ def count_grad_rows(model) -> dict[str, int]:
     return counter
 
 
+def padded_update_rows(kept_rows: int, steps_per_generation: int) -> int:
+    """
+    The rows a process hands its update for one generation batch whose largest process kept `kept_rows`: rounded up to
+    a multiple of `steps_per_generation`, at least one row per micro-step (zero-weight padding rows run the micro-steps
+    of a batch with nothing kept, as GRPO runs an all-dead batch).
+    """
+    return max(math.ceil(kept_rows / steps_per_generation), 1) * steps_per_generation
+
+
 def expected_update_rows(log, group_size: int = 4, steps_per_generation: int = 1) -> int:
     """
     The rows a single-process run hands its update, from its selection log: each generation batch's kept rollouts,
-    padded to a multiple of `steps_per_generation` and to at least one row per micro-step (a generation batch with no
-    kept group still runs its micro-steps on zero-weight padding rows, as GRPO runs an all-dead batch).
+    padded as [`padded_update_rows`] says.
 
     Args:
         log (`pandas.DataFrame`):
@@ -130,9 +139,8 @@ def expected_update_rows(log, group_size: int = 4, steps_per_generation: int = 1
     Returns:
         `int`: the number of rows through a forward pass with gradients.
     """
-    kept = log.groupby("generation")["selected"].sum().to_numpy() * group_size
-    per_step = np.maximum(np.ceil(kept / steps_per_generation), 1) * steps_per_generation
-    return int(per_step.sum())
+    kept = log.groupby("generation")["selected"].sum() * group_size
+    return sum(padded_update_rows(int(k), steps_per_generation) for k in kept)
 
 
 def tiny_config(output_dir, config_class=LZEGRPOConfig, **overrides):
