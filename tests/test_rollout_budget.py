@@ -121,3 +121,14 @@ def test_a_profile_reprojects_each_run_from_its_totals(tmp_path):
     sync = report.rows(arms, "grpo", [], {**profile, "update_seconds_per_token": 10.0, "sync_seconds": 100.0})
     grpo_step, half_step = 10.0 * 200 / steps + 100.0, 10.0 * 100 / steps + 100.0
     assert sync.set_index("arm").loc["half", "projected_vllm_step_ratio"].tolist() == [half_step / grpo_step] * 2
+
+
+def test_a_missing_profile_is_refused_not_ignored(tmp_path, monkeypatch, capsys):
+    write(tmp_path / "main", 0, {"grpo": method([0.5, 0.8], 400)})
+    missing = tmp_path / "nope.json"
+    argv = ["report.py", str(tmp_path / "main"), "--output", str(tmp_path / "out"), "--profile", str(missing)]
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(SystemExit):
+        report.main()
+    assert f"--profile {missing}: no such file" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # nothing written with the stored projections instead

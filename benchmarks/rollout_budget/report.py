@@ -311,6 +311,8 @@ def main() -> None:
     parser.add_argument("--output", required=True)
     parser.add_argument("--profile", default=None, help="re-project the vLLM step under this per-token profile (JSON)")
     cli = parser.parse_args()
+    if cli.profile and not Path(cli.profile).is_file():
+        parser.error(f"--profile {cli.profile}: no such file (write one with benchmarks/bench_vllm_cpu.py --profile)")
     arms = load(cli.folders)
     frame = rows(arms, cli.baseline, cli.controls, load_profile(cli.profile) if cli.profile else None)
     table, summary = report(frame, cli.baseline, cli.controls)
