@@ -1,7 +1,7 @@
 """Row bookkeeping for scored generation batches (dicts of per-row tensors and lists), with no TRL import.
 
-Used by the trainer to remove unselected rows from the update (TRL then shuffles and splits what is left, so the
-update's forward/backward costs what the kept rows cost) and to merge refilled generation rounds.
+Used by the step ([`lze_trl.step`]) to remove unselected rows from the update (TRL then shuffles and splits what is
+left, so the update's forward/backward costs what the kept rows cost) and to merge generation rounds.
 """
 
 from __future__ import annotations
@@ -64,20 +64,6 @@ def concat_batches(batches: list[Batch], pad_token_id: int, sum_keys: tuple[str,
         else:
             merged[key] = first
     return merged
-
-
-def keep_rows(batch: Batch, keep: np.ndarray, accelerator: Any, multiple: int) -> Batch:
-    """
-    This process's scored generation `batch` reduced to its kept rows, as `GRPOTrainer` then splits it ([`pad_rows`]
-    with `multiple=steps_per_generation`). `keep` holds every process's rows: shape `(num_processes, rows)`.
-
-    Every process must hand its loss the same number of rows per micro-step (TRL's loss gathers per-sequence tensors
-    across processes, and DDP needs the same forward/backward calls everywhere), and TRL's `split_tensor_dict` drops
-    the rows beyond a multiple of `steps_per_generation`.
-    """
-    keep = np.asarray(keep, dtype=bool)
-    local = torch.as_tensor(keep[accelerator.process_index])
-    return pad_rows(batch, local, int(keep.sum(axis=1).max()), multiple, accelerator)
 
 
 def pad_rows(batch: Batch, keep: torch.Tensor, max_kept: int, multiple: int, accelerator: Any) -> Batch:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -10,7 +11,6 @@ from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
-from .experimental.settings import EXPERIMENTAL_CHECKS, ExperimentalSettings
 from .selectors import SELECTORS
 from .selectors.base import check_setting as _check
 from .selectors.base import is_finite_number as _finite
@@ -19,7 +19,7 @@ from .state import RESUME_MODES
 
 
 @dataclass
-class LZEGRPOConfig(GRPOConfig, ExperimentalSettings):
+class LZEGRPOConfig(GRPOConfig):
     r"""
     Configuration class for the [`LZEGRPOTrainer`].
 
@@ -33,10 +33,8 @@ class LZEGRPOConfig(GRPOConfig, ExperimentalSettings):
         selector (`str`, *optional*, defaults to `"lze"`):
             How prompt groups are chosen for the update, by the name of a registered selector (see
             `lze_trl.selectors`): `"lze"` (top `selection_ratio` by energy; restrict `energy_terms` for the paper's
-            ablations), `"none"` (every group, exactly as `GRPOTrainer`), or one of the paper's peers and controls:
-            `"uniform"` (a random `selection_ratio` of the groups), `"uniform_live"` (LZE's quota drawn at random among
-            the live groups), `"dapo"` (DAPO's dynamic filtering: every live group), `"reinforce_rej"` (online
-            rejection of all-correct / all-wrong prompts), or a selector registered outside the package.
+            ablations), `"none"` (every group, exactly as `GRPOTrainer`), or a selector registered outside the
+            package (the paper's peers and controls in the repository's `benchmarks/peers/`).
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the generation batch's groups kept for the update, in (0, 1].
         min_selection_ratio (`float`, *optional*):
@@ -73,19 +71,16 @@ class LZEGRPOConfig(GRPOConfig, ExperimentalSettings):
         > Parameters that control forward pruning
 
         prune_solved (`bool`, *optional*, defaults to `False`):
-            Stop rolling out prompts that stay fully solved (forward pruning), replaying a few each epoch. Needs a
+            Stop rolling out prompts that stay fully solved (forward pruning), revisiting a few each epoch. Needs a
             map-style train dataset.
         prune_solved_after (`int`, *optional*, defaults to `2`):
             Consecutive fully-solved observations of a prompt (one per epoch while it is rolled out) after which it is
             pruned, >= 1.
-        prune_replay_fraction (`float`, *optional*, defaults to `0.1`):
-            Fraction of the prune pool replayed at the start of each epoch (at least one prompt when > 0), in [0, 1].
-        > Parameters of the peer selectors (each read and validated by its selector)
+        prune_revisit_fraction (`float`, *optional*, defaults to `0.1`):
+            Fraction of the prune pool revisited (rolled out again) at the start of each epoch (at least one prompt
+            when > 0), in [0, 1].
+        > Parameters of selectors registered outside lze-trl
 
-        dapo_max_resample (`int`, *optional*, defaults to `0`):
-            `selector="dapo"`: extra generation rounds (of one generation batch each, for fresh prompts of the
-            epoch's pool) run to refill the batch with informative groups, as DAPO's dynamic sampling does; 0 only
-            filters. >= 0. Needs a map-style train dataset.
         selector_kwargs (`dict[str, Any]` or `str`, *optional*):
             Settings of a selector registered outside lze-trl (see `lze_trl.selectors.register_selector`), as a dict or
             a JSON string (the command line's `--selector_kwargs '{"k": 1}'`); the selector reads them from
@@ -140,16 +135,13 @@ class LZEGRPOConfig(GRPOConfig, ExperimentalSettings):
         metadata={"help": "Name or index of the reward function that defines correctness (default: the first)."},
     )
     prune_solved: bool = field(
-        default=False, metadata={"help": "Stop rolling out prompts that stay fully solved, replaying a few."}
+        default=False, metadata={"help": "Stop rolling out prompts that stay fully solved, revisiting a few."}
     )
     prune_solved_after: int = field(
         default=2, metadata={"help": "Consecutive fully-solved observations after which a prompt is pruned, >= 1."}
     )
-    prune_replay_fraction: float = field(
-        default=0.1, metadata={"help": "Fraction of the prune pool replayed each epoch, in [0, 1]."}
-    )
-    dapo_max_resample: int = field(
-        default=0, metadata={"help": "selector='dapo': extra generation rounds to refill the batch (0: filter only)."}
+    prune_revisit_fraction: float = field(
+        default=0.1, metadata={"help": "Fraction of the prune pool revisited each epoch, in [0, 1]."}
     )
     selector_kwargs: dict[str, Any] | str | None = field(
         default=None,
@@ -194,7 +186,7 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("pass_threshold", _finite, "use a finite reward threshold."),
     ("prune_solved_after", lambda v: is_integer_at_least(v, 1), "use an integer >= 1, e.g. 2."),
     ("selection_log_max_rows", lambda v: is_integer_at_least(v, 0), "use an integer >= 0 (0 disables the log)."),
-    ("prune_replay_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
+    ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
     (
         "resume_lze_state",
         lambda v: v in RESUME_MODES,
@@ -234,7 +226,7 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         f"use a non-empty subset of {list(ENERGY_TERMS)}.",
     )
     args.energy_terms = terms
-    for name, valid, fix in _CHECKS + EXPERIMENTAL_CHECKS:
+    for name, valid, fix in _CHECKS:
         _check(valid(getattr(args, name)), name, getattr(args, name), fix)
     for selector in SELECTORS.values():  # each selector validates its own settings
         selector.check_args(args)
@@ -247,9 +239,12 @@ def default_output_dir(model: Any) -> str:
 
 
 def as_lze_config(args: GRPOConfig | None, model: Any) -> LZEGRPOConfig:
-    """Returns `args` as an [`LZEGRPOConfig`]; a plain `GRPOConfig` keeps its values and gets the LZE defaults."""
+    """
+    A copy of `args` as an [`LZEGRPOConfig`] (the trainer's own: the caller's object is never changed); a plain
+    `GRPOConfig` keeps its values and gets the LZE defaults.
+    """
     if isinstance(args, LZEGRPOConfig):
-        return args
+        return copy.copy(args)
     if args is None:
         return LZEGRPOConfig(default_output_dir(model))
     # Copy the already post-initialised values: running GRPOConfig.__post_init__ twice is not idempotent.

@@ -95,7 +95,7 @@ def checked_reward_func(func: Callable, name: str) -> Callable:
 
 
 # ------------------------------------------------------------------------------------------ runs that cannot learn
-class DeadRunDetector:
+class LearningZoneGuard:
     """
     Notices when the first generation batches hold no group in the learning zone, and says why once.
 
@@ -104,7 +104,7 @@ class DeadRunDetector:
     whether a group is live ([`~lze_trl.selection.live_groups`]: under a non-binary reward a group may be live by the
     spread of its rewards while its pass rate says nothing). When the first `num_batches` generation batches have no
     group in the learning zone, the threshold most likely does not fit the correctness reward (a length or format
-    reward always above it, a score that never reaches it): [`DeadRunDetector.observe`] then returns, once, a
+    reward always above it, a score that never reaches it): [`LearningZoneGuard.observe`] then returns, once, a
     message naming `pass_threshold`, `correctness_reward`, the reward function and the range of rewards it returned.
 
     Args:
@@ -195,10 +195,7 @@ def check_map_style(args: Any) -> None:
 
     selector = get_selector(args.selector)(args)
     needs = [
-        (args.fresh_fraction < 1, f"fresh_fraction={args.fresh_fraction}", "set fresh_fraction=1.0"),
         (args.prune_solved, "prune_solved=True", "set prune_solved=False"),
-        (args.rollout_filter != "none", f"rollout_filter={args.rollout_filter!r}", "set rollout_filter='none'"),
-        (selector.refill_rounds > 0, f"selector={args.selector!r}", "set dapo_max_resample=0"),
         (selector.plans_rollouts, f"selector={args.selector!r}", "use a selector that plans no epoch"),
     ]
     for needed, setting, fix in needs:

@@ -1,31 +1,62 @@
 """Stable prompt ids, read from the rows TRL hands around: no column is added to the data.
 
-A prompt's id keys its per-prompt state. It is a content hash of the row's `prompt` (a string or chat messages; the
-whole row when it has none, as when an `environment_factory` owns the prompts), so it needs nothing but the rows
-`GRPOTrainer` passes to `_generate_and_score_completions`, and rows that hold the same prompt share one state. For a
-map-style train dataset the id is the index of the first row holding the prompt (so the prompt table joins the
-dataset's columns, and the sampler maps ids back to rows); for an iterable one it is the hash itself. Plain numpy and
-hashlib, no TRL import.
+A prompt's id keys its per-prompt state. It is a content hash of the **whole row** (every column: the `prompt`, and
+whatever else defines the task, e.g. an answer, a task parameter the reward reads, an image), so rows that hold the
+same prompt text for different tasks are different prompts, and only identical rows share one state. It needs nothing
+but the rows `GRPOTrainer` passes to `_generate_and_score_completions`. For a map-style train dataset the id is the
+index of the first row with that content (so the prompt table joins the dataset's columns, and the sampler maps ids
+back to rows); for an iterable one it is the hash itself. Plain numpy and hashlib, no TRL import.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import warnings
 from typing import Any
 
 import numpy as np
 
+from .guards import LZEWarning
 
-def content_hash(prompt: Any) -> int:
-    """Non-negative 63-bit hash of a prompt (string or conversational messages), stable across processes and runs."""
-    text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+
+def _feed(digest: Any, value: Any) -> None:
+    """Feeds a canonical encoding of `value` into `digest`: the same content gives the same bytes in every process."""
+    if isinstance(value, dict):
+        digest.update(b"{")
+        for key in sorted(value, key=str):
+            _feed(digest, str(key))
+            _feed(digest, value[key])
+        digest.update(b"}")
+    elif isinstance(value, (list, tuple)):
+        digest.update(b"[")
+        for item in value:
+            _feed(digest, item)
+        digest.update(b"]")
+    elif isinstance(value, (str, bytes)):
+        data = value.encode("utf-8") if isinstance(value, str) else value
+        digest.update(b"s" if isinstance(value, str) else b"b")
+        digest.update(len(data).to_bytes(8, "little") + data)
+    elif value is None or isinstance(value, (bool, int, float)):
+        digest.update(repr(value).encode("utf-8"))
+    elif hasattr(value, "tobytes") and hasattr(value, "mode") and hasattr(value, "size"):  # a PIL image: its pixels
+        digest.update(f"image:{value.mode}:{value.size}".encode())
+        digest.update(value.tobytes())
+    elif hasattr(value, "detach") or isinstance(value, np.ndarray) or isinstance(value, np.generic):  # tensors
+        array = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+        digest.update(f"array:{array.dtype}:{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    else:
+        raise TypeError(
+            f"A train dataset value of type {type(value).__name__} cannot be hashed into a prompt id (supported: "
+            "strings, numbers, lists, dicts, images, arrays)."
+        )
 
 
 def row_key(row: dict[str, Any]) -> int:
-    """The content hash of a dataset row's `prompt`, or of the whole row when it has no `prompt`."""
-    return content_hash(row["prompt"] if "prompt" in row else {k: row[k] for k in sorted(row)})
+    """Non-negative 63-bit content hash of a dataset row (every column), stable across processes and runs."""
+    digest = hashlib.blake2b(digest_size=8)
+    _feed(digest, row)
+    return int.from_bytes(digest.digest(), "little") >> 1
 
 
 def has_prompt_column(dataset: Any) -> bool:
@@ -43,34 +74,54 @@ class PromptIds:
 
     Args:
         dataset (`datasets.Dataset` or `None`):
-            A map-style train dataset: ids are row indices, the first row of each distinct prompt. `None` (an
-            iterable dataset): ids are the prompts' content hashes.
+            A map-style train dataset: ids are row indices, the first row of each distinct content. `None` (an
+            iterable dataset): ids are the rows' content hashes.
+        columns (`list[str]`, *optional*):
+            The columns that define a row's identity: those TRL hands to `_generate_and_score_completions` (all of
+            them by default; `prompt` and the images under `remove_unused_columns=True`).
+        environments (`bool`, *optional*, defaults to `False`):
+            Whether an `environment_factory` makes the tasks: identical rows then share one state even when the
+            environment draws a new task at each reset, and a one-time warning says so.
 
     Attributes:
         row_ids (`np.ndarray` or `None`):
-            The id of every row of the map-style dataset (`row_ids[i] == i` unless row `i` repeats an earlier prompt).
+            The id of every row of the map-style dataset (`row_ids[i] == i` unless row `i` repeats an earlier row).
         fingerprint (`dict` or `None`):
-            `size` and `hash` of the map-style dataset's prompts, recorded with the state so that a resumed run can
-            tell whether its state belongs to the same prompts in the same rows.
+            `size` and `hash` of the map-style dataset's rows, recorded with the state so that a resumed run can tell
+            whether its state belongs to the same rows in the same order.
     """
 
-    def __init__(self, dataset: Any = None) -> None:
+    def __init__(self, dataset: Any = None, columns: list[str] | None = None, environments: bool = False) -> None:
         self.row_ids = self.fingerprint = None
+        self.columns = columns
         if dataset is None:
             return
         size = len(dataset)
-        keys = np.fromiter((row_key(row) for row in _rows(dataset)), dtype=np.int64, count=size)
+        names = [c for c in dataset.column_names if columns is None or c in columns]
+        keys = np.fromiter((row_key(row) for row in _rows(dataset, names)), dtype=np.int64, count=size)
         unique, first = np.unique(keys, return_index=True)
         self._sorted_keys, self._first_rows = unique, first.astype(np.int64)
         self.row_ids = self._first_rows[np.searchsorted(unique, keys)]
         self.fingerprint = {"size": int(size), "hash": hashlib.blake2b(keys.tobytes(), digest_size=16).hexdigest()}
+        if environments and len(unique) < size:
+            warnings.warn(
+                f"The train dataset has {size} rows but only {len(unique)} distinct ones, and an environment_factory "
+                "makes the tasks: LZE keys its per-prompt state by the row's content, so identical rows share one "
+                "pass-rate history. If your environment draws a new task at each reset, that history mixes tasks and "
+                "LZE cannot tell them apart; add a column that identifies the task (e.g. a seed or task id that "
+                "`reset` reads), or use selector='none'.",
+                LZEWarning,
+                stacklevel=3,
+            )
 
     def of_rows(self, rows: list[dict[str, Any]]) -> np.ndarray:
         """
-        The ids of dataset rows (as `GRPOTrainer` passes them to `_generate_and_score_completions`). A row whose prompt
-        the map-style dataset does not hold (rewritten by user code) gets its content hash, which no row index can
-        equal in practice.
+        The ids of dataset rows (as `GRPOTrainer` passes them to `_generate_and_score_completions`). A row that the
+        map-style dataset does not hold (rewritten by user code) gets its content hash, which no row index can equal
+        in practice.
         """
+        if self.columns is not None:
+            rows = [{k: row[k] for k in self.columns if k in row} for row in rows]
         keys = np.fromiter((row_key(row) for row in rows), dtype=np.int64, count=len(rows))
         if self.row_ids is None or len(self._sorted_keys) == 0:
             return keys
@@ -78,9 +129,8 @@ class PromptIds:
         return np.where(self._sorted_keys[pos] == keys, self._first_rows[pos], keys)
 
 
-def _rows(dataset: Any):
-    """The rows of a map-style dataset (only its `prompt` when it has one), read in chunks."""
-    names = ["prompt"] if "prompt" in dataset.column_names else dataset.column_names
-    for start in range(0, len(dataset), 4096):
-        chunk = dataset.select_columns(names)[start : start + 4096]
+def _rows(dataset: Any, names: list[str]):
+    """The rows of a map-style dataset (its columns `names`), read in chunks."""
+    for start in range(0, len(dataset), 1024):
+        chunk = dataset.select_columns(names)[start : start + 1024]
         yield from ({k: chunk[k][i] for k in names} for i in range(len(chunk[names[0]])))

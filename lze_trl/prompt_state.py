@@ -18,7 +18,8 @@ COLUMNS = {
     "last_energy": np.float32,
     "num_observations": np.int32,
     "num_selected": np.int32,  # generation batches in which its group took part in the update
-    "dead_streak": np.int32,  # consecutive dead observations: k > 0 all-correct k times, -k all-wrong k times
+    # consecutive saturated observations (every rollout right, or every one wrong): +k solved k times, -k unsolved
+    "saturated_streak": np.int32,
     "last_generation": np.int64,  # generation batch of the last observation
 }
 """The table's columns and their types."""
@@ -84,7 +85,7 @@ class PromptState:
     ```python
     >>> state = PromptState()
     >>> state.observe([7, 8], [0.5, 1.0], generation=0)
-    >>> state.get([7, 8, 9])["dead_streak"]
+    >>> state.get([7, 8, 9])["saturated_streak"]
     array([0, 1, 0])
     ```
     """
@@ -128,8 +129,8 @@ class PromptState:
 
         A NaN pass rate (no scorable rollout) leaves its prompt untouched. A prompt seen for the first time starts
         with `initial_pass_rate = ema_pass_rate` = its pass rate (the first occurrence's, if it repeats in the call).
-        A prompt that appears several times in one call is updated once, with the mean of its pass rates (its dead
-        streak grows only if every one of its groups was dead on the same side).
+        A prompt that appears several times in one call is updated once, with the mean of its pass rates (its
+        saturated streak grows only if every one of its groups was saturated on the same side).
         """
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         p = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
@@ -151,8 +152,8 @@ class PromptState:
         self.ema_pass_rate[uniq] = self.ema_decay * self.ema_pass_rate[uniq] + (1.0 - self.ema_decay) * mean_p
         self.last_pass_rate[uniq] = mean_p
         side = np.where(mean_p >= 1, 1, np.where(mean_p <= 0, -1, 0))
-        streak = self.dead_streak[uniq].astype(np.int64)
-        self.dead_streak[uniq] = np.where(np.sign(streak) == side, streak + side, side)
+        streak = self.saturated_streak[uniq].astype(np.int64)
+        self.saturated_streak[uniq] = np.where(np.sign(streak) == side, streak + side, side)
         self.num_observations[uniq] += count.astype(np.int32)
         self.last_generation[uniq] = generation
 

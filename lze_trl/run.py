@@ -1,7 +1,7 @@
 """[`LZERun`]: the LZE state of one training run, and the decisions taken from it.
 
 One object holds everything LZE keeps across steps: the per-prompt table ([`PromptState`]), the selector, the prune
-pool, the rollout-side planner, the selection log and the counters. The trainer hands it the scored rollouts of each
+pool, the selection log, the position in the data and the counters. The step hands it the scored rollouts of each
 generation batch and gets back the weight of every group; the train sampler asks it for each epoch's prompts. It is
 saved and restored as one `state_dict`. Plain numpy, no torch or TRL import.
 """
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .energy import compute_energy
-from .guards import DeadRunDetector, LZEWarning
+from .guards import LearningZoneGuard, LZEWarning
 from .prompt_state import PromptState
 from .pruning import PromptPruner
 from .selection import group_pass_rates, live_groups, spread_energies
@@ -23,9 +24,59 @@ from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
 
 
+@dataclass
+class DataPosition:
+    """
+    Where training stands in the data: the one object a resumed run restarts from.
+
+    Attributes:
+        epoch (`int`):
+            The sampler epoch being trained.
+        batches_in_epoch (`int`):
+            Dataloader batches (Trainer micro-steps) of that epoch trained so far: what a resumed sampler skips.
+        micro_steps (`int`):
+            Micro-steps trained in all (TRL's `_step`, which paces generation).
+        rows (`np.ndarray`, *optional*):
+            The rows `epoch` rolls out, once its planner decided them (saved: the planner's state moves on during the
+            epoch, so they cannot be re-derived).
+        skipped_groups (`int`):
+            Groups of earlier epochs the planner left out.
+        resumed_from (`str`, *optional*):
+            Not saved: the checkpoint a run resumes from, until its first micro-step.
+    """
+
+    epoch: int = 0
+    batches_in_epoch: int = 0
+    micro_steps: int = 0
+    rows: np.ndarray | None = None
+    skipped_groups: int = 0
+    resumed_from: str | None = None
+
+    def count_micro_step(self) -> str | None:
+        """Counts one micro-step; returns the checkpoint being resumed at the first micro-step after a resume."""
+        self.batches_in_epoch += 1
+        self.micro_steps += 1
+        resumed, self.resumed_from = self.resumed_from, None
+        return resumed
+
+    def groups_skipped(self, num_samples: int) -> int:
+        """Groups not rolled out so far: the rows earlier epochs and the current one's plan left out."""
+        return self.skipped_groups + (num_samples - len(self.rows) if self.rows is not None else 0)
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        rows = np.empty(0, dtype=np.int64) if self.rows is None else self.rows
+        counters = [self.epoch, self.batches_in_epoch, self.micro_steps, self.skipped_groups, self.rows is not None]
+        return {"rows": np.asarray(rows, dtype=np.int64), "counters": np.asarray(counters, dtype=np.int64)}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        epoch, batches, micro_steps, skipped, has_rows = (int(v) for v in state["counters"])
+        self.epoch, self.batches_in_epoch, self.micro_steps, self.skipped_groups = epoch, batches, micro_steps, skipped
+        self.rows = np.asarray(state["rows"], dtype=np.int64) if has_rows else None
+
+
 class LZERun:
     """
-    The LZE state of a run: per-prompt table, selector, prune pool, rollout-side planner, selection log, counters.
+    The LZE state of a run: per-prompt table, selector, prune pool, selection log, position in the data, counters.
 
     Every method is a deterministic function of the state and of what it is given, so every process, holding the
     same state and the same gathered rewards, takes the same decisions.
@@ -38,12 +89,19 @@ class LZERun:
         row_ids (`np.ndarray` or `None`):
             The prompt id of every row of a map-style train dataset ([`~lze_trl.prompt_ids.PromptIds.row_ids`]);
             `None` for an iterable one (nothing is planned per epoch then).
-        dataset (`datasets.Dataset`, *optional*):
-            The map-style train dataset (read for `rollout_filter_prior_column`).
         correctness_name (`str`, *optional*, defaults to `"correctness"`):
             Name of the correctness reward function, for the warning of a run that cannot learn.
         warn (`Callable[[str], None]`, *optional*):
             How a warning is given (the trainer warns on the main process only). Defaults to `warnings.warn`.
+
+    Attributes:
+        observers (`list[Callable[[GroupBatch], None]]`):
+            Called with every scored round of groups before the per-prompt table absorbs it (a plugin that learns
+            from outcomes against its own predictions).
+        planners (`list[EpochPlanner]`):
+            Planners of each epoch's rows after forward pruning and the selector's plan, in order.
+        parts (`dict[str, Any]`):
+            More state saved with the run under its name (objects with `state_dict` / `load_state_dict`).
     """
 
     def __init__(
@@ -51,7 +109,6 @@ class LZERun:
         args: Any,
         num_generations: int,
         row_ids: np.ndarray | None,
-        dataset: Any = None,
         correctness_name: str = "correctness",
         warn: Callable[[str], None] | None = None,
     ) -> None:
@@ -62,34 +119,20 @@ class LZERun:
         self.selector = get_selector(args.selector)(args)
         self.pruner = None
         if args.prune_solved and row_ids is not None:
-            self.pruner = PromptPruner(args.prune_solved_after, args.prune_replay_fraction, args.seed)
-        self.rollout_filter = None
-        self.plan_batch = None  # the sampler's per-batch planning, when the rollout filter decides per batch
-        if args.rollout_filter != "none" and row_ids is not None:
-            from .experimental.rollout_filter import build_rollout_filter
-
-            self.rollout_filter = build_rollout_filter(args, dataset, row_ids, num_generations, self.state)
-            if args.rollout_filter_granularity == "batch":
-                self.plan_batch = self._plan_batch
-        self.replay = None
-        if args.fresh_fraction < 1:
-            from .experimental.replay import ReplayBuffer, ReplayGuard
-
-            self.replay = ReplayBuffer(args.replay_buffer_size, args.replay_max_staleness, args.replay_max_uses)
-            self.replay_guard = ReplayGuard(args.replay_max_staleness)
+            self.pruner = PromptPruner(args.prune_solved_after, args.prune_revisit_fraction, args.seed)
         self.selection_log = SelectionLog(args.selection_log_max_rows)
-        self.dead_run = DeadRunDetector(args.pass_threshold, correctness_name)
+        self.learning_zone_guard = LearningZoneGuard(args.pass_threshold, correctness_name)
         self.warn = warn or (lambda message: warnings.warn(message, LZEWarning, stacklevel=3))
+        self.position = DataPosition()
+        self.observers: list[Callable[[GroupBatch], None]] = []
+        self.planners: list[Any] = []
+        self.parts: dict[str, Any] = {}
         self.generation = 0  # generation batches recorded so far: seeds each selection's noise
-        self.epoch: int | None = None  # the sampler epoch of the Trainer's micro-steps counted below
-        self.batches_in_epoch = 0  # Trainer micro-steps taken in that epoch (what a resumed sampler skips)
-        self.pending_rewards: Any = None  # gathered rewards of the generation in progress (TRL's reward hook sets it)
-        self.resume: dict[str, Any] | None = None  # a checkpoint being resumed, until its first training step
 
     @property
     def plans_rollouts(self) -> bool:
         """Whether an epoch may roll out fewer (or other) prompts than the dataset holds."""
-        return self.pruner is not None or self.selector.plans_rollouts or self.rollout_filter is not None
+        return self.pruner is not None or self.selector.plans_rollouts or bool(self.planners)
 
     # ----------------------------------------------------------------------------------------------- scoring
     def score(
@@ -102,11 +145,11 @@ class LZERun:
             prompt_ids (`np.ndarray`):
                 Id of each group's prompt, all processes' groups in order.
             correctness (`np.ndarray`):
-                Correctness reward of each rollout, shape `(num_groups, num_generations)`, NaN where unscorable.
+                Correctness reward of each rollout, shape `(num_groups, rollouts per group)`, NaN where unscorable.
             totals (`np.ndarray`):
                 Total (weighted) reward of each rollout, same shape: what GRPO's advantages see.
             refill_round (`int`, *optional*, defaults to `0`):
-                0 for the generation batch itself, `r` for its `r`-th refill round (seeds the selection apart).
+                0 for the generation batch itself, `r` for its `r`-th extra round (seeds the selection apart).
 
         Returns:
             [`GroupBatch`]: the groups with their pass rates, liveness and energies (scored before the table
@@ -114,7 +157,8 @@ class LZERun:
         """
         args = self.args
         ids = np.asarray(prompt_ids, dtype=np.int64)
-        pass_rates = group_pass_rates(correctness, self.num_generations, args.pass_threshold)
+        correctness = np.asarray(correctness, dtype=np.float64).reshape(len(ids), -1)
+        pass_rates = group_pass_rates(correctness, correctness.shape[1], args.pass_threshold)
         live = live_groups(pass_rates, correctness, totals)
         before = self.state.get(ids)
         # A prompt seen for the first time starts at its pass rate (its first scorable group's, if it repeats)
@@ -134,23 +178,24 @@ class LZERun:
             terms=args.energy_terms,
         )
         energies = np.where(valid, energies, 0.0)
-        energies = spread_energies(energies, pass_rates, live, totals)
-        if self.rollout_filter is not None:
-            self.rollout_filter.observe(ids, pass_rates, live)
-        self.state.observe(ids, pass_rates, self.generation)
-        message = self.dead_run.observe(pass_rates, correctness)
-        if message is not None:
-            self.warn(message)
         seed = [args.seed, self.generation] + ([refill_round] if refill_round > 0 else [])
-        return GroupBatch(
+        batch = GroupBatch(
             prompt_ids=ids,
             pass_rates=pass_rates,
-            rewards=np.asarray(correctness, dtype=np.float64).reshape(len(ids), -1),
-            energies=energies,
+            rewards=correctness,
+            energies=spread_energies(energies, pass_rates, live, totals),
             live=live,
-            ema_pass_rates=self.state.get(ids)["ema_pass_rate"],
+            ema_pass_rates=ema,
             rng=np.random.default_rng(seed),
         )
+        for observe in self.observers:
+            observe(batch)
+        self.state.observe(ids, pass_rates, self.generation)
+        batch.ema_pass_rates = self.state.get(ids)["ema_pass_rate"]
+        message = self.learning_zone_guard.observe(pass_rates, correctness)
+        if message is not None:
+            self.warn(message)
+        return batch
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         """The selector's weight of each group of `batch` (0 removes the group from the update)."""
@@ -158,7 +203,7 @@ class LZERun:
 
     def record(self, batch: GroupBatch, weights: np.ndarray, step: int) -> dict[str, float]:
         """
-        Closes a generation batch (all its rounds in `batch`): counts the selections, appends to the selection log,
+        Closes a generation batch (all its groups in `batch`): counts the selections, appends to the selection log,
         advances the generation counter, and returns the batch's metrics (`lze/...` keys).
         """
         selected = weights > 0
@@ -176,35 +221,27 @@ class LZERun:
             "lze/update_rows": int(selected.sum()) * self.num_generations,
         }
         metrics.update({f"lze/{k}": v for k, v in self.selector.metrics().items()})
+        if self.row_ids is not None:
+            metrics["lze/rollouts_skipped"] = self.position.groups_skipped(len(self.row_ids)) * self.num_generations
         if self.pruner is not None:
             metrics["lze/pruned_prompts"] = self.pruner.num_pruned(self.state)
-            metrics["lze/replayed_prompts"] = self.pruner.num_replayed
-        if self.rollout_filter is not None:
-            metrics.update({f"lze/{k}": v for k, v in self.rollout_filter.metrics().items()})
+            metrics["lze/revisited_prompts"] = self.pruner.num_revisited
         return metrics
 
     # ----------------------------------------------------------------------------------------------- planning
     def plan_epoch(self, epoch: int, order: np.ndarray) -> np.ndarray:
         """
         The rows an epoch rolls out, in order (one entry per group), from the epoch's permutation `order`: forward
-        pruning, then the selector's plan, then the rollout-side planner, each over what the previous one left.
+        pruning, then the selector's plan, then the `planners`, each over what the previous one left.
         """
         order = np.asarray(order, dtype=np.int64)
         if self.pruner is not None:
             order = self.pruner.plan_epoch(epoch, order, self.row_ids[order], self.state)
         if self.selector.plans_rollouts:
             order = self.selector.plan_epoch(epoch, order, self.row_ids[order], self.state)
-        if self.rollout_filter is not None and self.plan_batch is None:
-            order = self.rollout_filter.plan_epoch(epoch, order, self.exempt())
+        for planner in self.planners:
+            order = planner.plan_epoch(epoch, order)
         return order
-
-    def _plan_batch(self, epoch: int, batch: int, order: list[int], cursor: int, size: int):
-        """The next generation batch, decided by the rollout filter when the data loader asks for it."""
-        return self.rollout_filter.plan_batch(epoch, batch, order, cursor, size, exempt=self.exempt())
-
-    def exempt(self) -> np.ndarray | None:
-        """Prompt ids the rollout-side planner must not skip: the epoch's pruning replays."""
-        return self.pruner.replayed_ids if self.pruner is not None else None
 
     def prompt_table(self, dataset: Any = None) -> Any:
         """
@@ -231,19 +268,6 @@ class LZERun:
         return table
 
     # ----------------------------------------------------------------------------------------------- state
-    def count_micro_step(self, epoch: int | None) -> None:
-        """Counts one Trainer micro-step of the sampler's `epoch` (the position a resumed run restarts from)."""
-        if epoch != self.epoch:
-            self.epoch, self.batches_in_epoch = epoch, 0
-        self.batches_in_epoch += 1
-
-    def position(self) -> dict[str, int]:
-        """The sampler epoch and the micro-steps taken in it."""
-        return {"epoch": self.epoch if self.epoch is not None else 0, "batches_in_epoch": self.batches_in_epoch}
-
-    def set_position(self, epoch: int, batches_in_epoch: int) -> None:
-        self.epoch, self.batches_in_epoch = epoch, batches_in_epoch
-
     def state_dict(self) -> dict[str, np.ndarray]:
         """Every array of the run's LZE state (the selection log is saved beside it, as a table)."""
         arrays = {
@@ -259,16 +283,5 @@ class LZERun:
         self.generation = int(arrays["run.generation"])
 
     def _parts(self) -> dict[str, Any]:
-        parts = {
-            "prompts": self.state,
-            "selector": self.selector,
-            "pruner": self.pruner,
-            "planner": self.rollout_filter,
-            "replay": self.replay,
-        }
-        return {name: part for name, part in parts.items() if part is not None}
-
-    # ----------------------------------------------------------------------------------------------- replay
-    def fresh_per_process(self, candidates: int) -> int:
-        """Groups a process generates of its `candidates` (`fresh_fraction` of them, at least one)."""
-        return max(1, round(self.args.fresh_fraction * candidates))
+        parts = {"prompts": self.state, "selector": self.selector, "pruner": self.pruner, "position": self.position}
+        return {name: part for name, part in {**parts, **self.parts}.items() if part is not None}

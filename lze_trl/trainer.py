@@ -1,7 +1,7 @@
 """[`LZEGRPOTrainer`]: TRL's `GRPOTrainer` that updates only on learning-zone prompt groups.
 
-The class holds only overrides of `GRPOTrainer`'s hooks; the method and its state live in [`LZERun`] (`run.py`), the
-prompt identity in `prompt_ids.py`, the row bookkeeping in `batching.py` and the refill in `refill.py`. Every private
+The class holds only overrides of `GRPOTrainer`'s hooks; one generation batch runs in `step.py` (through a rollout
+plan), the method and its state live in [`LZERun`] (`run.py`), the prompt identity in `prompt_ids.py`. Every private
 name of TRL's and transformers' trainers used here is listed, and pinned by a test, in `trl_coupling.py`.
 """
 
@@ -23,19 +23,15 @@ from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
 
 from . import state as lze_state_files
-from .batching import keep_rows
 from .config import as_lze_config
 from .engines import warn_if_not_sharded
-from .experimental.replay import load_rows, save_rows
-from .experimental.replay_step import replay_generation_batch
-from .experimental.settings import check_replay
 from .guards import LZEWarning, check_dataset_fits_batch, check_map_style, checked_reward_func
 from .prompt_ids import PromptIds, has_prompt_column
-from .refill import refill_generation_batch
 from .run import LZERun
 from .sampler import LZERepeatSampler
-from .selectors import GroupBatch, get_selector
+from .selectors import get_selector
 from .state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
+from .step import FreshPlan, Generated, RewardTap, RolloutPlan, StepContext, run_step
 
 
 logger = logging.get_logger(__name__)
@@ -53,7 +49,7 @@ class _LZECallback(TrainerCallback):
         self.trainer = trainer
 
     def on_save(self, args, state, control, **kwargs):
-        if self.trainer._lze_enabled:
+        if self.trainer.lze_enabled:
             self.trainer.save_lze_state(os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"))
         return control
 
@@ -72,16 +68,19 @@ class LZEGRPOTrainer(GRPOTrainer):
     by its energy (difficulty anchor x outcome uncertainty x pass-rate momentum) and only the top `selection_ratio` of
     the groups take part in the policy update: the other rows are removed before TRL splits the batch into
     micro-batches. With `prune_solved=True`, prompts that stay fully solved are no longer rolled out, and a few are
-    replayed each epoch.
+    revisited each epoch.
 
     Takes the arguments of [`~trl.GRPOTrainer`]; `args` may be an [`LZEGRPOConfig`] or a plain `GRPOConfig` (which
-    then gets the LZE defaults). With `selector="none"` it trains exactly as `GRPOTrainer`.
+    then gets the LZE defaults); the trainer works on its own copy of it. With `selector="none"` it trains exactly as
+    `GRPOTrainer`.
 
     Attributes:
         lze ([`LZERun`]):
-            The run's LZE state: per-prompt table, selector, prune pool, selection log, counters.
+            The run's LZE state: per-prompt table, selector, prune pool, selection log, position in the data.
         prompt_ids ([`~lze_trl.prompt_ids.PromptIds`]):
             How each row's prompt id is read.
+        rollout_plan ([`~lze_trl.step.RolloutPlan`]):
+            Where each generation batch's groups come from ([`~LZEGRPOTrainer.make_rollout_plan`]).
     """
 
     _tag_names = ["trl", "grpo", "lze"]
@@ -100,18 +99,14 @@ class LZEGRPOTrainer(GRPOTrainer):
 
     def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset=None, **kw):
         args = as_lze_config(args, model)
-        selector_cls = get_selector(args.selector)
-        if args.num_generations < 2 and (selector_cls.needs_pass_rates or args.prune_solved):
+        if args.num_generations < 2 and (get_selector(args.selector).needs_pass_rates or args.prune_solved):
             raise ValueError(
                 f"num_generations={args.num_generations} is invalid with selector={args.selector!r}: pass rates need "
                 "a group of rollouts per prompt; set num_generations >= 2 (the paper uses 8)."
             )
         iterable = isinstance(train_dataset, IterableDataset)
-        if (
-            train_dataset is not None
-            and kw.get("environment_factory") is None
-            and not has_prompt_column(train_dataset)
-        ):
+        environments = kw.get("environment_factory") is not None
+        if train_dataset is not None and not environments and not has_prompt_column(train_dataset):
             raise ValueError(
                 "The train dataset has no `prompt` column: GRPO needs one (a string or a list of chat messages) "
                 "unless an `environment_factory` provides the prompts. Rename your question column to `prompt`, e.g. "
@@ -119,20 +114,20 @@ class LZEGRPOTrainer(GRPOTrainer):
             )
         # The per-prompt state is keyed by a prompt identity read from each row (`prompt_ids`). Without a train
         # dataset (an environment_factory owns the prompts) or with an iterable one without `prompt`, there is none.
-        self._lze_enabled = train_dataset is not None and (not iterable or has_prompt_column(train_dataset))
-        if not self._lze_enabled and (args.selector != "none" or args.prune_solved):
+        self.lze_enabled = train_dataset is not None and (not iterable or has_prompt_column(train_dataset))
+        if not self.lze_enabled and (args.selector != "none" or args.prune_solved):
             warnings.warn(
                 f"selector={args.selector!r} needs a stable identity for each prompt: a map-style train dataset or an "
                 "iterable one with a `prompt` column; got "
                 + ("no train dataset" if train_dataset is None else "an IterableDataset without `prompt`")
-                + ". This run trains as plain GRPO (selector='none', no pruning). Pass a `datasets.Dataset` to "
-                "use LZE.",
+                + ". This run trains as plain GRPO (no selection, no pruning). Pass a `datasets.Dataset` to use LZE.",
                 LZEWarning,
                 stacklevel=2,
             )
-            args.selector, args.prune_solved, args.rollout_filter = "none", False, "none"
-        if self._lze_enabled and iterable:
+        map_style = self.lze_enabled and not iterable
+        if self.lze_enabled and iterable:
             check_map_style(args)
+        self._reward_tap = RewardTap()
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kw)
         names = list(self.reward_func_names)
         self._correctness_index = self._resolve_correctness_reward(args.correctness_reward)
@@ -142,22 +137,24 @@ class LZEGRPOTrainer(GRPOTrainer):
             f if isinstance(f, torch.nn.Module) or not callable(f) else checked_reward_func(f, name)
             for f, name in zip(self.reward_funcs, names)
         ]
-        map_style = self._lze_enabled and not iterable
         if map_style:
             check_dataset_fits_batch(len(self.train_dataset), self.args.generation_batch_size, self.num_generations)
-        self.prompt_ids = PromptIds(self.train_dataset if map_style else None)
+        # A row's identity is what TRL hands the step of it: every column, or those `remove_unused_columns` keeps.
+        columns = ["prompt", "image", "images"] if self.args.remove_unused_columns else None
+        self.prompt_ids = PromptIds(self.train_dataset if map_style else None, columns, environments)
         main = self.accelerator.is_main_process
         self.lze = LZERun(
             args,
             self.num_generations,
             self.prompt_ids.row_ids,
-            dataset=self.train_dataset if map_style else None,
             correctness_name=names[self._correctness_index],
             warn=lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None,
         )
-        if self.lze.replay is not None:
-            self.lze.replay.process_index = self.accelerator.process_index
-            check_replay(args, self.num_generations, self.args.per_device_train_batch_size)
+        self.rollout_plan = self.make_rollout_plan()
+        if map_style and self.lze.plans_rollouts:
+            # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
+            # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches.
+            self.args.ignore_data_skip = True
         if args.selector != "none" and self.loss_type not in TOKEN_NORMALISED_LOSSES:
             logger.warning(
                 f"loss_type={self.loss_type!r} averages over the rows of each micro-batch: the zero-weight rows that "
@@ -190,6 +187,14 @@ class LZEGRPOTrainer(GRPOTrainer):
             f"or to an index in [0, {len(names) - 1}]."
         )
 
+    def make_rollout_plan(self) -> RolloutPlan:
+        """
+        Where each generation batch's groups come from ([`~lze_trl.step.RolloutPlan`]), built once at init: one fresh
+        generation of every prompt. Subclasses return their own plan (the experimental modes and DAPO's refill
+        rounds in the repository's `benchmarks/experimental/` do).
+        """
+        return FreshPlan()
+
     # ----------------------------------------------------------------------------------------------- data
     def _get_train_sampler(self, dataset=None):
         dataset = self.train_dataset if dataset is None else dataset
@@ -200,11 +205,9 @@ class LZEGRPOTrainer(GRPOTrainer):
             repeat_count=self.num_iterations * self.args.steps_per_generation,
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
-            planner=self.lze if self._lze_enabled else None,
+            planner=self.lze if self.lze_enabled else None,
+            position=self.lze.position,
         )
-        if self.lze.resume is not None:
-            resume = self.lze.resume
-            self.train_sampler.resume(resume["epoch"], resume["batches_in_epoch"], resume["sampler"])
         return self.train_sampler
 
     def set_initial_training_values(self, args, dataloader):
@@ -213,89 +216,66 @@ class LZEGRPOTrainer(GRPOTrainer):
             values[0] = sys.maxsize  # planned epochs are shorter: run epochs until max_steps, not a precomputed count
         return tuple(values)
 
-    # ----------------------------------------------------------------------------------------------- selection
+    # ----------------------------------------------------------------------------------------------- the step
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if self.model.training:
-            # Gathered over all processes: every process scores and selects from the same rewards.
-            self.lze.pending_rewards = rewards
+        self._reward_tap.put(rewards)  # kept only inside a training step's generation call (`_generate_scored`)
         return rewards
 
     def _generate_and_score_completions(self, inputs):
-        if not self.model.training or not self._lze_enabled:
+        if not self.model.training or not self.lze_enabled:
             # Evaluation (nothing to select, no training state to touch), or a run without prompt identity.
             return super()._generate_and_score_completions(inputs)
-        if self.lze.replay is not None:
-            return replay_generation_batch(self, super()._generate_and_score_completions, inputs)
-        local_ids = self.prompt_ids.of_rows(inputs)
-        output = super()._generate_and_score_completions(inputs)
-        batch = self._score(local_ids)
-        weights = self.lze.select(batch)
-        refills = 0
-        if self.lze.selector.refill_rounds > 0:
-            generate = super()._generate_and_score_completions
-            output, batch, weights, refills = refill_generation_batch(self, generate, inputs, output, batch, weights)
-        metrics = self.lze.record(batch, weights, self.state.global_step)
-        if refills or self.lze.selector.refill_rounds > 0:
-            metrics["lze/refill_rounds"] = refills
-        if self.train_sampler is not None:
-            metrics["lze/rollouts_skipped"] = self.train_sampler.groups_skipped * self.num_generations
-        tokens_before = output["num_items_in_batch"].item()
-        if refills > 0 or not np.all(weights == 1.0):  # plain GRPO keeps its rows untouched
-            if "pixel_values" in output or "num_images" in output:
-                raise NotImplementedError(
-                    f"selector={self.args.selector!r} does not support image inputs yet; set selector='none'."
-                )
-            # Rows in generation order (round, process, local row) -> this process's rows of every round, in order.
-            processes = self.accelerator.num_processes
-            row_weights = np.repeat(weights, self.num_generations).reshape(refills + 1, processes, -1)
-            row_weights = row_weights.transpose(1, 0, 2).reshape(processes, -1)
-            local = torch.as_tensor(row_weights[self.accelerator.process_index], dtype=torch.float32)
-            output["advantages"] = output["advantages"] * local.to(output["advantages"].device)
-            output = keep_rows(output, row_weights > 0, self.accelerator, self.args.steps_per_generation)
-        metrics["lze/update_tokens"] = output["num_items_in_batch"].item()
-        metrics["lze/update_tokens_saved_frac"] = 1.0 - metrics["lze/update_tokens"] / max(tokens_before, 1.0)
-        for name, value in metrics.items():
-            self._metrics["train"][name].append(value)
-        return output
+        return run_step(self.rollout_plan, self.step_context(), self.lze, inputs, self.state.global_step)
 
-    def _score(self, local_ids: np.ndarray, refill_round: int = 0) -> GroupBatch:
-        """Scores the groups just generated (this process's rows have the prompt ids `local_ids`) into the state."""
-        G = self.num_generations
-        ids = self.accelerator.gather(torch.as_tensor(local_ids, device=self.accelerator.device)).cpu().numpy()[::G]
-        rewards = self.lze.pending_rewards.float()
-        self.lze.pending_rewards = None
-        totals = (rewards * self.reward_weights.to(rewards.device).float().unsqueeze(0)).nansum(dim=1)
-        correctness = rewards[:, self._correctness_index].cpu().numpy().reshape(-1, G)
-        return self.lze.score(ids, correctness, totals.cpu().numpy().reshape(-1, G), refill_round)
+    def step_context(self) -> StepContext:
+        """The [`~lze_trl.step.StepContext`] of the current generation batch: what a rollout plan may use."""
+        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
+        return StepContext(
+            accelerator=self.accelerator,
+            num_generations=self.num_generations,
+            pad_token_id=tokenizer.pad_token_id,
+            generate=self._generate_scored,
+            score=self._score_generated,
+            select=self.lze.select,
+            log=lambda metrics: [self._metrics["train"][k].append(v) for k, v in metrics.items()],
+            generation=self.lze.generation,
+        )
+
+    def _generate_scored(self, inputs: list[dict], num_rollouts: int) -> Generated:
+        """TRL's generation and scoring of `inputs`, with the prompt ids of all processes' rows and the rewards."""
+        if num_rollouts != self.num_generations:
+            raise ValueError(f"groups of {num_rollouts} rollouts need a plan that sets the group size")
+        ids = torch.as_tensor(self.prompt_ids.of_rows(inputs), device=self.accelerator.device)
+        with self._reward_tap.capture() as captured:
+            rows = super()._generate_and_score_completions(inputs)
+        return Generated(rows, self.accelerator.gather(ids).cpu().numpy(), captured["rewards"])
+
+    def _score_generated(self, generated: Generated, num_rollouts: int, extra_round: int = 0):
+        """Scores the groups of `num_rollouts` rows of `generated` into the LZE state ([`LZERun.score`])."""
+        rewards = generated.rewards
+        totals = np.nansum(rewards * self.reward_weights.float().cpu().numpy()[None, :], axis=1)
+        correctness = rewards[:, self._correctness_index].reshape(-1, num_rollouts)
+        ids = generated.prompt_ids[::num_rollouts]
+        return self.lze.score(ids, correctness, totals.reshape(-1, num_rollouts), extra_round)
 
     def training_step(self, model, inputs, num_items_in_batch):
-        sampler = self.train_sampler
-        self.lze.count_micro_step(sampler.epoch if sampler is not None else None)
-        resume, self.lze.resume = self.lze.resume, None
-        if resume is not None and sampler is not None and not sampler.resumed_at_epoch_end:
-            # Mid-epoch, nothing between the checkpoint and this step drew random numbers in the uninterrupted run,
-            # but the resumed run created its dataloader iterator (one draw) after the Trainer restored the RNG
-            # states. At an epoch's end both runs created a new iterator after the checkpoint: nothing to redo.
-            self._load_rng_state(resume["checkpoint"])
+        resumed = self.lze.position.count_micro_step()
+        if resumed is not None:
+            # The sampler resumed mid-epoch at its own position: nothing between the checkpoint and this step drew
+            # random numbers in the uninterrupted run, but the resumed run created its dataloader iterator (one draw)
+            # after the Trainer restored the RNG states.
+            self._load_rng_state(resumed)
         return super().training_step(model, inputs, num_items_in_batch)
 
     # ----------------------------------------------------------------------------------------------- checkpoints
     def lze_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """The LZE training state as saved in checkpoints: arrays (the run's and the sampler's) and counters."""
-        arrays = self.lze.state_dict()
-        if self.train_sampler is not None:
-            arrays.update({f"sampler.{k}": v for k, v in self.train_sampler.state_dict().items()})
-        return arrays, {"step": self._step, **self.lze.position(), "dataset": self.prompt_ids.fingerprint}
+        """The LZE training state as saved in checkpoints: arrays and counters (the train dataset's fingerprint)."""
+        self.lze.position.micro_steps = self._step  # TRL's micro-step counter, which paces generation
+        return self.lze.state_dict(), {"dataset": self.prompt_ids.fingerprint}
 
     def save_lze_state(self, folder: str) -> None:
-        """
-        Writes the LZE state into a checkpoint `folder`: on the main process the tables, then the state file; on
-        every process, with rollout replay, the rows of the buffered groups it holds (before the state file).
-        """
-        if self.lze.replay is not None:
-            save_rows(folder, self.accelerator.process_index, self.lze.replay.rows_state())
-            self.accelerator.wait_for_everyone()
+        """Writes the LZE state into a checkpoint `folder` (on the main process): the tables, then the state file."""
         if self.args.should_save:
             self.save_lze_tables(folder)
             lze_state_files.save_state(folder, *self.lze_state())
@@ -316,7 +296,7 @@ class LZEGRPOTrainer(GRPOTrainer):
     def load_lze_state(self, checkpoint: str) -> None:
         """
         Restores the LZE state saved in `checkpoint` (a checkpoint folder): per-prompt table, selector, prune pool,
-        sampler position, counters and selection log.
+        position in the data, counters and selection log.
 
         Raises:
             [`~lze_trl.state.LZEStateError`]: when the state file or the selection log is missing or corrupt, or the
@@ -330,27 +310,21 @@ class LZEGRPOTrainer(GRPOTrainer):
         except (KeyError, ValueError) as error:
             raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error}).") from error
         self.selection_log.load_pandas(log_frame)
-        if self.lze.replay is not None:
-            self.lze.replay.load_rows_state(load_rows(checkpoint, self.accelerator.process_index))
-        self._step = counters["step"]
-        sampler = {k[len("sampler.") :]: v for k, v in arrays.items() if k.startswith("sampler.")}
-        self.lze.resume = {**counters, "checkpoint": checkpoint, "sampler": sampler or None}
-        self.lze.set_position(counters["epoch"], counters["batches_in_epoch"])
+        self._step = self.lze.position.micro_steps
+        if self.args.ignore_data_skip and self.lze.plans_rollouts:
+            self.lze.position.resumed_from = checkpoint  # the sampler continues at the saved position
 
-    def _resume_lze_state(self, checkpoint: str) -> bool:
+    def _resume_lze_state(self, checkpoint: str) -> None:
         """
-        Loads the LZE state of `checkpoint` for a resumed run; returns whether there was one to load.
+        Loads the LZE state of `checkpoint` for a resumed run.
 
         A checkpoint without a usable LZE state (missing, corrupt, recorded on another train dataset) is refused with
         an [`~lze_trl.state.LZEStateError`] when the state decides what is trained (any selector but `"none"`, or
         forward pruning), unless `resume_lze_state="fresh"`: then, as for `selector="none"`, the run resumes with a
         fresh LZE state after a warning.
         """
-        if not self._lze_enabled:
-            return False
         try:
             self.load_lze_state(checkpoint)
-            return True
         except LZEStateError as error:
             decides = self.args.selector != "none" or self.lze.plans_rollouts
             if decides and self.args.resume_lze_state != "fresh":
@@ -360,22 +334,15 @@ class LZEGRPOTrainer(GRPOTrainer):
                     "the model and optimizer with a fresh LZE state on purpose."
                 ) from error
             warnings.warn(f"{error} The run resumes with a fresh LZE state.", LZEWarning, stacklevel=3)
-            return False
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
         if resume_from_checkpoint is True:
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
             if resume_from_checkpoint is None:
                 raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
-        has_state = bool(resume_from_checkpoint) and self._resume_lze_state(resume_from_checkpoint)
-        # The sampler resumes at its own (epoch, batch): planned epochs are shorter than the Trainer's
-        # `global_step // steps_per_epoch` arithmetic assumes, so the Trainer must not skip batches itself.
-        ignore_data_skip = self.args.ignore_data_skip
-        self.args.ignore_data_skip = ignore_data_skip or has_state
-        try:
-            output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-        finally:
-            self.args.ignore_data_skip = ignore_data_skip
-        if self.args.should_save and self._lze_enabled:
+        if resume_from_checkpoint and self.lze_enabled:
+            self._resume_lze_state(resume_from_checkpoint)
+        output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        if self.args.should_save and self.lze_enabled:
             self.save_lze_tables(self.args.output_dir)
         return output

@@ -1,20 +1,24 @@
-"""Every private name of TRL's `GRPOTrainer` (and transformers' `Trainer`) that lze-trl uses or overrides.
+"""Every private name of TRL's `GRPOTrainer` / `GRPOConfig` (and transformers' `Trainer` / `TrainingArguments`) that
+lze-trl uses or overrides.
 
 Private names carry no promise across releases; this list is the whole of lze-trl's exposure to them, and
 `tests/test_trl_coupling.py` fails when the installed TRL lacks one of them, changes how it is called, or when the
-package starts using one that is not listed here.
+package starts using one that is not listed here (as a method, an attribute, a class attribute or an import).
 """
 
 PRIVATE_NAMES: dict[str, str] = {
-    "_generate_and_score_completions": "overridden by the trainer (scoring and selection after GRPO's own) and the "
-    "demo's meter; called for refill rounds",
-    "_calculate_rewards": "overridden to hand the gathered rewards to the LZE state",
+    "_generate_and_score_completions": "overridden to run LZE's step (which calls TRL's own for each generation); "
+    "metered by the demo",
+    "_calculate_rewards": "overridden to hand the gathered rewards to the step (`step.RewardTap`)",
     "_get_train_sampler": "overridden to return LZERepeatSampler",
     "_generate": "metered by the demo (rollout tokens and time)",
     "_metrics": "the per-step metric lists that TRL's `log` averages: the `lze/` metrics are appended to them",
-    "_step": "TRL's micro-step counter that paces generation: restored on resume",
-    "_load_rng_state": "transformers' RNG restore, redone after the resumed sampler's first draw (exact resume)",
-    "_get_per_token_logps_and_entropies": "rollout replay (experimental): the log-probabilities of the policy that "
-    "generated a group, recorded for its replay, and the importance ratios of the replayed tokens",
+    "_step": "TRL's micro-step counter that paces generation: saved with the LZE state and restored on resume",
+    "_load_rng_state": "transformers' RNG restore, redone after a resumed sampler's first draw (exact resume)",
+    "_tag_names": "class attribute: the model card's tags, as TRL's trainers set them",
+    "_name": "class attribute: the trainer's name on the model card, as TRL's trainers set it",
+    "_paper": "class attribute: the paper cited on the model card, as TRL's trainers set it",
+    "_VALID_DICT_FIELDS": "GRPOConfig's class attribute listing the fields parsed from a JSON string: "
+    "`selector_kwargs` joins it",
 }
 """Private name -> what lze-trl does with it."""

@@ -230,13 +230,17 @@ def run(out_dir: Path, engine: str, case: str) -> None:
     if case == "ds_scheduler":  # the learning-rate schedule owned by DeepSpeed's engine instead of the Trainer
         scheduler = {"type": "WarmupDecayLR", "params": {"warmup_num_steps": "auto", "total_num_steps": "auto"}}
         values["deepspeed"] = {**values["deepspeed"], "scheduler": scheduler}
-    if case == "dapo":
+    trainer_class, config_class = LZEGRPOTrainer, LZEGRPOConfig
+    if case == "dapo":  # DAPO's refill rounds: a rollout plan of the experimental modes, outside the package
+        from benchmarks.experimental import ExperimentalConfig, ExperimentalLZETrainer
+
+        trainer_class, config_class = ExperimentalLZETrainer, ExperimentalConfig
         values.update(selector="dapo", dapo_max_resample=2)
     with fsdp_on_cpu() if engine == "fsdp2" else contextlib.nullcontext():
-        trainer = LZEGRPOTrainer(
+        trainer = trainer_class(
             model=model,
             reward_funcs=reward,
-            args=tiny_config(values.pop("output_dir"), **values),
+            args=tiny_config(values.pop("output_dir"), config_class=config_class, **values),
             train_dataset=prompt_dataset(NUM_PROMPTS),
             processing_class=tokenizer,
             callbacks=[windows],

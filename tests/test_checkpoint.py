@@ -21,7 +21,7 @@ def pruning_trainer(out_dir, prune, rollout_filter="none", granularity="batch"):
         learning_rate=1e-2,
         prune_solved=prune,
         prune_solved_after=1,
-        prune_replay_fraction=0.5,
+        prune_revisit_fraction=0.5,
         rollout_filter=rollout_filter,
         rollout_filter_granularity=granularity,
         rollout_filter_audit=0.5,  # audits draw random numbers: resume must replay them too
@@ -51,16 +51,16 @@ def test_resume_is_exact(tmp_path, prune, rollout_filter, granularity, checkpoin
     if prune and rollout_filter == "none":
         # The even prompts (always solved) were pruned after epoch 0 and no odd one (never 4 of 4 in this seeded run),
         # so later epochs are shorter than the Trainer's arithmetic assumes: in epochs 1 and 2, half of the 4 pruned
-        # prompts are replayed and the other 2 skip their 4 rollouts.
+        # prompts are revisited and the other 2 skip their 4 rollouts.
         assert np.flatnonzero(full.lze.pruner.pruned(np.arange(8), full.lze.state)).tolist() == [0, 2, 4, 6]
-        assert full.train_sampler.groups_skipped * 4 == 2 * 2 * 4
+        assert full.lze.position.groups_skipped(8) * 4 == 2 * 2 * 4
     if rollout_filter != "none" and granularity == "epoch":
         # even prompts (always solved) were predicted dead and skipped, 4 rollouts each: later epochs are shorter too
-        assert full.train_sampler.groups_skipped == full.lze.rollout_filter.totals["skipped"] > 0
+        assert full.lze.position.groups_skipped(8) == full.rollout_filter.totals["skipped"] > 0
     if rollout_filter != "none" and not prune:
         # per batch, the skips are counted as the batches are filled; the logged total says the same
         skipped = [e["lze/rollouts_skipped"] for e in full.state.log_history if "lze/rollouts_skipped" in e]
-        assert skipped[-1] == 4 * full.lze.rollout_filter.totals["skipped"] > 0
+        assert skipped[-1] == 4 * full.rollout_filter.totals["skipped"] > 0
     full_arrays, full_counters = full.lze_state()
     for step in checkpoints:
         # same output_dir: checkpoints are read from it
@@ -82,8 +82,8 @@ def test_checkpoint_holds_lze_state(tmp_path):
     folder = tmp_path / "out" / "checkpoint-5"
     assert (folder / "lze_state.npz").exists() and not (folder / "lze_state.json").exists()
     with np.load(folder / "lze_state.npz") as data:
-        assert {"prompts.initial_pass_rate", "prompts.dead_streak", "pruner.replayed_ids"} <= set(data.files)
-        assert {"sampler.rows", "run.generation", "__counters__"} <= set(data.files)
+        assert {"prompts.initial_pass_rate", "prompts.saturated_streak", "pruner.revisited_ids"} <= set(data.files)
+        assert {"position.rows", "position.counters", "run.generation", "__counters__"} <= set(data.files)
 
 
 def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
@@ -101,7 +101,7 @@ def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
         num_train_epochs=3,
         prune_solved=True,
         prune_solved_after=1,
-        prune_replay_fraction=0.0,
+        prune_revisit_fraction=0.0,
     )
     trainer.train()
     # epoch 0 rolls out all 8 prompts (4 steps); then only the 4 odd ones (2 steps per epoch)

@@ -25,8 +25,8 @@ BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
         ("energy_momentum_mode", "up"),
         ("energy_d_init_min", 2.0),
         ("prune_solved_after", 0),
-        ("prune_replay_fraction", 1.5),
-        ("prune_replay_fraction", float("nan")),
+        ("prune_revisit_fraction", 1.5),
+        ("prune_revisit_fraction", float("nan")),
         ("selector", "best"),
         ("pass_threshold", float("inf")),
         ("energy_terms", ["anchor", "entropy"]),
@@ -65,16 +65,46 @@ def test_min_selection_ratio_defaults_to_the_smaller_of_the_release_floor_and_th
 
 def test_positional_settings_are_grpo_configs():
     # GRPOConfig("out") names the output folder, and GRPOTrainer(args=None) builds its config that way; the LZE
-    # settings come after TRL's, keyword-only, so LZEGRPOConfig("out") and as_lze_config(None, model) do the same
+    # settings come after TRL's, so LZEGRPOConfig("out") and as_lze_config(None, model) do the same
     def positional(cls):
         kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         return [p.name for p in inspect.signature(cls).parameters.values() if p.kind in kinds]
 
     grpo = positional(GRPOConfig)
     assert positional(LZEGRPOConfig)[: len(grpo)] == grpo
-    assert "fresh_fraction" not in positional(LZEGRPOConfig)
     args = LZEGRPOConfig("out", use_cpu=True)
-    assert args.output_dir == "out" and args.fresh_fraction == 1.0
+    assert args.output_dir == "out" and args.selector == "lze"
+
+
+def test_the_config_holds_only_what_the_core_uses_and_help_lists_lze_after_grpo():
+    from dataclasses import fields
+
+    ours = [f.name for f in fields(LZEGRPOConfig) if f.name not in {g.name for g in fields(GRPOConfig)}]
+    assert not any(n.startswith(("fresh_fraction", "replay_", "rollout_filter", "dapo_")) for n in ours)
+    assert [f.name for f in fields(LZEGRPOConfig)][-len(ours) :] == ours  # GRPO's first, as `--help` shows them
+
+
+def test_the_trainer_works_on_a_copy_of_the_callers_config(tmp_path, tiny):
+    from datasets import Dataset
+
+    from lze_trl import LZEGRPOTrainer
+
+    model, tokenizer = tiny
+    args = LZEGRPOConfig(
+        **{**BASE, "output_dir": str(tmp_path)}, prune_solved=True, per_device_train_batch_size=4, num_generations=4
+    )
+    before = dict(vars(args))
+    data = Dataset.from_dict({"prompt": [f"{i}+1=" for i in range(8)]})
+    trainer = LZEGRPOTrainer(
+        model,
+        lambda completions, **kw: [1.0] * len(completions),
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+    )
+    # a planned run resumes its data position itself: its own config skips no data, the caller's is untouched
+    assert trainer.args is not args and trainer.args.ignore_data_skip and not args.ignore_data_skip
+    assert vars(args) == before
 
 
 def test_plain_grpo_config_gets_lze_defaults_and_keeps_its_values():

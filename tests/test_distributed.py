@@ -28,10 +28,10 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
     # selection kept a fraction of the 16 rows x 2 ranks generated per step
     if mode == "rollout":
         # both ranks skipped the same prompts predicted dead (their filter state is compared above)
-        assert "planner.visit" in ranks[0].files
+        assert "rollout_filter.visit" in ranks[0].files
         assert max(e.get("lze/rollout_filter/skipped_total", 0) for e in infos[0]["log"]) > 0
         # calibrated (the default): both ranks learned the same map from the gathered groups
-        assert ranks[0]["planner.calibration.count"].sum() > 0
+        assert ranks[0]["rollout_filter.calibration.count"].sum() > 0
     if mode == "replay":
         # both ranks took the same replay decisions from the same buffer metadata; each holds its own groups' rows
         assert max(e["lze/replayed_share"] for e in infos[0]["log"] if "lze/replayed_share" in e) > 0

@@ -146,10 +146,12 @@ def test_lze_adds_nothing_to_the_rows_reward_functions_and_hooks_see(tmp_path):
 
 
 def test_refill_rounds_add_nothing_to_the_rows_either(tmp_path):
+    from benchmarks.experimental import ExperimentalConfig, ExperimentalLZETrainer
+
     ours = run(
         tmp_path,
-        LZEGRPOTrainer,
-        LZEGRPOConfig,
+        ExperimentalLZETrainer,
+        ExperimentalConfig,
         text_reward,
         dataset=prompt_dataset(16),
         selector="dapo",
@@ -300,7 +302,7 @@ def test_environment_datasets_without_prompt_column(tmp_path, iterable, recwarn)
     fallback = [w for w in recwarn if "stable identity" in str(w.message)]
     if iterable:
         assert len(fallback) == 1 and "plain GRPO" in str(fallback[0].message)
-        assert trainer.args.selector == "none" and len(trainer.lze.state) == 0
+        assert not trainer.lze_enabled and len(trainer.lze.state) == 0  # its config keeps the selector it was given
     else:
         assert not fallback
         assert trainer.args.selector == "lze"

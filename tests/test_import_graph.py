@@ -18,7 +18,6 @@ METHOD_LAYER = [
     "lze_trl.prompt_ids",
     "lze_trl.pruning",
     "lze_trl.run",
-    "lze_trl.experimental.rollout_filter",
     "lze_trl.selectors",
 ]
 ANALYSIS = ["lze_trl.plotting", "lze_trl.state"]
@@ -67,7 +66,7 @@ def test_graph_parser_sees_the_trainer_imports():
     # guards the checks below against a parser that finds no edges at all
     graph = import_graph()
     assert {"lze_trl.config", "lze_trl.run", "lze_trl.selectors", "lze_trl.state"} <= graph["lze_trl.trainer"]
-    assert "lze_trl.selectors.base" in graph["lze_trl.selectors.dapo"]
+    assert "lze_trl.selectors.base" in graph["lze_trl.selectors.builtin"]
 
 
 def test_no_import_cycle():
@@ -90,3 +89,19 @@ def test_method_layer_imports_neither_torch_nor_trl():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_package_never_imports_the_experimental_modes_or_the_benchmarks():
+    # The modes that lost their benchmarks live in benchmarks/experimental (and the peers in benchmarks/peers), outside
+    # the wheel: no module of the package imports them, at module level or lazily, and none branches on their settings.
+    experimental = ("fresh_fraction", "rollout_filter", "replay_", "dapo_max_resample")
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                assert not (node.module or "").startswith(("benchmarks", "lze_trl.experimental")), path
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("benchmarks") for a in node.names), path
+            elif isinstance(node, ast.Attribute) and node.attr.startswith(experimental):
+                raise AssertionError(f"{path.name} reads the experimental setting {node.attr!r}")
+    assert not (PACKAGE / "experimental").exists()

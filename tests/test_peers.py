@@ -256,7 +256,7 @@ def test_softmax_allocation_rolls_prompts_out_as_often_as_their_counts(tmp_path)
     per_epoch = len(log) // 2  # 8 groups per epoch, two epochs
     first, second = log.iloc[:per_epoch], log.iloc[per_epoch:]
     np.testing.assert_array_equal(np.bincount(first["prompt_id"], minlength=8), np.ones(8))
-    counts = np.bincount(trainer.train_sampler.epoch_rows, minlength=8)
+    counts = np.bincount(trainer.lze.position.rows, minlength=8)
     assert counts.sum() == 8 and counts.max() >= 2 and (counts == 0).any()
     np.testing.assert_array_equal(np.bincount(second["prompt_id"], minlength=8), counts)
     # Prompts always or never solved in the first epoch (mixed_reward: prompt 0 never, prompt 8 would be always)
@@ -366,7 +366,7 @@ def test_two_processes_prefilter_and_softmax_agree(tmp_path):
             np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=f"{selector}: {key}")
         selection = infos[0]["selection"]
         if selector == "softmax":  # 8 prompts, 4 groups per generation batch: epochs of 2 steps
-            counts = np.bincount(ranks[0]["sampler.rows"], minlength=8)
+            counts = np.bincount(ranks[0]["position.rows"], minlength=8)
             assert counts.sum() == 8 and counts.max() >= 2
             last_epoch = [i for g, i in zip(selection["generation"], selection["prompt_id"]) if g >= 2]
             np.testing.assert_array_equal(np.bincount(last_epoch, minlength=8), counts)

@@ -20,15 +20,15 @@ def test_first_observation_then_ema_last_and_counts():
     assert row["last_pass_rate"][0] == 0.75 and row["num_observations"][0] == 2 and row["last_generation"][0] == 3
 
 
-def test_dead_streak_counts_consecutive_dead_observations_on_one_side():
+def test_saturated_streak_counts_consecutive_dead_observations_on_one_side():
     state = PromptState()
     for p in (1.0, 1.0, 0.5, 0.0, 0.0, 0.0, 1.0):
         state.observe([7], [p], generation=0)
-    assert state.get([7])["dead_streak"][0] == 1  # all-correct once, after three all-wrong
+    assert state.get([7])["saturated_streak"][0] == 1  # all-correct once, after three all-wrong
     state.observe([7], [1.0], generation=1)
-    assert state.get([7])["dead_streak"][0] == 2
+    assert state.get([7])["saturated_streak"][0] == 2
     state.observe([8, 8], [0.0, 1.0], generation=2)  # one call, both sides: their mean is alive
-    assert state.get([8])["dead_streak"][0] == 0
+    assert state.get([8])["saturated_streak"][0] == 0
 
 
 def test_nan_pass_rate_leaves_the_prompt_untouched():
@@ -67,7 +67,7 @@ def test_state_dict_roundtrip_with_large_ids_and_growth_after_loading():
     for name in COLUMNS:
         np.testing.assert_array_equal(restored.get(big)[name], state.get(big)[name], err_msg=name)
     restored.observe([99], [0.5], generation=2)  # a new prompt starts from scratch, not from stale memory
-    assert restored.get([99])["num_observations"][0] == 1 and restored.get([99])["dead_streak"][0] == 0
+    assert restored.get([99])["num_observations"][0] == 1 and restored.get([99])["saturated_streak"][0] == 0
     with pytest.raises(ValueError, match="lacks the columns"):
         PromptState().load_state_dict({"prompt_id": np.arange(2)})
 

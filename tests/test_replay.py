@@ -5,8 +5,8 @@ import pytest
 import torch
 from testing_utils import logged, make_trainer, mixed_reward, prompt_dataset
 
-from lze_trl.experimental.replay import ReplayBuffer, load_rows, trim_group
-from lze_trl.experimental.replay_step import fit_owners
+from benchmarks.experimental.replay import ReplayBuffer, load_rows, trim_group
+from benchmarks.experimental.replay_plan import fit_owners
 from lze_trl.guards import LZEWarning
 from lze_trl.state import LZEStateError
 
@@ -128,7 +128,7 @@ def test_replay_generates_a_quarter_and_fills_the_update_from_the_buffer(tmp_pat
     assert max(logged(trainer, "lze/update_tokens")) > 2 * 4 * 6 * 0.5
     ratios = logged(trainer, "lze/replay_ratio_mean")
     assert all(0.5 < r < 2.0 for r in ratios) and logged(trainer, "lze/replay_buffer_groups")[-1] > 0
-    buffer = trainer.lze.replay
+    buffer = trainer.replay
     assert (buffer.meta["uses"] <= 2).all() and buffer.stats["replayed"] > 0
 
 
@@ -184,13 +184,13 @@ def test_resume_with_a_full_buffer_is_exact(tmp_path):
         np.testing.assert_array_equal(arrays[key], full_arrays[key], err_msg=key)
     for a, b in zip(full.model.parameters(), resumed.model.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
-    assert set(resumed.lze.replay.rows) == set(full.lze.replay.rows)
+    assert set(resumed.replay.rows) == set(full.replay.rows)
 
 
 def test_replay_needs_whole_groups_per_process_and_no_refill(tmp_path):
     from types import SimpleNamespace
 
-    from lze_trl.experimental.settings import check_replay
+    from benchmarks.experimental.config import check_replay
 
     # 2 processes x 6 rows: TRL accepts groups of 4 straddling the processes, replay does not
     two_processes = SimpleNamespace(fresh_fraction=0.5, steps_per_generation=1, dapo_max_resample=0)

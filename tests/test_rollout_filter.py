@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from lze_trl.experimental.dead_prediction import CALIBRATION_BINS, beta_binomial_dead, isotonic_increasing
-from lze_trl.experimental.rollout_filter import RolloutFilter
+from benchmarks.experimental.dead_prediction import CALIBRATION_BINS, beta_binomial_dead, isotonic_increasing
+from benchmarks.experimental.rollout_filter import RolloutFilter
 from lze_trl.prompt_state import PromptState
 
 
@@ -172,7 +172,7 @@ def test_skipping_cuts_the_dead_share_and_audits_count_wrong_skips():
     assert m["rollout_filter/wrong_skip_rate"] < 0.3
 
 
-def test_greso_mode_skips_by_dead_streak_only():
+def test_greso_mode_skips_by_saturated_streak_only():
     true, always_dead = pool(n=2000)
     f = Filter(len(true), G, mode="greso", audit_fraction=0.0, seed=1, calibration=False)
     records = simulate(f, true, epochs=4)
@@ -272,10 +272,10 @@ def test_bad_settings_are_rejected():
     ],
 )
 def test_config_names_the_bad_setting(tmp_path, setting, value, match):
-    from lze_trl import LZEGRPOConfig
+    from benchmarks.experimental import ExperimentalConfig
 
     with pytest.raises(ValueError, match=match):
-        LZEGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **{setting: value})
+        ExperimentalConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **{setting: value})
 
 
 # ----------------------------------------------------------------------------------------------- online calibration

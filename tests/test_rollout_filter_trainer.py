@@ -49,13 +49,13 @@ def test_rollout_filter_generates_fewer_dead_groups(tmp_path, granularity):
         rollout_filter="lze",
         rollout_filter_granularity=granularity,
     )
-    assert plain.lze.rollout_filter is None
+    assert getattr(plain, "rollout_filter", None) is None
     dead_plain = dead_share_after_first_epoch(plain, 8)
     dead_filtered = dead_share_after_first_epoch(filtered, 8)
     assert dead_plain > 0.6  # three quarters of the prompts are always solved
     assert dead_filtered < 0.35 and dead_filtered < dead_plain - 0.3
     # the always-solved prompts were predicted dead and skipped; the metrics say so
-    f = filtered.lze.rollout_filter
+    f = filtered.rollout_filter
     assert f.totals["skipped"] > 0
     logs = [e for e in filtered.state.log_history if "lze/rollout_filter/brier" in e]
     assert logs and logs[-1]["lze/rollout_filter/skipped_total"] > 0
@@ -65,12 +65,12 @@ def test_rollout_filter_generates_fewer_dead_groups(tmp_path, granularity):
         # the epoch's pool excludes most always-solved prompts (a few may be audited or put back by the cap) and keeps
         # most of the others (an alive prompt whose last group came back dead is predicted dead: mu = 1)
         keep = np.zeros(32, dtype=bool)
-        keep[filtered.train_sampler.epoch_rows] = True
+        keep[filtered.lze.position.rows] = True
         assert keep[0::4].sum() >= 4 and keep.sum() - keep[0::4].sum() <= 4
     else:
         # decided per batch: the epoch's order is every prompt, and its batches hold mostly unsolved prompts
-        assert len(filtered.train_sampler.epoch_rows) == 32
-        generated = np.concatenate(filtered.train_sampler.epoch_record)
+        assert len(filtered.lze.position.rows) == 32
+        generated = np.concatenate(filtered.train_sampler.record.batches)
         assert np.mean(generated % 4 == 0) >= 0.75
         # without a prior column, prompts never seen are never skipped: the first 8 batches are plain GRPO's
         log = filtered.selection_log.to_pandas()
@@ -105,7 +105,7 @@ def test_calibrated_rollout_filter_learns_its_map_and_resumes_exactly(tmp_path, 
         save_steps=1,
     )
     full = train(tmp_path / "full", **overrides)
-    f = full.lze.rollout_filter
+    f = full.rollout_filter
     assert f.calibration is not None and f.calibration.count.sum() > 0
     # plain GRPO: > 0.6 (first test); per batch a quarter of the slots are audits of skipped (mostly dead) prompts
     assert dead_share_after_first_epoch(full, 8) < (0.5 if granularity == "batch" else 0.35)
@@ -113,7 +113,7 @@ def test_calibrated_rollout_filter_learns_its_map_and_resumes_exactly(tmp_path, 
     assert len(logs) == 14 and logs[-1]["lze/rollout_filter/brier_raw_total"] > 0
     # the map's statistics are part of the checkpointed state: a resumed run ends in the same state
     full_arrays, full_counters = full.lze_state()
-    assert "planner.calibration.count" in full_arrays
+    assert "rollout_filter.calibration.count" in full_arrays
     resumed = make_trainer(
         tmp_path / "full",
         reward=three_quarters_solved,
@@ -146,7 +146,7 @@ def test_greso_mode_and_refill_and_pruning_work_together(tmp_path, granularity):
         rollout_filter_granularity=granularity,
     )
     plans = []
-    f = trainer.lze.rollout_filter
+    f = trainer.rollout_filter
     plan_epoch, plan_batch = f.plan_epoch, f.plan_batch
 
     def mask(rows):
@@ -181,7 +181,7 @@ def test_greso_mode_and_refill_and_pruning_work_together(tmp_path, granularity):
         if exempt is not None and keep.any():
             assert keep[exempt & available].all()
     assert any(not available.all() for available, _, _ in plans)
-    assert trainer.lze.rollout_filter.totals["observed"] > 0
+    assert trainer.rollout_filter.totals["observed"] > 0
 
 
 def test_rollout_filter_needs_a_map_style_dataset(tmp_path):
@@ -198,7 +198,7 @@ def test_prior_column_must_exist(tmp_path):
 
 
 def test_rollout_filter_figure_plots_the_logged_predictions(tmp_path):
-    from lze_trl.plotting import load_log_history, rollout_filter_figure
+    from benchmarks.experimental.plotting import load_log_history, rollout_filter_figure
 
     train(tmp_path, max_steps=10, save_strategy="steps", save_steps=10, selection_ratio=1.0, rollout_filter="lze")
     history = load_log_history(tmp_path / "out")  # read back from the checkpoint's trainer_state.json

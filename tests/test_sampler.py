@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 from trl.trainer.utils import RepeatSampler
 
+from benchmarks.experimental.sampler import BatchPlanningSampler, BatchRecord
 from lze_trl import LZERepeatSampler, LZEWarning, PromptPruner, PromptState
+from lze_trl.run import DataPosition
 
 
 def epochs(sampler, n):
@@ -36,49 +38,69 @@ def test_epoch_order_is_a_function_of_seed_and_epoch():
     assert list(a) != list(b)
 
 
+def resumed_position(sampler_or_position, batches_in_epoch, epoch=None):
+    """The position a resumed run restores: a saved one (or a fresh one at `epoch`), `batches_in_epoch` in."""
+    position = DataPosition()
+    if isinstance(sampler_or_position, LZERepeatSampler):
+        position.load_state_dict(sampler_or_position.position.state_dict())
+    if epoch is not None:
+        position.epoch = epoch
+    position.batches_in_epoch, position.resumed_from = batches_in_epoch, "checkpoint-x"
+    return position
+
+
 def test_resume_skips_batches_and_offsets_epochs():
     full = LZERepeatSampler(24, mini_repeat_count=2, batch_size=4, repeat_count=3, seed=5)
     full.set_epoch(2)
     reference = list(full)
-    resumed = LZERepeatSampler(24, mini_repeat_count=2, batch_size=4, repeat_count=3, seed=5)
-    resumed.resume(epoch=2, batches_done=4)  # 4 dataloader batches = 1 generation batch x 3 repeats + 1
+    # 4 dataloader batches = 1 generation batch x 3 repeats + 1
+    position = resumed_position(None, 4, epoch=2)
+    resumed = LZERepeatSampler(24, mini_repeat_count=2, batch_size=4, repeat_count=3, seed=5, position=position)
     resumed.set_epoch(0)  # the Trainer's own count may differ: the sampler keeps its own
     assert resumed.epoch == 2
     assert list(resumed) == reference[4 * 8 :]
     resumed.set_epoch(1)
-    assert resumed.epoch == 3
+    assert resumed.epoch == 3 and position.batches_in_epoch == 0  # a new epoch starts counting afresh
+
+
+def test_a_resume_at_the_end_of_an_epoch_goes_on_with_the_next_and_redoes_no_random_state():
+    position = resumed_position(None, 6 * 3, epoch=1)  # 24 prompts / 4 = 6 generation batches x 3 repeats: all done
+    resumed = LZERepeatSampler(24, mini_repeat_count=2, batch_size=4, repeat_count=3, seed=5, position=position)
+    resumed.set_epoch(0)
+    full = LZERepeatSampler(24, mini_repeat_count=2, batch_size=4, repeat_count=3, seed=5)
+    full.set_epoch(2)
+    assert list(resumed) == list(full)
+    assert position.epoch == 2 and position.resumed_from is None  # no RNG state to reload: a new iterator anyway
 
 
 class Planner:
     """An epoch planner from plain functions of `(epoch, order)`; counts its calls."""
 
-    def __init__(self, plan_epoch=None, plan_batch=None):
+    def __init__(self, plan_epoch=None):
         self.calls = []
         self._plan_epoch = plan_epoch or (lambda epoch, order: order)
-        if plan_batch is not None:
-            self.plan_batch = plan_batch
 
     def plan_epoch(self, epoch, order):
         self.calls.append(epoch)
         return self._plan_epoch(epoch, order)
 
 
-def pruning_planner(pruned_rows, replay_fraction=0.0, num_prompts=20):
+def pruning_planner(pruned_rows, revisit_fraction=0.0, num_prompts=20):
     """Forward pruning of `pruned_rows` through the real pruner and table (ids are the rows)."""
-    state, pruner = PromptState(), PromptPruner(solved_after=1, replay_fraction=replay_fraction, seed=0)
+    state, pruner = PromptState(), PromptPruner(solved_after=1, revisit_fraction=revisit_fraction, seed=0)
     state.observe(np.asarray(pruned_rows), np.ones(len(pruned_rows)), generation=0)
     return Planner(lambda epoch, order: pruner.plan_epoch(epoch, order, order, state)), pruner
 
 
-def test_pruned_prompts_are_skipped_except_replays():
-    planner, pruner = pruning_planner(np.arange(8), replay_fraction=0.25)
+def test_pruned_prompts_are_skipped_except_revisits():
+    planner, pruner = pruning_planner(np.arange(8), revisit_fraction=0.25)
     sampler = LZERepeatSampler(20, mini_repeat_count=2, batch_size=2, seed=0, planner=planner)
     sampler.set_epoch(1)
     seen = set(sampler)
-    replayed = set(pruner.replayed_ids.tolist())
-    assert len(replayed) == 2
-    assert seen == (set(range(8, 20)) | replayed)
-    assert sampler.groups_skipped == 6
+    revisited = set(pruner.revisited_ids.tolist())
+    assert len(revisited) == 2
+    assert seen == (set(range(8, 20)) | revisited)
+    assert sampler.position.groups_skipped(20) == 6
     # order among kept prompts is the unpruned permutation's order
     unpruned = LZERepeatSampler(20, mini_repeat_count=2, batch_size=2, seed=0)
     unpruned.set_epoch(1)
@@ -87,7 +109,7 @@ def test_pruned_prompts_are_skipped_except_replays():
     # the skipped groups add up over epochs
     sampler.set_epoch(2)
     list(sampler)
-    assert sampler.groups_skipped == 6 + 20 - len(sampler.epoch_rows)
+    assert sampler.position.groups_skipped(20) == 6 + 20 - len(sampler.position.rows)
 
 
 def _counts_of(sampler, mini_repeat_count):
@@ -108,7 +130,7 @@ def test_a_planner_can_repeat_prompts_and_the_epoch_follows_its_order():
     np.testing.assert_array_equal(_counts_of(sampler, 2), counts)
     perm = LZERepeatSampler(10, mini_repeat_count=1, seed=3).permutation(1)
     expected = [i for c in range(3) for i in perm if counts[i] > c]
-    assert sampler.epoch_rows.tolist() == expected
+    assert sampler.position.rows.tolist() == expected
 
 
 def test_resume_takes_the_saved_rows_and_does_not_ask_the_planner_again():
@@ -119,8 +141,8 @@ def test_resume_takes_the_saved_rows_and_does_not_ask_the_planner_again():
     assert len(reference) == 24 * 2 and planner.calls == [1]
     # A resumed sampler takes the saved rows and does not ask again, even if the answer would now differ.
     other = Planner(lambda e, order: order[:3])
-    resumed = LZERepeatSampler(12, mini_repeat_count=2, batch_size=3, seed=1, planner=other)
-    resumed.resume(epoch=1, batches_done=2, state=sampler.state_dict())
+    position = resumed_position(sampler, 2)
+    resumed = LZERepeatSampler(12, mini_repeat_count=2, batch_size=3, seed=1, planner=other, position=position)
     resumed.set_epoch(0)
     assert list(resumed) == reference[2 * 6 :]
     assert other.calls == []
@@ -152,9 +174,21 @@ def chunks(indices, mini_repeat_count):
     return indices[::mini_repeat_count]
 
 
+def batch_planning(num_samples, planner, record=None, position=None, **kwargs):
+    """The experimental per-batch sampler (benchmarks.experimental.sampler) around `planner`."""
+    return BatchPlanningSampler(
+        num_samples,
+        planner=planner,
+        plan_batch=planner.plan_batch,
+        record=record or BatchRecord(),
+        position=position,
+        **kwargs,
+    )
+
+
 def test_batch_planner_decides_each_batch_when_it_is_drawn():
     planner = ShiftingPlanner()
-    sampler = LZERepeatSampler(40, mini_repeat_count=2, batch_size=4, repeat_count=2, seed=3, planner=planner)
+    sampler = batch_planning(40, planner, mini_repeat_count=2, batch_size=4, repeat_count=2, seed=3)
     sampler.set_epoch(0)
     stream = iter(sampler)
     first = [next(stream) for _ in range(2 * 4 * 2)]  # one generation batch, repeated twice
@@ -164,17 +198,21 @@ def test_batch_planner_decides_each_batch_when_it_is_drawn():
     first_batch = chunks(first, 2)[:4]
     assert all(i % 2 for i in first_batch) and all(i % 3 for i in chunks(rest, 2))
     assert first[:8] == first[8:]  # the repeat_count copies of a generation batch are the same batch
-    assert sampler.epoch_exhausted and sampler.epoch_record[0] == first_batch
-    assert [len(c) for c in sampler.epoch_record] == [4] * len(sampler.epoch_record)
+    assert sampler.record.exhausted and sampler.record.batches[0] == first_batch
+    assert [len(c) for c in sampler.record.batches] == [4] * len(sampler.record.batches)
+    walked = sampler.record.cursor - 4 * len(sampler.record.batches)
+    assert walked > 0 and sampler.position.groups_skipped(40) == walked  # rows walked past count as skipped
 
 
 def test_batch_planner_resume_replays_the_recorded_batches_then_decides_on():
     def run(resume_at=None, saved=None):
         planner = ShiftingPlanner()
-        sampler = LZERepeatSampler(40, mini_repeat_count=1, batch_size=4, seed=3, planner=planner)
+        record, position = BatchRecord(), None
         if saved is not None:
-            sampler.resume(1, resume_at, saved)
+            record.load_state_dict(saved[0].state_dict())
+            position = resumed_position(saved[1], resume_at)
             planner.modulus = 3
+        sampler = batch_planning(40, planner, record, position, mini_repeat_count=1, batch_size=4, seed=3)
         sampler.set_epoch(1)
         out = []
         for i, index in enumerate(sampler):
@@ -192,8 +230,9 @@ def test_batch_planner_resume_replays_the_recorded_batches_then_decides_on():
     for b in range(3):
         walk.modulus = 2 if b < 2 else 3
         _, cursor = walk.plan_batch(1, b, order, cursor, 4)
-    sampler.epoch_record, sampler.epoch_cursor, sampler.epoch_exhausted = sampler.epoch_record[:3], cursor, False
-    resumed, _, planner = run(resume_at=2, saved=sampler.state_dict())
+    record = sampler.record
+    record.batches, record.cursor, record.exhausted = record.batches[:3], cursor, False
+    resumed, _, planner = run(resume_at=2, saved=(record, sampler))
     assert resumed == full[8:]
     assert planner.calls[0][1] == 3  # decisions resume with the epoch's fourth batch
 
@@ -201,9 +240,10 @@ def test_batch_planner_resume_replays_the_recorded_batches_then_decides_on():
 def test_an_epoch_pruned_below_one_batch_says_why_it_yields_nothing():
     for lazy in (False, True):
         planner, _ = pruning_planner(np.arange(9))  # 3 prompts left: fewer than a batch of 4
+        sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, planner=planner)
         if lazy:
             planner.plan_batch = ShiftingPlanner().plan_batch
-        sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, planner=planner)
+            sampler = batch_planning(12, planner, mini_repeat_count=2, batch_size=4, seed=0)
         sampler.set_epoch(1)
         with pytest.warns(LZEWarning, match=r"Epoch 1 has no generation batch.*3 of 12 prompts.*prune_solved_after"):
             assert list(sampler) == []

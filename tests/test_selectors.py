@@ -1,4 +1,5 @@
-"""The paper's peers and controls as selectors: their decisions on hand-built batches, then short trainer runs."""
+"""The paper's peers and controls as selectors (`benchmarks/peers`, registered from outside the package): their
+decisions on hand-built batches, then short trainer runs."""
 
 import json
 from pathlib import Path
@@ -17,13 +18,13 @@ from testing_utils import (
     run_torchrun,
 )
 
+from benchmarks.experimental.refill import fit_groups
+from benchmarks.peers.dapo import DAPOSelector
+from benchmarks.peers.reinforce_rej import ReinforceRejSelector
+from benchmarks.peers.uniform import UniformLiveSelector, UniformSelector
 from lze_trl.prompt_state import PromptState
-from lze_trl.refill import fit_groups
 from lze_trl.selection import group_pass_rates, live_groups
 from lze_trl.selectors import SELECTORS, GroupBatch, Selector, get_selector
-from lze_trl.selectors.dapo import DAPOSelector
-from lze_trl.selectors.reinforce_rej import ReinforceRejSelector
-from lze_trl.selectors.uniform import UniformLiveSelector, UniformSelector
 
 
 def settings(**overrides):
@@ -113,8 +114,6 @@ def test_dapo_keeps_the_live_groups():
     ]
     weights = DAPOSelector(settings()).select(batch(rewards=rewards))
     np.testing.assert_array_equal(weights, [0, 0, 1, 0, 1, 0, 1])
-    assert DAPOSelector(settings()).refill_rounds == 0
-    assert DAPOSelector(settings(dapo_max_resample=3)).refill_rounds == 3
 
 
 def test_fit_groups_fills_each_process_without_overflow():
@@ -305,8 +304,11 @@ def test_energy_ablations_end_to_end(tmp_path, terms):
 
 def test_masking_and_refilling_selectors_need_a_map_style_dataset(tmp_path):
     iterable = IterableDataset.from_generator(lambda: iter([{"prompt": f"{i}+1="} for i in range(8)]))
-    for selector, extra in [("reinforce_rej", {}), ("dapo", {"dapo_max_resample": 1})]:
-        with pytest.raises(ValueError, match=f"selector='{selector}' needs a map-style train dataset"):
+    for selector, extra, setting in [
+        ("reinforce_rej", {}, "selector='reinforce_rej'"),
+        ("dapo", {"dapo_max_resample": 1}, "dapo_max_resample=1"),
+    ]:
+        with pytest.raises(ValueError, match=f"{setting} needs a map-style train dataset"):
             make_trainer(tmp_path, selector, dataset=iterable, **extra)
 
 

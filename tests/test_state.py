@@ -23,7 +23,7 @@ from lze_trl.state import LZEStateError
 
 # ----------------------------------------------------------------------------------------------- the state file
 def test_state_round_trip_and_a_file_without_counters(tmp_path):
-    arrays = {"prompts.ema_pass_rate": np.linspace(0, 1, 5), "pruner.replayed_ids": np.array([3, 9])}
+    arrays = {"prompts.ema_pass_rate": np.linspace(0, 1, 5), "pruner.revisited_ids": np.array([3, 9])}
     counters = {"generation": 3, "step": 12, "dataset": {"size": 5, "hash": "ab"}}
     lze_state.save_state(str(tmp_path), arrays, counters)
     loaded, loaded_counters = lze_state.load_state(str(tmp_path))
@@ -191,9 +191,12 @@ def test_resume_refuses_another_train_dataset(full_run, tmp_path):
     shuffled = prompt_dataset(16).select(list(reversed(range(16))))
     with pytest.raises(LZEStateError, match="content differs"):
         saving_trainer(tmp_path / "b", dataset=shuffled).train(resume_from_checkpoint=checkpoint)
-    # Extra columns do not change the prompts: the state still fits.
-    same = prompt_dataset(16).add_column("level", [0] * 16)
-    trainer = saving_trainer(tmp_path / "c", dataset=same)
+    # A row's identity is its whole content: a new column makes other tasks of the same prompts, refused too.
+    with pytest.raises(LZEStateError, match="content differs"):
+        saving_trainer(tmp_path / "c", dataset=prompt_dataset(16).add_column("level", [0] * 16)).train(
+            resume_from_checkpoint=checkpoint
+        )
+    trainer = saving_trainer(tmp_path / "c2", dataset=prompt_dataset(16))  # the same rows: the state fits
     trainer.train(resume_from_checkpoint=checkpoint)
     assert trainer.state.global_step == 8
     # Opt-out: a fresh state on purpose.

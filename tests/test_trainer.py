@@ -159,7 +159,7 @@ def test_correctness_reward_picks_the_reward_function(tmp_path):
 
 
 def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
-    from lze_trl.prompt_ids import content_hash
+    from lze_trl.prompt_ids import row_key
 
     seen = set()
 
@@ -172,7 +172,7 @@ def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
     )
     trainer.train()
     assert len(seen) == 2 * 2  # 2 steps x 2 groups
-    assert sorted(trainer.lze.state.index.sorted_ids.tolist()) == sorted(content_hash(p) for p in seen)
+    assert sorted(trainer.lze.state.index.sorted_ids.tolist()) == sorted(row_key({"prompt": p}) for p in seen)
 
 
 def test_lora_run_updates_only_adapters(tmp_path):

@@ -161,11 +161,11 @@ def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir
         max_steps=6,
         prune_solved=True,
         prune_solved_after=1,
-        prune_replay_fraction=0.0,
+        prune_revisit_fraction=0.0,
     )
     calls = record_vllm(trainer)
     trainer.train()
-    assert trainer.train_sampler.groups_skipped > 0
+    assert trainer.lze.position.groups_skipped(len(trainer.train_dataset)) > 0
     assert {n for prompts in calls["prompts"][:4] for n in prompts} == set(range(8))  # epoch 0: every prompt
     assert calls["pruned"][4] >= set(range(0, 8, 2))  # every even prompt was solved and pruned after epoch 0
     later = [n for prompts in calls["prompts"][4:] for n in prompts]
@@ -254,7 +254,7 @@ def test_rollout_filter_chooses_the_batch_before_vllm_sees_it(tmp_path, model_di
     def recording_generate(prompts, *args, **kwargs):
         sampler = trainer.train_sampler
         if granularity == "epoch":
-            pools.append(set(sampler.epoch_rows.tolist()))
+            pools.append(set(sampler.position.rows.tolist()))
         else:  # the batches decided so far in the epoch (the data loader reads one ahead)
             pools.append({n for chunk in sampler.epoch_record for n in chunk})
         return generate(prompts, *args, **kwargs)
@@ -269,7 +269,7 @@ def test_rollout_filter_chooses_the_batch_before_vllm_sees_it(tmp_path, model_di
     later = {n for prompts in calls["prompts"][4:] for n in prompts}
     solved = {n for n in range(16) if n % 4}
     assert len(later & solved) < len(solved) / 2  # most always-solved prompts were skipped after the first steps
-    assert trainer.lze.rollout_filter.totals["skipped"] > 0
+    assert trainer.rollout_filter.totals["skipped"] > 0
 
 
 def test_replay_generates_only_the_fresh_share_with_vllm(tmp_path, model_dir):

@@ -26,7 +26,8 @@ from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 # The settings of every tiny training run: 8 rollouts per micro-batch in groups of 4 (2 prompts per step), 6-token
-# completions, one log entry per step, nothing saved, CPU, seed 0.
+# completions, one log entry per step, nothing saved, CPU, float32 (GRPOConfig's default bf16=True autocasts to
+# bfloat16, about 30x slower on a CPU without bf16 instructions), seed 0.
 TINY_ARGS: dict[str, Any] = dict(
     per_device_train_batch_size=8,
     num_generations=4,
@@ -37,6 +38,7 @@ TINY_ARGS: dict[str, Any] = dict(
     learning_rate=1e-3,
     save_strategy="no",
     use_cpu=True,
+    bf16=False,
     seed=0,
     disable_tqdm=True,
 )
@@ -161,8 +163,31 @@ def tiny_config(output_dir, config_class=LZEGRPOConfig, **overrides):
     return config_class(**{**TINY_ARGS, "output_dir": str(output_dir), **overrides})
 
 
+def experimental(overrides: dict[str, Any]) -> bool:
+    """Whether `overrides` set a setting of the experimental modes (`benchmarks.experimental`) off its default."""
+    from dataclasses import fields
+
+    from benchmarks.experimental import ExperimentalConfig
+    from benchmarks.harness.specs import EXPERIMENTAL_FIELDS
+
+    defaults = {f.name: f.default for f in fields(ExperimentalConfig)}
+    return any(key in EXPERIMENTAL_FIELDS and value != defaults[key] for key, value in overrides.items())
+
+
 def lze_args(tmp_path, **overrides) -> LZEGRPOConfig:
-    """The `LZEGRPOConfig` of a tiny run (`tiny_config`) in `tmp_path / "out"`, or in `overrides["output_dir"]`."""
+    """
+    The `LZEGRPOConfig` of a tiny run (`tiny_config`) in `tmp_path / "out"`, or in `overrides["output_dir"]`; an
+    `ExperimentalConfig` when `overrides` set an experimental mode's setting.
+    """
+    if "config_class" not in overrides:
+        if experimental(overrides):
+            from benchmarks.experimental import ExperimentalConfig
+
+            overrides["config_class"] = ExperimentalConfig
+        else:  # the core's config: drop the experimental settings left at their defaults
+            from benchmarks.harness.specs import EXPERIMENTAL_FIELDS
+
+            overrides = {k: v for k, v in overrides.items() if k not in EXPERIMENTAL_FIELDS}
     return tiny_config(overrides.pop("output_dir", Path(tmp_path) / "out"), **overrides)
 
 
@@ -198,10 +223,14 @@ def make_trainer(
             Config fields (see `lze_args`).
 
     Returns:
-        `LZEGRPOTrainer`: the trainer, not trained yet.
+        `LZEGRPOTrainer`: the trainer, not trained yet (an `ExperimentalLZETrainer` when `overrides` set an
+        experimental mode's setting).
     """
     tokenizer = char_tokenizer() if tokenizer is None else tokenizer
-    return LZEGRPOTrainer(
+    trainer_class = LZEGRPOTrainer
+    if experimental(overrides):
+        from benchmarks.experimental import ExperimentalLZETrainer as trainer_class
+    return trainer_class(
         model=tiny_qwen2(tokenizer) if model is None else model,
         reward_funcs=reward,
         args=lze_args(tmp_path, selector=selector, **overrides),

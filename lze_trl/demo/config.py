@@ -23,11 +23,14 @@ class MethodSpec:
             [`LZEGRPOConfig`] fields set for this run only, e.g. `{"selector": "none"}`.
         trainer_cls (`type`, *optional*):
             A subclass of [`MeteredLZEGRPOTrainer`] to train this run with (experiments); defaults to that class.
+        config_cls (`type`, *optional*):
+            A subclass of [`LZEGRPOConfig`] that `trainer_cls` takes (experiments); defaults to that class.
     """
 
     name: str
     overrides: dict[str, Any] = field(default_factory=dict)
     trainer_cls: type | None = None
+    config_cls: type | None = None
 
 
 def default_methods() -> list[MethodSpec]:
@@ -205,4 +208,4 @@ def lze_config(config: DemoConfig, method: MethodSpec, output_dir: str) -> LZEGR
     )
     values.update(config.overrides)
     values.update(method.overrides)
-    return LZEGRPOConfig(**values)
+    return (method.config_cls or LZEGRPOConfig)(**values)

@@ -10,8 +10,8 @@ A prompt group is *in the learning zone* when its pass rate is strictly between 
 non-zero energy and can be selected.
 
 Modules: `tables` (loading a run and the tables derived from its selection log), `base` (colours, figure helpers),
-`zones` (learning-zone figures), `trajectories` (per-prompt figures, run comparisons, `plot_run`), `rollout_filter`
-(the rollout-side selection figure). Everything public is importable from `lze_trl.plotting`.
+`zones` (learning-zone figures), `trajectories` (per-prompt figures, run comparisons, `plot_run`). Everything public is
+importable from `lze_trl.plotting`.
 
 Example:
 
@@ -26,8 +26,7 @@ figures = plot_run(prompts, log, by="difficulty", output_dir="outputs/my-run/plo
 from ..selection import in_learning_zone, zone_state
 from ..state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from .base import OTHER_COLOR, SELECTED_COLOR, ZONE_COLORS, PathLike, figure_to_png, new_figure, save_figure
-from .rollout_filter import ROLLOUT_FILTER_PREFIX, load_log_history, rollout_filter_figure
-from .tables import learning_zone_events, learning_zone_summary, load_run, replay_events, selection_histograms
+from .tables import learning_zone_events, learning_zone_summary, load_run, revisit_events, selection_histograms
 from .trajectories import STANDARD_PLOTS, compare_runs, pass_rate_trajectories, plot_run, selection_raster
 from .zones import (
     learning_zone_flow,
@@ -44,7 +43,6 @@ __all__ = [
     "SELECTION_LOG_PARQUET",
     "OTHER_COLOR",
     "PathLike",
-    "ROLLOUT_FILTER_PREFIX",
     "SELECTED_COLOR",
     "STANDARD_PLOTS",
     "ZONE_COLORS",
@@ -55,14 +53,12 @@ __all__ = [
     "learning_zone_flow",
     "learning_zone_histogram",
     "learning_zone_summary",
-    "load_log_history",
     "load_run",
     "new_figure",
     "pass_rate_energy_scatter",
     "pass_rate_trajectories",
     "plot_run",
-    "replay_events",
-    "rollout_filter_figure",
+    "revisit_events",
     "save_figure",
     "selected_fraction_by",
     "selection_histograms",

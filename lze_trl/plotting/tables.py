@@ -1,4 +1,4 @@
-"""Tables of a run's selection: loading a run, learning-zone events and summaries, replays, histograms."""
+"""Tables of a run's selection: loading a run, learning-zone events and summaries, revisits, histograms."""
 
 from __future__ import annotations
 
@@ -142,13 +142,13 @@ def learning_zone_summary(selection_log: pd.DataFrame, prompts: pd.DataFrame | N
     return summary
 
 
-def replay_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.DataFrame:
+def revisit_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.DataFrame:
     """
-    The observations of pruned prompts (forward pruning's replays), reconstructed from the selection log.
+    The observations of pruned prompts (forward pruning's revisits), reconstructed from the selection log.
 
     With `prune_solved=True` a prompt whose pass rate is 1 on `solved_after` consecutive observations is pruned: it is
-    only rolled out again when it is drawn for replay. So an observation that follows `solved_after` (or more)
-    consecutive fully-solved ones is a replay: it is `"forgotten"` (the prompt returns to the active pool) when its
+    only rolled out again when it is drawn for a revisit. So an observation that follows `solved_after` (or more)
+    consecutive fully-solved ones is a revisit: it is `"forgotten"` (the prompt returns to the active pool) when its
     pass rate is below 1, `"still_solved"` otherwise. Needs the log from the prompt's first observations on (a log
     truncated by `selection_log_max_rows` can miss a streak).
 
@@ -159,7 +159,7 @@ def replay_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.Data
             The run's `prune_solved_after`.
 
     Returns:
-        `pandas.DataFrame`: one row per replay: `prompt_id`, `step`, `generation`, `pass_rate`, `streak_before` and
+        `pandas.DataFrame`: one row per revisit: `prompt_id`, `step`, `generation`, `pass_rate`, `streak_before` and
         `outcome`.
     """
     import pandas as pd
@@ -174,12 +174,12 @@ def replay_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.Data
     run_id = (solved == 0).groupby(log["prompt_id"]).cumsum()
     streak = solved.groupby([log["prompt_id"], run_id]).cumsum()
     streak_before = streak.groupby(log["prompt_id"]).shift(1).fillna(0).astype(int)
-    replays = log[streak_before.to_numpy() >= solved_after].copy()
-    replays["streak_before"] = streak_before[replays.index]
-    replays["outcome"] = np.where(replays["pass_rate"] >= 1, "still_solved", "forgotten")
-    if "generation" not in replays.columns:
-        replays["generation"] = replays["step"]
-    return replays[columns].reset_index(drop=True)
+    revisits = log[streak_before.to_numpy() >= solved_after].copy()
+    revisits["streak_before"] = streak_before[revisits.index]
+    revisits["outcome"] = np.where(revisits["pass_rate"] >= 1, "still_solved", "forgotten")
+    if "generation" not in revisits.columns:
+        revisits["generation"] = revisits["step"]
+    return revisits[columns].reset_index(drop=True)
 
 
 def selection_histograms(selection_log: pd.DataFrame, bins: int = 20) -> dict[str, tuple[np.ndarray, np.ndarray]]:

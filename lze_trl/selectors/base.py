@@ -75,8 +75,6 @@ class Selector:
 
     - [`~Selector.plan_epoch`]: change which prompts an epoch rolls out, and how often (set `plans_rollouts = True`);
       the train sampler asks for it at the start of each epoch, after forward pruning.
-    - `refill_rounds`: ask the trainer to replace the groups weighted 0 by groups from up to that many extra
-      generation rounds per generation batch (DAPO's dynamic sampling).
     - [`~Selector.metrics`]: values logged as `lze/<name>` with each generation batch.
 
     Every decision must be a deterministic function of what the selector is given (and of its state), so that all
@@ -85,12 +83,6 @@ class Selector:
     Args:
         args ([`LZEGRPOConfig`]):
             The run's configuration; a selector reads its own settings from it.
-
-    Attributes:
-        refill_rounds (`int`):
-            Extra generation rounds the trainer may run for one generation batch to replace the groups this selector
-            weighted 0 by fresh groups it weights positively, bounded so that no process holds more rows than a
-            plain generation batch. 0 (the default): no extra rollouts.
     """
 
     name: ClassVar[str] = ""
@@ -99,7 +91,6 @@ class Selector:
     #: Whether [`~Selector.plan_epoch`] changes the epochs: the trainer then requires a map-style train dataset and,
     #: with `max_steps`, runs as many (shorter) epochs as it takes.
     plans_rollouts: ClassVar[bool] = False
-    refill_rounds: int = 0
 
     def __init__(self, args: Any) -> None:
         self.args = args
@@ -109,10 +100,9 @@ class Selector:
         """
         Validates this selector's own settings in `args`, raising a `ValueError` that names the setting and the fix.
 
-        Called by [`LZEGRPOConfig`] for every registered selector (their settings are config fields whichever selector
-        runs, so a bad value is caught even when unused). A selector registered outside the package reads its
-        settings from `args.selector_kwargs` (a dict) and checks them here: adding one touches neither the trainer nor
-        the config.
+        Called by [`LZEGRPOConfig`] for every registered selector. A selector registered outside the package reads
+        its settings from `args.selector_kwargs` (a dict) and checks them here: adding one touches neither the
+        trainer nor the config.
 
         Args:
             args ([`LZEGRPOConfig`]):

@@ -10,7 +10,7 @@ indices, [`~lze_trl.prompt_ids.PromptIds`]) from the per-prompt table, through [
   (the skipped ones are consumed, so skipping shortens the epoch);
 - granularity `"epoch"` ([`~RolloutFilter.plan_epoch`]): the epoch's prompts are decided once, at its start.
 
-A prompt is skipped when its predicted dead probability `pi` ([`~lze_trl.experimental.dead_prediction`], calibrated
+A prompt is skipped when its predicted dead probability `pi` ([`~benchmarks.experimental.dead_prediction`], calibrated
 online) exceeds the threshold (mode `"lze"`), or with probability `1 - max(0.5 ** k, 0.01)` after a dead streak `k`
 (mode `"greso"`, the GRESO-like baseline). A prompt never observed gets the prior `pi = (dead_first + 1) /
 (first + 2)` of its bucket (a value of `rollout_filter_prior_column`), which skips it only when such a column is
@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..prompt_state import PromptState
+from lze_trl.prompt_state import PromptState
+
 from .dead_prediction import Calibration, predict_dead_raw
 
 
@@ -130,7 +131,7 @@ class RolloutFilter:
         if self.mode == "lze":
             skip = pi > self.threshold
         else:
-            streak = np.abs(self.state.get(ids)["dead_streak"])
+            streak = np.abs(self.state.get(ids)["saturated_streak"])
             skip = u_skip < 1.0 - np.maximum(GRESO_BASE**streak, GRESO_MIN_KEEP)
         if not self.skip_unseen:
             skip &= seen

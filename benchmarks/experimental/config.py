@@ -1,4 +1,5 @@
-"""Settings of lze-trl's experimental modes (off by default), inherited by [`LZEGRPOConfig`], and their checks."""
+"""[`ExperimentalConfig`]: [`LZEGRPOConfig`] plus the settings of the modes that left the package (each off by
+default), and their checks."""
 
 from __future__ import annotations
 
@@ -6,24 +7,34 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..selectors.base import is_finite_number as _finite
-from ..selectors.base import is_integer_at_least, within
+from lze_trl.config import LZEGRPOConfig
+from lze_trl.selectors.base import check_setting, is_integer_at_least, within
+from lze_trl.selectors.base import is_finite_number as _finite
+
 from .rollout_filter import ROLLOUT_FILTER_GRANULARITIES, ROLLOUT_FILTER_MODES
 
 
-@dataclass(kw_only=True)  # keyword-only: LZEGRPOConfig("out") sets output_dir first, as GRPOConfig("out") does
-class ExperimentalSettings:
+@dataclass
+class ExperimentalConfig(LZEGRPOConfig):
     r"""
-    Settings of the experimental modes of [`LZEGRPOConfig`]; each is off by default.
+    Configuration of [`ExperimentalLZETrainer`]: [`LZEGRPOConfig`] plus the settings of the modes that lost their
+    benchmarks and left the package (BENCHMARKS.md sections 2, 7 and 9); each is off by default.
 
     Parameters:
+        > Parameters that control DAPO's refill rounds
+
+        dapo_max_resample (`int`, *optional*, defaults to `0`):
+            `selector="dapo"`: extra generation rounds (of one generation batch each, for fresh prompts of the
+            epoch's pool) run to refill the batch with informative groups, as DAPO's dynamic sampling does; 0 only
+            filters. >= 0. Needs a map-style train dataset.
+
         > Parameters that control rollout replay
 
         fresh_fraction (`float`, *optional*, defaults to `1.0`):
             Share of each generation batch's prompts that are generated, in (0, 1]. Below 1, each process generates
             `round(fresh_fraction * its prompts)` groups (the first of the sampler's random order) and the update
             takes its groups, by the selector, from those and from a replay buffer of recent live groups trained
-            against the log-probabilities recorded when they were generated (see `lze_trl.experimental.replay`).
+            against the log-probabilities recorded when they were generated (see `benchmarks.experimental.replay`).
             Needs a map-style train dataset and whole groups on every process (`per_device_train_batch_size *
             steps_per_generation` a multiple of `num_generations`).
         replay_buffer_size (`int`, *optional*, defaults to `512`):
@@ -38,7 +49,7 @@ class ExperimentalSettings:
         rollout_filter (`str`, *optional*, defaults to `"none"`):
             Experimental rollout-side selection: predict before generation which prompts would come back dead (all
             rollouts correct or all wrong) and skip them, so generation is spent on the learning zone (see
-            `lze_trl.experimental.rollout_filter`). `"none"`: every prompt is rolled out. `"lze"`: skip a prompt when
+            `benchmarks.experimental.rollout_filter`). `"none"`: every prompt is rolled out. `"lze"`: skip a prompt when
             its predicted dead probability exceeds `rollout_filter_threshold`. `"greso"`: the GRESO-like baseline,
             skip with probability `1 - max(0.5 ** k, 0.01)` after `k` consecutive dead observations. Needs a
             map-style train dataset. Pair it with `selection_ratio=1.0`, so that every live group it paid for
@@ -68,10 +79,13 @@ class ExperimentalSettings:
         rollout_filter_calibration (`bool`, *optional*, defaults to `True`):
             Recalibrate the predicted dead probability online before the threshold: a monotone map fitted to the run's
             own pairs of (prediction at planning, group came back dead), audits included (see
-            `lze_trl.experimental.dead_prediction`). With `rollout_filter="greso"` it changes only the logged
+            `benchmarks.experimental.dead_prediction`). With `rollout_filter="greso"` it changes only the logged
             prediction.
     """
 
+    dapo_max_resample: int = field(
+        default=0, metadata={"help": "selector='dapo': extra generation rounds to refill the batch (0: filter only)."}
+    )
     fresh_fraction: float = field(
         default=1.0, metadata={"help": "Share of each generation batch's prompts generated (below 1: rollout replay)."}
     )
@@ -117,8 +131,18 @@ class ExperimentalSettings:
         metadata={"help": "Recalibrate the predicted dead probability online (isotonic map on the run's outcomes)."},
     )
 
+    def __post_init__(self):
+        super().__post_init__()
+        for name, valid, fix in EXPERIMENTAL_CHECKS:
+            check_setting(valid(getattr(self, name)), name, getattr(self, name), fix)
+
 
 EXPERIMENTAL_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    (
+        "dapo_max_resample",
+        lambda v: is_integer_at_least(v, 0),
+        "use an integer >= 0 (0 filters without refilling; DAPO/verl allow up to 10 extra rounds).",
+    ),
     (
         "fresh_fraction",
         within(0, 1, closed_low=False),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..selection import num_to_select
-from .base import GroupBatch, Selector, register_selector
+from lze_trl.selection import num_to_select
+from lze_trl.selectors.base import GroupBatch, Selector, register_selector
 
 
 @register_selector

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .base import PathLike, _finish, _no_data, new_figure
+from lze_trl.plotting.base import PathLike, _finish, _no_data, new_figure
 
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..state import LZEStateError, atomic_write
+from lze_trl.state import LZEStateError, atomic_write
 
 
 META = ("key", "prompt_id", "owner", "birth", "uses", "pass_rate", "energy")

@@ -1,6 +1,6 @@
 r"""Predicting dead groups before generation: the Beta-binomial predictor and its online calibration.
 
-Used by the experimental rollout filter ([`lze_trl.experimental.rollout_filter`]). A group is *dead* when it is not
+Used by the experimental rollout filter ([`benchmarks.experimental.rollout_filter`]). A group is *dead* when it is not
 live ([`lze_trl.selection.live_groups`]; for binary rewards, all `G` rollouts correct or all wrong).
 
 Prediction for a prompt already rolled out, from the per-prompt table (pass rate `p_last`, EMA `ema`, dead streak
@@ -63,7 +63,7 @@ def beta_binomial_dead(q: np.ndarray, n: np.ndarray, num_generations: int) -> np
 def predict_dead_raw(table: dict[str, np.ndarray], momentum: float, num_generations: int) -> np.ndarray:
     """
     The uncalibrated `pi` of prompts with an observation, from their rows of the per-prompt table
-    ([`~lze_trl.prompt_state.PromptState.get`]: `last_pass_rate`, `ema_pass_rate`, `dead_streak`); NaN for prompts
+    ([`~lze_trl.prompt_state.PromptState.get`]: `last_pass_rate`, `ema_pass_rate`, `saturated_streak`); NaN for prompts
     never observed.
     """
     last, ema = table["last_pass_rate"], table["ema_pass_rate"]
@@ -71,7 +71,7 @@ def predict_dead_raw(table: dict[str, np.ndarray], momentum: float, num_generati
     pi = np.full(len(last), np.nan)
     if seen.any():
         q = np.clip(ema[seen] + momentum * (last[seen] - ema[seen]), 0.0, 1.0)
-        evidence = num_generations * np.clip(np.abs(table["dead_streak"][seen]), 1, MAX_STREAK_EVIDENCE)
+        evidence = num_generations * np.clip(np.abs(table["saturated_streak"][seen]), 1, MAX_STREAK_EVIDENCE)
         pi[seen] = beta_binomial_dead(q, evidence, num_generations)
     return pi
 

@@ -1,0 +1,24 @@
+"""`"dapo"`: DAPO's dynamic filtering of groups whose rewards do not vary (its refill rounds are a rollout plan of
+[`benchmarks.experimental`], `dapo_max_resample`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lze_trl.selectors.base import GroupBatch, Selector, register_selector
+
+
+@register_selector
+class DAPOSelector(Selector):
+    """
+    `"dapo"`: DAPO's dynamic filtering. A group that is not live ([`~lze_trl.selection.live_groups`]: for binary
+    rewards, all rollouts right or all wrong) carries no GRPO signal and is dropped; every live group is kept with
+    weight 1. Without refill the update simply has fewer groups; with [`ExperimentalConfig`]`(dapo_max_resample=k)`
+    the [`ExperimentalLZETrainer`] oversamples as DAPO (and verl's `max_num_gen_batches`) does
+    ([`benchmarks.experimental.refill.RefillPlan`]).
+    """
+
+    name = "dapo"
+
+    def select(self, batch: GroupBatch) -> np.ndarray:
+        return batch.live.astype(np.float64)
