@@ -50,11 +50,19 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
 
     sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT))
     from testing_utils import mixed_reward, prompt_dataset
+
+    from benchmarks.harness.specs import EXPERIMENTAL_FIELDS
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     selector, overrides = parse_run(spec)
-    config = LZEGRPOConfig(
+    config_class, trainer_class = LZEGRPOConfig, LZEGRPOTrainer
+    if any(key in EXPERIMENTAL_FIELDS for key in overrides):  # the modes outside the package (replay, ...)
+        from benchmarks.experimental import ExperimentalConfig, ExperimentalLZETrainer
+
+        config_class, trainer_class = ExperimentalConfig, ExperimentalLZETrainer
+    config = config_class(
         **overrides,
         output_dir=tempfile.mkdtemp(),
         selector=selector,
@@ -74,7 +82,7 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
         disable_tqdm=True,
         seed=0,
     )
-    trainer = LZEGRPOTrainer(
+    trainer = trainer_class(
         model=model_dir,
         reward_funcs=mixed_reward,
         args=config,

@@ -98,8 +98,6 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "seed": seed,
                 "machine": result["machine"],
-                "target": result["target"],
-                "target_train_prompts": result["target_train_prompts"],
                 "methods": {n: {"summary": m["summary"], "ratios": m["ratios"]} for n, m in result["methods"].items()},
                 "curves": {n: m["curve"] for n, m in result["methods"].items()},
             }

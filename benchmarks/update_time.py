@@ -81,7 +81,7 @@ def isolated(seed: int, accumulation: int, repeats: int) -> dict:
     import numpy as np
     import torch
 
-    from lze_trl.batching import keep_rows, take_rows
+    from lze_trl.batching import pad_rows, take_rows
 
     config = DemoConfig(seed=seed, steps=1, progress=False)
     model, tokenizer, splits, _ = prepare(config)
@@ -105,8 +105,9 @@ def isolated(seed: int, accumulation: int, repeats: int) -> dict:
     keep = np.zeros((1, rows), dtype=bool)
     keep[0, (groups[:, None] * config.num_generations + np.arange(config.num_generations)).ravel()] = True
     kept = int(keep.sum())
-    full = keep_rows(generated, keep, trainer.accelerator, accumulation)  # what the trainer hands TRL to split
-    packed_batch = keep_rows(generated, keep, trainer.accelerator, 1)  # the kept rows alone, unpadded
+    local = torch.as_tensor(keep[0])
+    full = pad_rows(generated, local, kept, accumulation, trainer.accelerator)  # what the trainer hands TRL to split
+    packed_batch = pad_rows(generated, local, kept, 1, trainer.accelerator)  # the kept rows alone, unpadded
 
     def run(micro_batches):
         start = time.process_time()

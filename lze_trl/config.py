@@ -37,10 +37,6 @@ class LZEGRPOConfig(GRPOConfig):
             package (the paper's peers and controls in the repository's `benchmarks/peers/`).
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the generation batch's groups kept for the update, in (0, 1].
-        min_selection_ratio (`float`, *optional*):
-            Lower bound of the kept fraction, in [0, `selection_ratio`]. Defaults to `min(0.3, selection_ratio)`: the
-            release's 0.3 at the default ratio, and the ratio itself below 0.3, so that `selection_ratio=0.2` alone
-            keeps 20%.
         selection_noise (`float`, *optional*, defaults to `0.05`):
             Scale of the Gumbel exploration noise added to the energies, relative to their range; 0 ranks by energy.
         > Parameters that control the energy
@@ -108,12 +104,6 @@ class LZEGRPOConfig(GRPOConfig):
     selection_ratio: float = field(
         default=0.4, metadata={"help": "Fraction of the generation batch's groups kept for the update, in (0, 1]."}
     )
-    min_selection_ratio: float | None = field(
-        default=None,
-        metadata={
-            "help": "Lower bound of the kept fraction, in [0, selection_ratio]; default min(0.3, selection_ratio)."
-        },
-    )
     selection_noise: float = field(
         default=0.05, metadata={"help": "Scale of the Gumbel exploration noise relative to the energy range."}
     )
@@ -169,10 +159,6 @@ class LZEGRPOConfig(GRPOConfig):
         validate_lze_args(self)
 
 
-DEFAULT_MIN_SELECTION_RATIO = 0.3
-"""The release's floor of the kept fraction (`rho_min`); `min_selection_ratio` defaults to the smaller of it and
-`selection_ratio`."""
-
 LZE_FIELDS = tuple(f.name for f in fields(LZEGRPOConfig) if f.name not in {g.name for g in fields(GRPOConfig)})
 
 
@@ -208,14 +194,6 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         "selection_ratio",
         args.selection_ratio,
         "use a fraction in (0, 1], e.g. 0.4 (1.0 keeps every informative group).",
-    )
-    if args.min_selection_ratio is None:
-        args.min_selection_ratio = min(DEFAULT_MIN_SELECTION_RATIO, args.selection_ratio)
-    _check(
-        within(0, args.selection_ratio)(args.min_selection_ratio),
-        "min_selection_ratio",
-        args.min_selection_ratio,
-        f"use a fraction in [0, selection_ratio={args.selection_ratio}].",
     )
     terms = args.energy_terms.split(",") if isinstance(args.energy_terms, str) else list(args.energy_terms)
     terms = [t.strip() for t in terms] if all(isinstance(t, str) for t in terms) else terms

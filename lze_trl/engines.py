@@ -12,10 +12,6 @@ from transformers.utils import logging
 logger = logging.get_logger(__name__)
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "false").lower() in ("1", "true", "yes")
-
-
 def requested_engine(args: Any) -> str | None:
     """
     The sharded engine the user asked for, `"FSDP"` or `"DeepSpeed"`, or `None` for none.
@@ -23,9 +19,10 @@ def requested_engine(args: Any) -> str | None:
     Read from the training arguments (`fsdp=...`, `deepspeed=...`) and from the environment that `accelerate launch`
     sets for an FSDP or DeepSpeed config (`ACCELERATE_USE_FSDP`, `ACCELERATE_USE_DEEPSPEED`).
     """
-    if getattr(args, "deepspeed", None) or _env_flag("ACCELERATE_USE_DEEPSPEED"):
+    flag = lambda name: os.environ.get(name, "false").lower() in ("1", "true", "yes")  # noqa: E731
+    if getattr(args, "deepspeed", None) or flag("ACCELERATE_USE_DEEPSPEED"):
         return "DeepSpeed"
-    if getattr(args, "fsdp", None) or getattr(args, "fsdp_plugin_args", None) or _env_flag("ACCELERATE_USE_FSDP"):
+    if getattr(args, "fsdp", None) or getattr(args, "fsdp_plugin_args", None) or flag("ACCELERATE_USE_FSDP"):
         return "FSDP"
     return None
 

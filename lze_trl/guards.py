@@ -61,19 +61,28 @@ def check_reward_values(name: str, values: Any, num_completions: int | None = No
         )
 
 
+def is_async_callable(func: Callable) -> bool:
+    """
+    Whether calling `func` returns a coroutine, decided as TRL decides it (`trl.trainer.utils.is_async_callable`): an
+    async function or method, a `functools.partial` of one, or an object whose `__call__` is async.
+    """
+    while isinstance(func, functools.partial):
+        func = func.func
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
+
+
 def checked_reward_func(func: Callable, name: str) -> Callable:
     """
-    Wraps a plain (sync or async) reward function so that its return value is checked by [`check_reward_values`].
-
-    The wrapper keeps the function's name and signature, and is a coroutine function when `func` is one, so TRL calls
-    it exactly as it would call `func`.
+    Wraps a reward function (a function, a method, a `functools.partial`, a callable object; sync or async) so that its
+    return value is checked by [`check_reward_values`]. The wrapper keeps the function's name and signature, and is a
+    coroutine function when calling `func` returns a coroutine, so TRL calls it exactly as it would call `func`.
     """
 
     def num_completions(kwargs: dict) -> int | None:
         completions = kwargs.get("completions")
         return len(completions) if completions is not None else None
 
-    if inspect.iscoroutinefunction(func):
+    if is_async_callable(func):
 
         @functools.wraps(func)
         async def async_wrapper(*args, **kwargs):
@@ -81,7 +90,6 @@ def checked_reward_func(func: Callable, name: str) -> Callable:
             check_reward_values(name, values, num_completions(kwargs))
             return values
 
-        async_wrapper.__lze_checked__ = True
         return async_wrapper
 
     @functools.wraps(func)
@@ -90,22 +98,17 @@ def checked_reward_func(func: Callable, name: str) -> Callable:
         check_reward_values(name, values, num_completions(kwargs))
         return values
 
-    wrapper.__lze_checked__ = True
     return wrapper
 
 
 # ------------------------------------------------------------------------------------------ runs that cannot learn
 class LearningZoneGuard:
     """
-    Notices when the first generation batches hold no group in the learning zone, and says why once.
-
-    A group is in the learning zone when its pass rate (share of rollouts whose correctness reward is
-    `>= pass_threshold`) is strictly between 0 and 1. This asks whether `pass_threshold` separates the rollouts, not
-    whether a group is live ([`~lze_trl.selection.live_groups`]: under a non-binary reward a group may be live by the
-    spread of its rewards while its pass rate says nothing). When the first `num_batches` generation batches have no
-    group in the learning zone, the threshold most likely does not fit the correctness reward (a length or format
-    reward always above it, a score that never reaches it): [`LearningZoneGuard.observe`] then returns, once, a
-    message naming `pass_threshold`, `correctness_reward`, the reward function and the range of rewards it returned.
+    Notices when the first `num_batches` generation batches hold no group in the learning zone (pass rate strictly
+    between 0 and 1: whether `pass_threshold` separates the rollouts, not whether a group is live), and says why once:
+    the threshold most likely does not fit the correctness reward (a length or format reward always above it, a score
+    that never reaches it). [`LearningZoneGuard.observe`] then returns a message naming `pass_threshold`,
+    `correctness_reward`, the reward function and the range of rewards it returned.
 
     Args:
         pass_threshold (`float`):

@@ -11,6 +11,7 @@ back to rows); for an iterable one it is the hash itself. Plain numpy and hashli
 from __future__ import annotations
 
 import hashlib
+import json
 import warnings
 from typing import Any
 
@@ -19,44 +20,24 @@ import numpy as np
 from .guards import LZEWarning
 
 
-def _feed(digest: Any, value: Any) -> None:
-    """Feeds a canonical encoding of `value` into `digest`: the same content gives the same bytes in every process."""
-    if isinstance(value, dict):
-        digest.update(b"{")
-        for key in sorted(value, key=str):
-            _feed(digest, str(key))
-            _feed(digest, value[key])
-        digest.update(b"}")
-    elif isinstance(value, (list, tuple)):
-        digest.update(b"[")
-        for item in value:
-            _feed(digest, item)
-        digest.update(b"]")
-    elif isinstance(value, (str, bytes)):
-        data = value.encode("utf-8") if isinstance(value, str) else value
-        digest.update(b"s" if isinstance(value, str) else b"b")
-        digest.update(len(data).to_bytes(8, "little") + data)
-    elif value is None or isinstance(value, (bool, int, float)):
-        digest.update(repr(value).encode("utf-8"))
-    elif hasattr(value, "tobytes") and hasattr(value, "mode") and hasattr(value, "size"):  # a PIL image: its pixels
-        digest.update(f"image:{value.mode}:{value.size}".encode())
-        digest.update(value.tobytes())
-    elif hasattr(value, "detach") or isinstance(value, np.ndarray) or isinstance(value, np.generic):  # tensors
-        array = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
-        digest.update(f"array:{array.dtype}:{array.shape}".encode())
-        digest.update(np.ascontiguousarray(array).tobytes())
-    else:
+def _encode(value: Any) -> list:
+    """A JSON-able stand-in of a value JSON cannot write: an image by its pixels, a tensor or array by its values."""
+    if hasattr(value, "tobytes") and hasattr(value, "mode") and hasattr(value, "size"):  # a PIL image
+        return ["image", value.mode, list(value.size), hashlib.blake2b(value.tobytes()).hexdigest()]
+    array = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+    if array.dtype == object:
         raise TypeError(
             f"A train dataset value of type {type(value).__name__} cannot be hashed into a prompt id (supported: "
             "strings, numbers, lists, dicts, images, arrays)."
         )
+    digest = hashlib.blake2b(np.ascontiguousarray(array).tobytes()).hexdigest()
+    return ["array", str(array.dtype), list(array.shape), digest]
 
 
 def row_key(row: dict[str, Any]) -> int:
     """Non-negative 63-bit content hash of a dataset row (every column), stable across processes and runs."""
-    digest = hashlib.blake2b(digest_size=8)
-    _feed(digest, row)
-    return int.from_bytes(digest.digest(), "little") >> 1
+    text = json.dumps(row, sort_keys=True, default=_encode)
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little") >> 1
 
 
 def has_prompt_column(dataset: Any) -> bool:

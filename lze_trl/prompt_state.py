@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 
 COLUMNS = {
@@ -27,47 +28,31 @@ COLUMNS = {
 
 class PromptIndex:
     """
-    Maps arbitrary non-negative int64 prompt ids to dense slots `0..n-1`, vectorised.
-
-    Ids are kept in a sorted array next to their slots, so a lookup is one `np.searchsorted` and new ids are merged
-    in one `np.insert`. This costs 16 bytes per prompt and works for row indices and 63-bit content hashes alike.
+    Maps arbitrary non-negative int64 prompt ids (row indices or 63-bit content hashes) to dense slots `0..n-1`,
+    vectorised: a `pandas.Index` of the ids in slot order, new ids appended in order of first appearance.
     """
 
     def __init__(self) -> None:
-        self.sorted_ids = np.empty(0, dtype=np.int64)
-        self.sorted_slots = np.empty(0, dtype=np.int64)
+        self.index = pd.Index(np.empty(0, dtype=np.int64))
 
     def __len__(self) -> int:
-        return len(self.sorted_ids)
+        return len(self.index)
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Slots of `ids`, -1 where an id is unknown."""
-        ids = np.asarray(ids, dtype=np.int64)
-        if len(self) == 0:
-            return np.full(ids.shape, -1, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(self.sorted_ids, ids), len(self) - 1)
-        return np.where(self.sorted_ids[pos] == ids, self.sorted_slots[pos], -1)
+        return self.index.get_indexer(np.asarray(ids, dtype=np.int64)).astype(np.int64)
 
     def add(self, ids: np.ndarray) -> np.ndarray:
         """Slots of `ids`, giving the next free slots to ids never seen (in order of first appearance)."""
-        slots = self.lookup(ids)
-        missing = slots < 0
-        if missing.any():
-            new_ids, first = np.unique(np.asarray(ids, dtype=np.int64)[missing], return_index=True)
-            new_ids = new_ids[np.argsort(first)]  # order of first appearance, so slots are deterministic
-            new_slots = np.arange(len(self), len(self) + len(new_ids), dtype=np.int64)
-            by_id = np.argsort(new_ids)
-            pos = np.searchsorted(self.sorted_ids, new_ids[by_id])
-            self.sorted_ids = np.insert(self.sorted_ids, pos, new_ids[by_id])
-            self.sorted_slots = np.insert(self.sorted_slots, pos, new_slots[by_id])
-            slots = self.lookup(ids)
-        return slots
+        ids = np.asarray(ids, dtype=np.int64)
+        new = pd.unique(ids[self.lookup(ids) < 0])
+        if len(new):
+            self.index = self.index.append(pd.Index(new, dtype=np.int64))
+        return self.lookup(ids)
 
     def ids(self) -> np.ndarray:
         """The ids in slot order."""
-        out = np.empty(len(self), dtype=np.int64)
-        out[self.sorted_slots] = self.sorted_ids
-        return out
+        return self.index.to_numpy(dtype=np.int64)
 
 
 class PromptState:
@@ -173,7 +158,7 @@ class PromptState:
 
     def nbytes(self) -> int:
         """Bytes held by the table (index included)."""
-        return sum(getattr(self, name).nbytes for name in COLUMNS) + 2 * self.index.sorted_ids.nbytes
+        return sum(getattr(self, name).nbytes for name in COLUMNS) + 2 * self.index.ids().nbytes
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The table as plain arrays (trimmed to the prompts seen), for checkpoints."""

@@ -27,22 +27,12 @@ from .selectors import GroupBatch, get_selector
 @dataclass
 class DataPosition:
     """
-    Where training stands in the data: the one object a resumed run restarts from.
-
-    Attributes:
-        epoch (`int`):
-            The sampler epoch being trained.
-        batches_in_epoch (`int`):
-            Dataloader batches (Trainer micro-steps) of that epoch trained so far: what a resumed sampler skips.
-        micro_steps (`int`):
-            Micro-steps trained in all (TRL's `_step`, which paces generation).
-        rows (`np.ndarray`, *optional*):
-            The rows `epoch` rolls out, once its planner decided them (saved: the planner's state moves on during the
-            epoch, so they cannot be re-derived).
-        skipped_groups (`int`):
-            Groups of earlier epochs the planner left out.
-        resumed_from (`str`, *optional*):
-            Not saved: the checkpoint a run resumes from, until its first micro-step.
+    Where training stands in the data, the one object a resumed run restarts from (saved with the LZE state): the
+    sampler `epoch` being trained, the dataloader batches (Trainer micro-steps) of it trained so far
+    (`batches_in_epoch`, what a resumed sampler skips), TRL's micro-step counter `micro_steps` (`_step`, which paces
+    generation), the `rows` the epoch rolls out once its planner decided them (they cannot be re-derived: the
+    planner's state moves on during the epoch), and the groups earlier epochs left out (`skipped_groups`).
+    `resumed_from`, not saved, names the checkpoint a run resumes from until its first micro-step.
     """
 
     epoch: int = 0
@@ -55,7 +45,6 @@ class DataPosition:
     def count_micro_step(self) -> str | None:
         """Counts one micro-step; returns the checkpoint being resumed at the first micro-step after a resume."""
         self.batches_in_epoch += 1
-        self.micro_steps += 1
         resumed, self.resumed_from = self.resumed_from, None
         return resumed
 
@@ -242,30 +231,6 @@ class LZERun:
         for planner in self.planners:
             order = planner.plan_epoch(epoch, order)
         return order
-
-    def prompt_table(self, dataset: Any = None) -> Any:
-        """
-        The per-prompt table as a `pandas.DataFrame`, one row per prompt observed so far.
-
-        Columns: `prompt_id` and the table's columns ([`~lze_trl.prompt_state.COLUMNS`]); with pruning, `pruned`; with
-        a map-style `dataset`, its scalar columns (`prompt` text, `difficulty`, ...) of each prompt's row (`prompt_id`
-        is the row index).
-        """
-        import pandas as pd
-
-        table = pd.DataFrame(self.state.table())
-        ids = table["prompt_id"].to_numpy()
-        if self.pruner is not None:
-            table["pruned"] = self.pruner.pruned(ids, self.state)
-        if dataset is not None:
-            rows = dataset.select(ids.tolist())
-            for name in rows.column_names:
-                values = rows[name]
-                if name == "prompt" and values and not isinstance(values[0], str):
-                    values = [m[-1]["content"] if m else "" for m in values]  # last message of a conversation
-                if not values or isinstance(values[0], (str, int, float, bool)):
-                    table[name] = values
-        return table
 
     # ----------------------------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, np.ndarray]:

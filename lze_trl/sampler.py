@@ -43,21 +43,11 @@ class LZERepeatSampler(RepeatSampler):
     the epoch's iteration starts and kept in the [`DataPosition`], so a resumed run replays them exactly.
 
     Args:
-        num_samples (`int`):
-            Size of the dataset.
-        mini_repeat_count (`int`):
-            Times each index is repeated in a row (the number of generations).
-        batch_size (`int`, *optional*, defaults to `1`):
-            Unique prompts per generation batch.
-        repeat_count (`int`, *optional*, defaults to `1`):
-            Times each batch is repeated (`num_iterations * steps_per_generation`).
-        shuffle (`bool`, *optional*, defaults to `True`):
-            Whether to permute the dataset each epoch.
-        seed (`int`, *optional*, defaults to `0`):
-            Seed of the permutations.
+        num_samples, mini_repeat_count, batch_size, repeat_count, shuffle, seed:
+            Those of TRL's `RepeatSampler` (the dataset's size for its `data_source`).
         planner ([`EpochPlanner`], *optional*):
             Decides each epoch's rows; `None` rolls every row out once per epoch.
-        position ([`DataPosition`], *optional*):
+        position ([`~lze_trl.run.DataPosition`], *optional*):
             Where training stands; one with `resumed_from` set makes the sampler continue from it (its epoch, its
             rows, past its `batches_in_epoch`). Defaults to a fresh one.
     """

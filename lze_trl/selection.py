@@ -39,22 +39,9 @@ def group_pass_rates(rewards: np.ndarray, num_generations: int, pass_threshold: 
         return np.where(counts > 0, correct / np.maximum(counts, 1), np.nan)
 
 
-ZONES: tuple[str, ...] = ("unsolved", "learning zone", "solved")
-"""The zones of a pass rate (see [`zone_state`])."""
-
-
 def in_learning_zone(pass_rate: Any) -> np.ndarray:
-    """
-    Whether each pass rate is in the learning zone, strictly between 0 and 1 (NaN: no). Only such groups carry a
-    correctness signal for GRPO: some rollouts right, some wrong.
-
-    Args:
-        pass_rate (array-like):
-            Pass rates.
-
-    Returns:
-        `np.ndarray`: boolean mask.
-    """
+    """Whether each pass rate is in the learning zone, strictly between 0 and 1 (NaN: no): some rollouts right, some
+    wrong, a correctness signal for GRPO. Outside it a group is *saturated*: solved (1) or unsolved (0)."""
     p = np.asarray(pass_rate, dtype=np.float64)
     return (p > 0) & (p < 1)
 
@@ -105,33 +92,18 @@ def reward_spread(totals: Any, num_groups: int) -> np.ndarray:
     return np.where(count >= 2, np.sqrt(var), 0.0)
 
 
-def zone_state(pass_rate: Any) -> np.ndarray:
-    """
-    Names the zone of each pass rate: `"unsolved"` (0), `"learning zone"` (strictly between), `"solved"` (1).
-
-    Args:
-        pass_rate (array-like):
-            Pass rates; NaN gives `"unknown"`.
-
-    Returns:
-        `np.ndarray`: array of strings.
-    """
-    p = np.asarray(pass_rate, dtype=np.float64)
-    return np.select([p <= 0, p >= 1, in_learning_zone(p)], ["unsolved", "solved", "learning zone"], "unknown")
-
-
-def num_to_select(num_groups: int, num_active: int, selection_ratio: float, min_selection_ratio: float) -> int:
-    """`k = min(max(int(n * selection_ratio), int(n * min_selection_ratio), 1), n_active)`, the quota of the spec."""
+def num_to_select(num_groups: int, num_active: int, selection_ratio: float) -> int:
+    """`k = min(max(int(n * selection_ratio), 1), n_active)`, the quota of the spec (its floor `rho_min` <= `rho`
+    never changes it)."""
     if num_active == 0:
         return 0
-    return min(max(int(num_groups * selection_ratio), int(num_groups * min_selection_ratio), 1), num_active)
+    return min(max(int(num_groups * selection_ratio), 1), num_active)
 
 
 def select_top_k(
     energies: np.ndarray,
     live: np.ndarray,
     selection_ratio: float = 0.4,
-    min_selection_ratio: float = 0.3,
     selection_noise: float = 0.05,
     rng: np.random.Generator | None = None,
     quota_groups: int | None = None,
@@ -141,7 +113,7 @@ def select_top_k(
     config's fields of the same names).
 
     Only live groups ([`live_groups`]) are selected, and only they count against the quota. Among them,
-    `k = min(max(int(n * selection_ratio), int(n * min_selection_ratio), 1), n_live)` are kept, ranked by
+    `k = min(max(int(n * selection_ratio), 1), n_live)` are kept, ranked by
     `energy + g` with `g ~ Gumbel(0, s)` and `s = selection_noise * max(max(E_live) - min(E_live), 0.01)`.
 
     Args:
@@ -151,8 +123,6 @@ def select_top_k(
             Whether each group is live.
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the groups to keep.
-        min_selection_ratio (`float`, *optional*, defaults to `0.3`):
-            Lower bound of the kept fraction.
         selection_noise (`float`, *optional*, defaults to `0.05`):
             Scale of the Gumbel noise relative to the energy range; 0 ranks by energy alone.
         rng (`np.random.Generator`, *optional*):
@@ -168,7 +138,7 @@ def select_top_k(
     active = np.asarray(live, dtype=bool).reshape(-1)
     selected = np.zeros(len(energies), dtype=bool)
     n = len(energies) if quota_groups is None else quota_groups
-    k = num_to_select(n, int(active.sum()), selection_ratio, min_selection_ratio)
+    k = num_to_select(n, int(active.sum()), selection_ratio)
     if k == 0:
         return selected
     active_idx = np.flatnonzero(active)

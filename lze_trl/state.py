@@ -85,11 +85,6 @@ def save_state(folder: str, arrays: dict[str, np.ndarray], counters: dict[str, A
     return path
 
 
-def has_state(folder: str) -> bool:
-    """Whether `folder` holds an LZE state file."""
-    return os.path.isfile(os.path.join(folder, STATE_FILE))
-
-
 def load_state(folder: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """
     Reads the LZE state written by [`save_state`].

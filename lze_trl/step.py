@@ -24,16 +24,10 @@ from .selectors import GroupBatch
 @dataclass
 class Generated:
     """
-    One call of TRL's generation and scoring (`GRPOTrainer._generate_and_score_completions`) over some rows.
-
-    Attributes:
-        rows (`dict`):
-            This process's rows as TRL returns them (token ids, masks, advantages over their group, ...).
-        prompt_ids (`np.ndarray`):
-            The prompt id of each row of every process, in TRL's gathered order.
-        rewards (`np.ndarray`):
-            The gathered rewards, shape `(rows of all processes, reward functions)`, NaN where a function returned
-            `None`.
+    One call of TRL's generation and scoring (`GRPOTrainer._generate_and_score_completions`) over some rows: this
+    process's `rows` as TRL returns them (token ids, masks, advantages over their group, ...), the `prompt_ids` of
+    every process's rows and the gathered `rewards` (rows of all processes x reward functions; NaN where a function
+    returned `None`), both in TRL's gathered order.
     """
 
     rows: Batch
@@ -44,27 +38,16 @@ class Generated:
 @dataclass
 class StepContext:
     """
-    What a [`RolloutPlan`] may use during one generation batch.
+    What a [`RolloutPlan`] may use during one generation batch: the `accelerator` (`num_processes`, `process_index`,
+    `gather`), the group size `num_generations`, the `pad_token_id` of the rows, the index `generation` of this
+    generation batch in the run (it seeds draws that must be the same on every process), and four functions:
 
-    Attributes:
-        accelerator (`accelerate.Accelerator`):
-            The processes: `num_processes`, `process_index`, `gather`.
-        num_generations (`int`):
-            Rollouts per group (`G`).
-        pad_token_id (`int`):
-            Padding token of the rows (to merge batches of different widths).
-        generate (`Callable[[list[dict], int], Generated]`):
-            Generates and scores rows (`num_rollouts` consecutive rows per prompt) with TRL: TRL's advantages are
-            computed over groups of `num_rollouts`.
-        score (`Callable[[Generated, int, int], GroupBatch]`):
-            Scores the groups of a [`Generated`] (groups of the given size) into the per-prompt state; the third
-            argument is the round of the generation batch (0 for the first), which seeds the selection apart.
-        select (`Callable[[GroupBatch], np.ndarray]`):
-            The selector's weight of each group.
-        log (`Callable[[dict[str, float]], None]`):
-            The metric sink (the Trainer's logs).
-        generation (`int`):
-            Index of this generation batch in the run (seeds draws that must be the same on every process).
+    - `generate(inputs, num_rollouts) -> Generated`: TRL's generation and scoring of `inputs` (`num_rollouts`
+      consecutive rows per prompt; TRL's advantages are computed over groups of that size);
+    - `score(generated, num_rollouts, round) -> GroupBatch`: the groups of a [`Generated`] scored into the per-prompt
+      state; `round` is 0 for a generation batch's first round, `r` for its `r`-th extra one (seeds selection apart);
+    - `select(groups) -> weights`: the selector's weight of each group;
+    - `log(metrics)`: the metric sink (the Trainer's logs).
     """
 
     accelerator: Any
@@ -80,24 +63,12 @@ class StepContext:
 @dataclass
 class Collected:
     """
-    What a [`RolloutPlan`] returns for one generation batch.
-
-    Attributes:
-        rows (`dict`):
-            This process's candidate rows for the update.
-        groups ([`GroupBatch`]):
-            Every group scored in this generation batch, all processes' (recorded in the state and the log).
-        weights (`np.ndarray`):
-            The weight of each of `groups` (0: not in the update).
-        row_weights (`np.ndarray`, *optional*):
-            The weight of each of this process's `rows` (0 removes the row, others scale its advantage); `None`
-            keeps the rows untouched, as plain GRPO does.
-        max_kept_rows (`int`):
-            The largest number of rows any process keeps (every process pads its kept rows to the same count).
-        generated_tokens (`float`):
-            Loss tokens of the rows generated: what an update on every row would take.
-        metrics (`dict[str, float]`):
-            The plan's own metrics (`lze/...`).
+    What a [`RolloutPlan`] returns for one generation batch: this process's candidate `rows` for the update, every
+    group scored in it (`groups`, all processes', recorded in the state and the log) with its `weights` (0: not in the
+    update), the weight of each of this process's rows (`row_weights`: 0 removes a row, others scale its advantage;
+    `None` keeps the rows untouched, as plain GRPO does), the largest number of rows any process keeps
+    (`max_kept_rows`: every process pads to it), the loss tokens of the rows generated (`generated_tokens`: what an
+    update on every row would take) and the plan's own `metrics`.
     """
 
     rows: Batch

@@ -175,17 +175,13 @@ class LZEGRPOTrainer(GRPOTrainer):
 
     def _resolve_correctness_reward(self, spec: str | int | None) -> int:
         names = list(self.reward_func_names)
-        if spec is None:
-            return 0
-        if isinstance(spec, int) or (isinstance(spec, str) and spec.isdigit()):
-            if 0 <= int(spec) < len(names):
-                return int(spec)
-        elif spec in names:
-            return names.index(spec)
-        raise ValueError(
-            f"correctness_reward={spec!r} is not among the reward functions {names}: set it to one of these names "
-            f"or to an index in [0, {len(names) - 1}]."
-        )
+        index = 0 if spec is None else names.index(spec) if spec in names else int(spec) if str(spec).isdigit() else -1
+        if not 0 <= index < len(names):
+            raise ValueError(
+                f"correctness_reward={spec!r} is not among the reward functions {names}: set it to one of these "
+                f"names or to an index in [0, {len(names) - 1}]."
+            )
+        return index
 
     def make_rollout_plan(self) -> RolloutPlan:
         """
@@ -281,11 +277,13 @@ class LZEGRPOTrainer(GRPOTrainer):
             lze_state_files.save_state(folder, *self.lze_state())
 
     def prompt_table(self, include_prompts: bool = True):
-        """The per-prompt LZE state as a `pandas.DataFrame` ([`LZERun.prompt_table`]), with the train dataset's
-        columns of each prompt's row when `include_prompts` (map-style datasets only)."""
-        return self.lze.prompt_table(
-            self.train_dataset if include_prompts and self.prompt_ids.row_ids is not None else None
-        )
+        """The per-prompt LZE state as a `pandas.DataFrame` ([`~lze_trl.plotting.prompt_table`]), with the train
+        dataset's columns of each prompt's row when `include_prompts` (map-style datasets only)."""
+        from .plotting.tables import prompt_table
+
+        pruned = self.lze.pruner.pruned if self.lze.pruner is not None else None
+        dataset = self.train_dataset if include_prompts and self.prompt_ids.row_ids is not None else None
+        return prompt_table(self.lze.state, pruned, dataset)
 
     def save_lze_tables(self, folder: str) -> None:
         """Writes the prompt table and the selection log as parquet files into `folder`."""

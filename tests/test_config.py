@@ -16,7 +16,6 @@ BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
         ("selection_ratio", 0.0),
         ("selection_ratio", 1.5),
         ("selection_ratio", float("nan")),
-        ("min_selection_ratio", 0.5),  # above selection_ratio=0.4
         ("selection_noise", -0.1),
         ("selection_noise", float("nan")),
         ("energy_ema_decay", 1.0),
@@ -46,21 +45,9 @@ def test_num_generations_below_two_rejected():
 
 def test_defaults_match_the_release():
     args = LZEGRPOConfig(**BASE)
-    assert (args.selector, args.selection_ratio, args.min_selection_ratio, args.selection_noise) == (
-        "lze",
-        0.4,
-        0.3,
-        0.05,
-    )
+    assert (args.selector, args.selection_ratio, args.selection_noise) == ("lze", 0.4, 0.05)
     assert (args.energy_ema_decay, args.energy_momentum_weight, args.energy_momentum_mode) == (0.9, 0.3, "abs")
     assert (args.energy_d_init_min, args.pass_threshold, args.prune_solved) == (0.05, 0.5, False)
-
-
-@pytest.mark.parametrize("ratio, floor", [(0.4, 0.3), (0.8, 0.3), (0.2, 0.2), (0.05, 0.05)])
-def test_min_selection_ratio_defaults_to_the_smaller_of_the_release_floor_and_the_ratio(ratio, floor):
-    assert LZEGRPOConfig(**BASE, selection_ratio=ratio).min_selection_ratio == floor
-    # An explicit floor is kept as given.
-    assert LZEGRPOConfig(**BASE, selection_ratio=ratio, min_selection_ratio=0.0).min_selection_ratio == 0.0
 
 
 def test_positional_settings_are_grpo_configs():

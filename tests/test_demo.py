@@ -254,7 +254,10 @@ def test_metered_trainer_counts_the_rows_of_the_update(tmp_path, tiny, selector)
     # The trainer's loss-token count of the update is the completion tokens the meter saw entering the loss.
     assert meter.update_completion_tokens == sum(e["lze/update_tokens"] for e in logged)
     if selector == "none":
-        assert meter.update_processed_tokens == meter.rollout_processed_tokens and meter.update_rows == meter.rollouts
+        assert (
+            meter.update_processed_tokens == meter.rollout_processed_tokens
+            and meter.update_forward_rows == meter.rollouts
+        )
     else:
         assert meter.update_processed_tokens < meter.rollout_processed_tokens
     assert meter.selection_seconds > 0 and meter.rollout_seconds < meter.step_seconds
@@ -290,7 +293,7 @@ def _run(accs, seconds_per_step, flops_per_step, update_tokens):
         "rollout_prompt_tokens": 1000,
         "update_processed_tokens": 3 * update_tokens,
         "update_completion_tokens": update_tokens,
-        "update_rows": 10,
+        "update_forward_rows": 10,
         "generation_flops": 1.0,
         "update_flops": 2.0,
         "total_flops": flops_per_step * 10 * (len(accs) - 1),
@@ -366,8 +369,7 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     # plain GRPO updates on every rollout: its update tokens are the completion tokens it generated
     assert grpo["update_tokens"] == grpo["rollout_tokens"]
     assert grpo["update_processed_tokens"] == grpo["rollout_tokens"] + grpo["rollout_prompt_tokens"]
-    assert set(results["target"]) == set(results["target_train_prompts"]) == {"lze", "lze+prune"}
-    assert results["target"]["lze"]["split"] == "test" and results["target_train_prompts"]["lze"]["split"] == "train"
+    assert "target" not in results  # no verdict against an issue's target inside the wheel
     assert sum(results["start"]["train_pass_rate_histogram"]["counts"]) == config.n_train
     assert results["machine"]["start"]["cpu_count"] >= 1
     for name in ("accuracy_vs_time", "accuracy_vs_flops", "distributions", "update_tokens"):

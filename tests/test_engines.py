@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from testing_utils import padded_update_rows, run_torchrun
+from testing_utils import padded_forward_rows, run_torchrun
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.engines]
@@ -101,7 +101,7 @@ def test_sharded_engine_matches_ddp(runs, engine, case):
         np.testing.assert_allclose([e[key] for e in logged], [e[key] for e in reference], rtol=1e-4, err_msg=key)
 
 
-def update_rows(selection: dict, generation: int) -> int:
+def forward_rows(selection: dict, generation: int) -> int:
     """
     Rows each rank hands the update for one generation batch: its kept rows, padded to the rank that keeps most and
     to a multiple of `steps_per_generation` (at least one row per micro-step).
@@ -109,7 +109,7 @@ def update_rows(selection: dict, generation: int) -> int:
     weights = [w for g, w in zip(selection["generation"], selection["weight"]) if g == generation]
     groups_per_rank = ROWS_PER_RANK // GROUP
     kept = [sum(w > 0 for w in weights[r * groups_per_rank : (r + 1) * groups_per_rank]) * GROUP for r in range(2)]
-    return padded_update_rows(max(kept), STEPS_PER_GENERATION)
+    return padded_forward_rows(max(kept), STEPS_PER_GENERATION)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -118,7 +118,7 @@ def test_only_kept_rows_reach_the_update(runs, engine):
     rows = info["window_rows"]  # rows through a forward with gradients, per optimizer window
     windows_per_generation = STEPS_PER_GENERATION // ACCUMULATION
     assert len(rows) == MAX_STEPS
-    expected = [update_rows(info["selection"], g) for g in range(MAX_STEPS // windows_per_generation)]
+    expected = [forward_rows(info["selection"], g) for g in range(MAX_STEPS // windows_per_generation)]
     per_generation = [sum(rows[i : i + windows_per_generation]) for i in range(0, MAX_STEPS, windows_per_generation)]
     assert per_generation == expected
     assert max(expected) < ROWS_PER_RANK  # groups were removed from the update, not masked

@@ -173,14 +173,19 @@ def test_markdown_table_is_shaped_like_table_1():
             "Ours": {"benchmarks": {"gsm8k": {"pass@1": 0.86}, "amc23": {"pass@1": 0.6}}},
         },
     }
-    table = markdown_table(results).splitlines()
-    assert table[0] == "| Model | GSM8K | AMC23 | Avg |"
-    assert table[2] == "| Base | 0.859 | 0.575 | 0.717 |"
-    assert table[3] == "| Ours | 0.860 | 0.600 | 0.730 |"
+    table = [cells(line) for line in markdown_table(results).splitlines()]
+    assert table[0] == ["Model", "GSM8K", "AMC23", "Avg"]
+    assert table[2] == ["Base", "0.859", "0.575", "0.717"]
+    assert table[3] == ["Ours", "0.860", "0.600", "0.730"]
     other = {**results, "models": {"New": {"benchmarks": {"gsm8k": {"pass@1": 1.0}}}}}
     merged = merge_results(results, other)
     assert list(merged["models"]) == ["Base", "Ours", "New"]
-    assert markdown_table(merged).splitlines()[4] == "| New | 1.000 | – | – |"
+    assert cells(markdown_table(merged).splitlines()[4]) == ["New", "1.000", "–", "–"]
+
+
+def cells(line: str) -> list[str]:
+    """The cells of a Markdown table row."""
+    return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
 def test_batched_generation_pads_left_and_keeps_the_prompt_order():
@@ -226,10 +231,10 @@ def test_eval_cli_greedy_model_and_adapter(models, tmp_path):
     assert lora["benchmarks"]["amc23"]["pass@1"] == pytest.approx(2 / 4)
     assert base["average"]["pass@1"] == pytest.approx((2 / 3 + 1 / 4) / 2)
     assert "samples" not in base["benchmarks"]["gsm8k"]
-    lines = table.splitlines()
-    assert lines[0] == "| Model | GSM8K | AMC23 | Avg |"
-    assert lines[2] == "| base | 0.667 | 0.250 | 0.458 |"
-    assert lines[3] == "| lora | 0.333 | 0.500 | 0.417 |"
+    lines = [cells(line) for line in table.splitlines()]
+    assert lines[0] == ["Model", "GSM8K", "AMC23", "Avg"]
+    assert lines[2] == ["base", "0.667", "0.250", "0.458"]
+    assert lines[3] == ["lora", "0.333", "0.500", "0.417"]
 
 
 def test_eval_avg_at_k_with_samples(models, tmp_path):

@@ -20,16 +20,16 @@ def test_group_pass_rates_threshold_and_nan():
 
 
 def test_quota_formula():
-    assert num_to_select(10, 10, 0.4, 0.3) == 4
-    assert num_to_select(10, 2, 0.4, 0.3) == 2  # capped by active groups
-    assert num_to_select(10, 0, 0.4, 0.3) == 0
-    assert num_to_select(2, 2, 0.4, 0.3) == 1  # at least one
-    assert num_to_select(10, 10, 0.2, 0.3) == 3  # min ratio wins
+    assert num_to_select(10, 10, 0.4) == 4
+    assert num_to_select(10, 2, 0.4) == 2  # capped by active groups
+    assert num_to_select(10, 0, 0.4) == 0
+    assert num_to_select(2, 2, 0.4) == 1  # at least one
+    assert num_to_select(10, 10, 0.2) == 2
 
 
 def test_top_k_without_noise_is_exact_ranking():
     energies = np.array([0.1, 0.9, 0.0, 0.5, 0.7, 0.0, 0.3, 0.2, 0.8, 0.05])
-    mask = select_top_k(energies, energies > 0, selection_ratio=0.4, min_selection_ratio=0.3, selection_noise=0.0)
+    mask = select_top_k(energies, energies > 0, selection_ratio=0.4, selection_noise=0.0)
     assert set(np.flatnonzero(mask)) == {1, 8, 4, 3}
 
 
@@ -64,16 +64,14 @@ def test_same_seed_same_decision_and_noise_explores():
 @given(
     st.lists(st.one_of(st.just(0.0), st.floats(0.001, 1.3)), min_size=1, max_size=64),
     st.floats(0.05, 1.0),
-    st.floats(0.0, 1.0),
     st.floats(0.0, 0.5),
     st.integers(0, 2**32 - 1),
 )
-def test_selection_invariants(energies, ratio, min_frac, noise, seed):
+def test_selection_invariants(energies, ratio, noise, seed):
     energies = np.array(energies)
-    min_ratio = ratio * min_frac
-    mask = select_top_k(energies, energies > 0, ratio, min_ratio, noise, np.random.default_rng(seed))
+    mask = select_top_k(energies, energies > 0, ratio, noise, np.random.default_rng(seed))
     n, active = len(energies), int((energies > 0).sum())
-    assert mask.sum() == num_to_select(n, active, ratio, min_ratio)
+    assert mask.sum() == num_to_select(n, active, ratio) == min(max(int(n * ratio), 1), active)
     assert not mask[energies == 0].any()
     if noise == 0 and mask.any():
         assert energies[mask].min() >= energies[(energies > 0) & ~mask].max(initial=0)
@@ -81,7 +79,8 @@ def test_selection_invariants(energies, ratio, min_frac, noise, seed):
 
 def test_one_zone_helper_for_the_learning_zone():
     from lze_trl.plotting import in_learning_zone as plotting_zone
-    from lze_trl.selection import ZONES, in_learning_zone, zone_state
+    from lze_trl.plotting.tables import ZONES, zone_state
+    from lze_trl.selection import in_learning_zone
 
     p = np.array([0.0, 0.125, 0.5, 1.0, np.nan])
     np.testing.assert_array_equal(in_learning_zone(p), [False, True, True, False, False])

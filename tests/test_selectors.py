@@ -10,7 +10,7 @@ import pytest
 from datasets import IterableDataset
 from testing_utils import (
     count_grad_rows,
-    expected_update_rows,
+    expected_forward_rows,
     logged,
     lze_args,
     make_trainer,
@@ -30,7 +30,6 @@ from lze_trl.selectors import SELECTORS, GroupBatch, Selector, get_selector
 def settings(**overrides):
     values = dict(
         selection_ratio=0.4,
-        min_selection_ratio=0.3,
         dapo_max_resample=0,
     )
     values.update(overrides)
@@ -78,7 +77,7 @@ def test_uniform_keeps_the_quota_drawn_over_all_groups():
     # the same generator (the same generation index on every process) takes the same decision
     np.testing.assert_array_equal(selector.select(batch(p, seed=7)), selector.select(batch(p, seed=7)))
     assert not UniformSelector.needs_pass_rates
-    assert UniformSelector(settings(selection_ratio=0.05, min_selection_ratio=0.0)).select(batch(p)).sum() == 1
+    assert UniformSelector(settings(selection_ratio=0.05)).select(batch(p)).sum() == 1
 
 
 def test_uniform_live_draws_lzes_quota_among_live_groups_only():
@@ -198,7 +197,7 @@ def test_uniform_live_run_updates_only_live_groups(tmp_path):
     kept = log.groupby("generation")["selected"].sum().to_numpy()
     np.testing.assert_array_equal(kept, np.minimum(3, live.groupby(log["generation"]).sum().to_numpy()))
     assert kept.sum() > 0 and (live.sum() > kept.sum() or kept.max() == 3)
-    assert rows["rows"] == expected_update_rows(log)  # only the kept groups' rollouts reach the backward
+    assert rows["rows"] == expected_forward_rows(log)  # only the kept groups' rollouts reach the backward
 
 
 @pytest.mark.slow

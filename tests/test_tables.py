@@ -137,8 +137,6 @@ def bench_results():
         return {
             "summary": summary,
             "ratios": {k: stats_over_seeds([scale, scale * 0.9, scale]) for k in RATIO_KEYS},
-            "target_met": [False, True, None],
-            "target_train_prompts_met": [True, True, False],
         }
 
     return {

@@ -9,7 +9,7 @@ from datasets import Dataset
 from testing_utils import (
     always_right,
     count_grad_rows,
-    expected_update_rows,
+    expected_forward_rows,
     logged,
     make_trainer,
     mixed_reward,
@@ -63,8 +63,8 @@ def test_step_with_nothing_selected_updates_as_grpo_on_the_same_dead_batch(tmp_p
 
     lze, before, lze_rows = run("lze")
     assert logged(lze, "lze/selected_frac") == [0.0, 0.0]
-    # Each step's micro-step still runs, on one zero-weight padding row: what `expected_update_rows` counts.
-    assert lze_rows == expected_update_rows(lze.selection_log.to_pandas()) == 2
+    # Each step's micro-step still runs, on one zero-weight padding row: what `expected_forward_rows` counts.
+    assert lze_rows == expected_forward_rows(lze.selection_log.to_pandas()) == 2
     assert logged(lze, "lze/dead_frac") == [1.0, 1.0]
     assert logged(lze, "lze/update_tokens") == [0, 0]
     # The update ran on zero-weight rows only: a zero gradient, as plain GRPO's on the same all-dead batches, so the
@@ -116,7 +116,7 @@ def test_none_and_nan_rewards_neither_crash_nor_poison_state(tmp_path):
     assert any(i % 4 == 0 for i in seen) and any(i % 4 for i in seen)  # both kinds were rolled out
     assert np.isfinite(state["ema_pass_rate"]).all() and np.isfinite(state["initial_pass_rate"]).all()
     # every scorable prompt was scored, the unscorable ones (i % 4 == 0) never
-    assert trainer.lze.state.index.sorted_ids.tolist() == sorted(i for i in seen if i % 4)
+    assert sorted(trainer.lze.state.index.ids().tolist()) == sorted(i for i in seen if i % 4)
     assert all(np.isfinite(v) for v in logged(trainer, "loss"))
 
 
@@ -172,7 +172,7 @@ def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
     )
     trainer.train()
     assert len(seen) == 2 * 2  # 2 steps x 2 groups
-    assert sorted(trainer.lze.state.index.sorted_ids.tolist()) == sorted(row_key({"prompt": p}) for p in seen)
+    assert sorted(trainer.lze.state.index.ids().tolist()) == sorted(row_key({"prompt": p}) for p in seen)
 
 
 def test_lora_run_updates_only_adapters(tmp_path):

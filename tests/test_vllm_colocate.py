@@ -13,7 +13,7 @@ import torch
 from testing_utils import (
     count_grad_rows,
     even_solved_reward,
-    expected_update_rows,
+    expected_forward_rows,
     logged,
     make_trainer,
     mixed_reward,
@@ -109,7 +109,7 @@ def test_colocate_training_generates_with_vllm(tmp_path, model_dir, selector):
     else:
         kept = int(log["selected"].sum())
         # LZE's top groups only reach the backward (a step with none kept runs on one zero-weight padding row)
-        assert 0 < kept < len(log) and rows["rows"] == expected_update_rows(log)
+        assert 0 < kept < len(log) and rows["rows"] == expected_forward_rows(log)
 
 
 def test_weight_sync_reaches_vllm(tmp_path, model_dir):
@@ -148,7 +148,7 @@ def test_dapo_refill_generates_with_vllm(tmp_path, model_dir):
         assert set(prompts) == set(groups["prompt_id"])  # vLLM rolled out every scored group
         informative = (groups["pass_rate"] > 0) & (groups["pass_rate"] < 1)
         assert not (groups["weight"] > 0)[~informative].any()
-    assert rows["rows"] == expected_update_rows(log, steps_per_generation=2)
+    assert rows["rows"] == expected_forward_rows(log, steps_per_generation=2)
 
 
 def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir):

@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 import torch
-from testing_utils import count_grad_rows, expected_update_rows, make_trainer
+from testing_utils import count_grad_rows, expected_forward_rows, make_trainer
 from vllm_cpu import max_logp_gap, model_sequence_logps, on_cpu, save_tiny_model, server_metadata_dir
 
 
@@ -132,4 +132,4 @@ def test_server_training(tmp_path, server, selector):
         assert log["selected"].all() and rows["rows"] == 2 * 8
     else:  # 2 equal-energy groups per step: LZE keeps one (ties broken by order), only its rollouts reach the backward
         assert log.groupby("generation")["selected"].sum().tolist() == [1, 1]
-        assert rows["rows"] == expected_update_rows(log) == 2 * 4
+        assert rows["rows"] == expected_forward_rows(log) == 2 * 4

@@ -116,7 +116,7 @@ def count_grad_rows(model) -> dict[str, int]:
     return counter
 
 
-def padded_update_rows(kept_rows: int, steps_per_generation: int) -> int:
+def padded_forward_rows(kept_rows: int, steps_per_generation: int) -> int:
     """
     The rows a process hands its update for one generation batch whose largest process kept `kept_rows`: rounded up to
     a multiple of `steps_per_generation`, at least one row per micro-step (zero-weight padding rows run the micro-steps
@@ -125,10 +125,10 @@ def padded_update_rows(kept_rows: int, steps_per_generation: int) -> int:
     return max(math.ceil(kept_rows / steps_per_generation), 1) * steps_per_generation
 
 
-def expected_update_rows(log, group_size: int = 4, steps_per_generation: int = 1) -> int:
+def expected_forward_rows(log, group_size: int = 4, steps_per_generation: int = 1) -> int:
     """
     The rows a single-process run hands its update, from its selection log: each generation batch's kept rollouts,
-    padded as [`padded_update_rows`] says.
+    padded as [`padded_forward_rows`] says.
 
     Args:
         log (`pandas.DataFrame`):
@@ -142,7 +142,7 @@ def expected_update_rows(log, group_size: int = 4, steps_per_generation: int = 1
         `int`: the number of rows through a forward pass with gradients.
     """
     kept = log.groupby("generation")["selected"].sum() * group_size
-    return sum(padded_update_rows(int(k), steps_per_generation) for k in kept)
+    return sum(padded_forward_rows(int(k), steps_per_generation) for k in kept)
 
 
 def tiny_config(output_dir, config_class=LZEGRPOConfig, **overrides):

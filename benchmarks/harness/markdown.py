@@ -95,14 +95,6 @@ def bench_markdown(results: dict[str, Any]) -> str:
         lines += ["", f"Ratios to `{base}` (per seed, then mean ± std):", ""]
         rows = [[key, *[format_stat(agg[n]["ratios"][key], "ratio") for n in others]] for key in RATIO_KEYS]
         lines += markdown_table(["ratio", *[f"`{n}` / `{base}`" for n in others]], rows)
-        lines += [
-            "",
-            "Target met on the in-domain test split (per seed): "
-            + "; ".join(f"`{n}`: {agg[n]['target_met']}" for n in others),
-            "",
-            "Same checks on the training prompts (per seed): "
-            + "; ".join(f"`{n}`: {agg[n]['target_train_prompts_met']}" for n in others),
-        ]
     load = [r["machine"]["start"]["load_average"] for r in results["runs"]]
     lines += [
         "",

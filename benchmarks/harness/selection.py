@@ -51,7 +51,6 @@ def bench_selection(
     repeats: int = 50,
     num_generations: int = 8,
     ratio: float = 0.4,
-    min_ratio: float = 0.3,
     noise: float = 0.05,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
@@ -72,7 +71,7 @@ def bench_selection(
             Timed generation batches per pool.
         num_generations (`int`, *optional*, defaults to `8`):
             Rollouts per prompt (granularity of the pass rates).
-        ratio, min_ratio, noise (`float`, *optional*):
+        ratio, noise (`float`, *optional*):
             Selection settings (the release's defaults).
         seed (`int`, *optional*, defaults to `0`):
             Seed of the ids, the pass rates and the noise.
@@ -86,7 +85,7 @@ def bench_selection(
         rng = np.random.default_rng([seed, size])
         ids = np.unique(rng.integers(0, 2**63 - 1, size=size + size // 100 + 16, dtype=np.int64))[:size]
         rng.shuffle(ids)
-        args = SimpleNamespace(**{**LZE_DEFAULTS, "selection_ratio": ratio, "min_selection_ratio": min_ratio})
+        args = SimpleNamespace(**{**LZE_DEFAULTS, "selection_ratio": ratio})
         args.selection_noise, args.seed = noise, seed
         run = LZERun(args, num_generations, row_ids=None)
         state = run.state

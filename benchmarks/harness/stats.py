@@ -114,11 +114,10 @@ def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
 
     Args:
         per_seed (`list[dict]`):
-            One comparison per seed: `methods.<name>.summary` and `.ratios`, `target` and `target_train_prompts`.
+            One comparison per seed: `methods.<name>.summary` and `.ratios`.
 
     Returns:
-        `dict[str, Any]`: per method, `summary` and `ratios` (`{figure: stat}`), `target_met` and
-        `target_train_prompts_met` (one entry per seed).
+        `dict[str, Any]`: per method, `summary` and `ratios` (`{figure: stat}`).
     """
     records = [
         (name, part, key, row[part].get(key))
@@ -141,8 +140,4 @@ def aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
             out[name][part] = {
                 key: {**_stat(table.loc[i], full=True), "values": values[i]} for key, i in zip(keys, index)
             }
-        out[name]["target_met"] = [r["target"].get(name, {}).get("met") for r in per_seed]
-        out[name]["target_train_prompts_met"] = [
-            r.get("target_train_prompts", {}).get(name, {}).get("met") for r in per_seed
-        ]
     return out

@@ -50,8 +50,6 @@ def run_train_bench(config: DemoConfig, seeds: list[int], output_dir: str | Path
                 "seed": seed,
                 "machine": r["machine"],
                 "total_seconds": r["total_seconds"],
-                "target": r["target"],
-                "target_train_prompts": r["target_train_prompts"],
                 "methods": {n: {"summary": m["summary"], "ratios": m["ratios"]} for n, m in r["methods"].items()},
             }
             for seed, r in zip(seeds, runs)

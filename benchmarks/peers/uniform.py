@@ -15,8 +15,7 @@ class UniformSelector(Selector):
     `"uniform"`: a uniformly random `selection_ratio` of the groups, the paper's "uniform sampling at the same 40%"
     control (the gain of LZE must come from which groups it keeps, not from how many).
 
-    The quota is that of `"lze"` with every group counted as active, `k = max(int(n * selection_ratio),
-    int(n * min_selection_ratio), 1)` of the `n` groups, drawn without replacement from all of them: dead groups
+    The quota is that of `"lze"` with every group counted as active, `k = max(int(n * selection_ratio), 1)` of the `n` groups, drawn without replacement from all of them: dead groups
     (pass rate 0 or 1) are not excluded, as in the paper's control. The draw uses the batch's generator, so every
     process keeps the same groups.
     """
@@ -26,7 +25,7 @@ class UniformSelector(Selector):
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         n = batch.num_groups
-        k = min(num_to_select(batch.quota_groups, n, self.args.selection_ratio, self.args.min_selection_ratio), n)
+        k = min(num_to_select(batch.quota_groups, n, self.args.selection_ratio), n)
         weights = np.zeros(n)
         weights[batch.rng.choice(n, size=k, replace=False)] = 1.0
         return weights
@@ -39,7 +38,7 @@ class UniformLiveSelector(Selector):
     LZE's ranking from its removal of dead groups (live: [`~lze_trl.selection.live_groups`], as for LZE).
 
     It keeps exactly as many groups as `"lze"` would on the same batch, `k = min(max(int(n * selection_ratio),
-    int(n * min_selection_ratio), 1), n_live)` of the `n` groups, so the two differ only in which live groups they
+    1), n_live)` of the `n` groups, so the two differ only in which live groups they
     keep: by energy, or at random. When fewer than `k` groups are live it keeps all of them, as LZE and DAPO do. The
     draw uses the batch's generator, so every process keeps the same groups.
     """
@@ -49,7 +48,7 @@ class UniformLiveSelector(Selector):
     def select(self, batch: GroupBatch) -> np.ndarray:
         live = np.flatnonzero(batch.live)
         n = batch.num_groups
-        k = num_to_select(batch.quota_groups, len(live), self.args.selection_ratio, self.args.min_selection_ratio)
+        k = num_to_select(batch.quota_groups, len(live), self.args.selection_ratio)
         weights = np.zeros(n)
         if k:
             weights[batch.rng.choice(live, size=k, replace=False)] = 1.0

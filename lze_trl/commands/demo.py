@@ -107,18 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         f"\nN = {flop['num_params']:,} parameters ({flop['N']}); generation {flop['generation_flops_per_token']}, "
         f"update {flop['update_flops_per_token']}. Targets: the {results['baseline']} run's final accuracy."
     )
-    for key, label in (("target", "in-domain test"), ("target_train_prompts", "train prompts")):
-        for name, verdict in results[key].items():
-            failed = [
-                k for k, v in verdict.items() if k not in ("met", "split", "target_informative") and v is not True
-            ]
-            status = "MET" if verdict["met"] else "NOT met"
-            if not verdict["target_informative"]:
-                status += (
-                    f" ({results['baseline']} did not gain more than the evaluation's noise on this split: "
-                    "no meaningful target)"
-                )
-            print(f"target on {label}, {name}: {status}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     for name, method in results["methods"].items():
         for message in method["warnings"]:
             print(f"{name} warned: {message}")

@@ -66,8 +66,9 @@ class RunMeter:
             Prompt tokens of the rows that went through the update.
         update_completion_tokens (`int`):
             Completion tokens (loss tokens) of the rows that went through the update.
-        update_rows (`int`):
-            Rows that went through the update (zero-weight padding rows included).
+        update_forward_rows (`int`):
+            Rows through the update's forward and backward, the zero-weight padding rows included (`lze/update_rows`,
+            the rollouts of the kept groups, has none).
         generation_batches (`int`):
             Generation batches scored.
         rollout_seconds (`float`):
@@ -86,7 +87,7 @@ class RunMeter:
     rollouts: int = 0
     update_prompt_tokens: int = 0
     update_completion_tokens: int = 0
-    update_rows: int = 0
+    update_forward_rows: int = 0
     generation_batches: int = 0
     rollout_seconds: float = 0.0
     selection_seconds: float = 0.0
@@ -174,7 +175,7 @@ class MeteredLZEGRPOTrainer(LZEGRPOTrainer):
         if model.training:
             self.meter.update_prompt_tokens += int(inputs["prompt_mask"].sum())
             self.meter.update_completion_tokens += int(inputs["completion_mask"].sum())
-            self.meter.update_rows += len(inputs["prompt_ids"])
+            self.meter.update_forward_rows += len(inputs["prompt_ids"])
         return super().compute_loss(
             model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
         )

@@ -1,5 +1,5 @@
 """The figures of a comparison: one run's summary row against the baseline (accuracies, tokens, FLOPs, times, time
-and FLOPs to the baseline's target), ratios, dead shares, the target verdict and the machine-readable headline
+and FLOPs to the baseline's target), ratios, dead shares and the machine-readable headline
 summary of `demo_results.json`."""
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
         "update_tokens_per_step": totals["update_completion_tokens"] / batches,
         "update_completion_tokens": totals["update_completion_tokens"],
         "update_processed_tokens": totals["update_processed_tokens"],
-        "update_rows": totals["update_rows"],
+        "update_forward_rows": totals["update_forward_rows"],
         "generation_flops": totals["generation_flops"],
         "update_flops": totals["update_flops"],
         "total_flops": totals["total_flops"],
@@ -203,32 +203,6 @@ RATIO_KEYS = (
 def ratios(row: dict[str, Any], base: dict[str, Any]) -> dict[str, float | None]:
     """Each figure of `RATIO_KEYS` of `row` divided by the baseline's (`None` where undefined)."""
     return {key: _ratio(row.get(key), base.get(key)) for key in RATIO_KEYS}
-
-
-def _verdict(results: dict[str, Any], method: str, split: str = "test") -> dict[str, Any]:
-    """
-    Checks the issue's target for `method` against the baseline, as measured in this run: reach the baseline's final
-    accuracy on `split` in at most 0.6x its wall-clock and FLOPs, with at most 0.45x its update tokens per step,
-    equal or better OOD accuracy, and selection under 1% of a step. `met` also needs the target to be informative
-    (the baseline gained more than two binomial standard errors of its starting accuracy on `split`).
-    """
-    row = results["methods"][method]["summary"]
-    r = results["methods"][method]["ratios"]
-    base = results["methods"][results["baseline"]]["summary"]
-    informative = bool(row.get(f"target_{split}_informative", False))
-    seconds, flops, tokens = r[f"reach_{split}_seconds"], r[f"reach_{split}_flops"], r["update_tokens_per_step"]
-    checks: dict[str, Any] = {
-        "split": split,
-        "target_informative": informative,
-        "reach_seconds_ratio_le_0.6": None if seconds is None else seconds <= 0.6,
-        "reach_flops_ratio_le_0.6": None if flops is None else flops <= 0.6,
-        "update_tokens_per_step_ratio_le_0.45": None if tokens is None else tokens <= 0.45,
-        "ood_equal_or_better": row["final_ood_accuracy"] >= base["final_ood_accuracy"],
-        "selection_share_lt_1pct": row["selection_share_of_step"] < 0.01,
-    }
-    conditions = [v for k, v in checks.items() if k not in ("split", "target_informative")]
-    checks["met"] = bool(informative and all(v is True for v in conditions))
-    return checks
 
 
 def _prompt_state(table: Any) -> dict[str, Any]:

@@ -118,31 +118,13 @@ def _evaluator(tokenizer: Any, splits: dict[str, Any], max_new_tokens: int):
 
 
 def _step_metrics(log_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    keys = (
-        "lze/pass_rate_mean",
-        "lze/dead_frac",
-        "lze/selected_frac",
-        "lze/update_tokens",
-        "lze/update_tokens_saved_frac",
-        "lze/pruned_prompts",
-        "lze/rollouts_skipped",
-        "lze/rollout_filter/predicted_dead_frac",
-        "lze/rollout_filter/observed_dead_frac",
-        "lze/rollout_filter/brier",
-        "lze/rollout_filter/epoch_skipped",
-        "lze/rollout_filter/audited_total",
-        "lze/rollout_filter/audited_alive_total",
-        "lze/fresh_rollouts",
-        "lze/replayed_share",
-        "lze/replay_staleness_mean",
-        "lze/replay_ratio_mean",
-        "lze/replay_clipped_share",
-        "lze/replay_forward_tokens",
-        "completions/mean_length",
-        "num_tokens",
-        "step_time",
-    )
-    return [{"step": e["step"], **{k: e[k] for k in keys if k in e}} for e in log_history if "lze/selected_frac" in e]
+    """Every `lze/` metric of each logged step (whatever the run's mode logs), and TRL's lengths, tokens and times."""
+    keys = ("completions/mean_length", "num_tokens", "step_time")
+    return [
+        {"step": e["step"], **{k: v for k, v in e.items() if k.startswith("lze/") or k in keys}}
+        for e in log_history
+        if "lze/selected_frac" in e
+    ]
 
 
 @contextlib.contextmanager

@@ -45,18 +45,21 @@ def markdown_table(results: Mapping[str, Any], metric: str = "pass@1", digits: i
     Returns:
         `str`: The table.
     """
+    from tabulate import tabulate
+
     names = list(results["benchmarks"])
     header = ["Model", *(BENCHMARK_TITLES.get(n, n) for n in names), "Avg"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
 
     def cell(value: float | None) -> str:
         return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
+    rows = []
     for label, entry in results["models"].items():
         values = [entry["benchmarks"].get(n, {}).get(metric) for n in names]
         present = [v for v in values if v is not None]
         average = sum(present) / len(present) if present and len(present) == len(values) else None
-        lines.append("| " + " | ".join([str(label), *(cell(v) for v in values), cell(average)]) + " |")
+        rows.append([str(label), *(cell(v) for v in values), cell(average)])
+    lines = [tabulate(rows, headers=header, tablefmt="github", disable_numparse=True)]
     settings = results.get("settings", {})
     k = settings.get("num_samples", 1)
     decoding = "greedy" if not settings.get("temperature") else f"temperature {settings['temperature']}"

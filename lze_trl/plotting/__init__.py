@@ -23,10 +23,18 @@ figures = plot_run(prompts, log, by="difficulty", output_dir="outputs/my-run/plo
 ```
 """
 
-from ..selection import in_learning_zone, zone_state
+from ..selection import in_learning_zone
 from ..state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from .base import OTHER_COLOR, SELECTED_COLOR, ZONE_COLORS, PathLike, figure_to_png, new_figure, save_figure
-from .tables import learning_zone_events, learning_zone_summary, load_run, revisit_events, selection_histograms
+from .tables import (
+    learning_zone_events,
+    learning_zone_summary,
+    load_run,
+    prompt_table,
+    revisit_events,
+    selection_histograms,
+    zone_state,
+)
 from .trajectories import STANDARD_PLOTS, compare_runs, pass_rate_trajectories, plot_run, selection_raster
 from .zones import (
     learning_zone_flow,
@@ -58,6 +66,7 @@ __all__ = [
     "pass_rate_energy_scatter",
     "pass_rate_trajectories",
     "plot_run",
+    "prompt_table",
     "revisit_events",
     "save_figure",
     "selected_fraction_by",

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..selection import in_learning_zone, zone_state
+from ..selection import in_learning_zone
 from ..state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from .base import PathLike
 
@@ -17,6 +17,36 @@ if TYPE_CHECKING:
 
 
 # ----------------------------------------------------------------------------------------------------------- tables
+def prompt_table(state: Any, pruned: Any = None, dataset: Any = None) -> pd.DataFrame:
+    """
+    The per-prompt table as a `pandas.DataFrame`, one row per prompt observed so far.
+
+    Args:
+        state ([`~lze_trl.prompt_state.PromptState`]):
+            The per-prompt table: `prompt_id` and its columns ([`~lze_trl.prompt_state.COLUMNS`]).
+        pruned (`Callable`, *optional*):
+            With forward pruning, the pruner's `pruned(ids, state)`: adds a `pruned` column.
+        dataset (`datasets.Dataset`, *optional*):
+            A map-style train dataset: adds its scalar columns (`prompt` text, `difficulty`, ...) of each prompt's row
+            (`prompt_id` is the row index).
+    """
+    import pandas as pd
+
+    table = pd.DataFrame(state.table())
+    ids = table["prompt_id"].to_numpy()
+    if pruned is not None:
+        table["pruned"] = pruned(ids, state)
+    if dataset is not None:
+        rows = dataset.select(ids.tolist())
+        for name in rows.column_names:
+            values = rows[name]
+            if name == "prompt" and values and not isinstance(values[0], str):
+                values = [m[-1]["content"] if m else "" for m in values]  # last message of a conversation
+            if not values or isinstance(values[0], (str, int, float, bool)):
+                table[name] = values
+    return table
+
+
 def load_run(run_dir: PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     Reads a run's prompt table and selection log.
@@ -48,6 +78,25 @@ def load_run(run_dir: PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     if "selected" not in log.columns:
         log["selected"] = log["weight"] > 0
     return prompts, log
+
+
+ZONES: tuple[str, ...] = ("unsolved", "learning zone", "solved")
+"""The zones of a pass rate (see [`zone_state`])."""
+
+
+def zone_state(pass_rate: np.typing.ArrayLike) -> np.ndarray:
+    """
+    Names the zone of each pass rate: `"unsolved"` (0), `"learning zone"` (strictly between), `"solved"` (1).
+
+    Args:
+        pass_rate (array-like):
+            Pass rates; NaN gives `"unknown"`.
+
+    Returns:
+        `np.ndarray`: array of strings.
+    """
+    p = np.asarray(pass_rate, dtype=np.float64)
+    return np.select([p <= 0, p >= 1, in_learning_zone(p)], ["unsolved", "solved", "learning zone"], "unknown")
 
 
 def _sorted_log(selection_log: pd.DataFrame) -> pd.DataFrame:

@@ -35,8 +35,8 @@ class GroupBatch:
         rng (`np.random.Generator`):
             Generator seeded from `(seed, generation index)`: identical on every process and on resume.
         quota_groups (`int`, *optional*):
-            The number of groups a quota (`selection_ratio`) is a share of: the generation batch's groups, unless the
-            batch also holds replayed groups (rollout replay: then the candidates the generation batch brought).
+            The number of groups a quota (`selection_ratio`) is a share of: the groups given, unless a rollout plan
+            says otherwise (the prompts the generation batch brought, when it selects among fewer or more groups).
     """
 
     prompt_ids: np.ndarray
@@ -125,19 +125,10 @@ class Selector:
 
     def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: Any) -> np.ndarray:
         """
-        The rows `epoch` rolls out, in order (one entry per group of `num_generations` rollouts), from `order`: the
-        epoch's permutation of the rows left by forward pruning. Return a subset to skip prompts, repeat a row to
-        roll its prompt out several times.
-
-        Args:
-            epoch (`int`):
-                The epoch.
-            order (`np.ndarray`):
-                Dataset rows in sampling order.
-            ids (`np.ndarray`):
-                Their prompt ids.
-            state ([`~lze_trl.prompt_state.PromptState`]):
-                The per-prompt table.
+        The rows `epoch` rolls out, in order (one entry per group of `num_generations` rollouts), from `order` (the
+        epoch's permutation of the dataset rows left by forward pruning) with their prompt `ids` and the per-prompt
+        table `state` ([`~lze_trl.prompt_state.PromptState`]). Return a subset to skip prompts, repeat a row to roll
+        its prompt out several times.
         """
         return order
 

@@ -34,7 +34,6 @@ class LZESelector(Selector):
             batch.energies,
             batch.live,
             args.selection_ratio,
-            args.min_selection_ratio,
             args.selection_noise,
             batch.rng,
             quota_groups=batch.quota_groups,
