@@ -75,6 +75,18 @@ class LZEGRPOConfig(GRPOConfig):
         prune_revisit_fraction (`float`, *optional*, defaults to `0.1`):
             Fraction of the prune pool revisited (rolled out again) at the start of each epoch (at least one prompt
             when > 0), in [0, 1].
+        > Parameters that control probe-then-complete (generating less)
+
+        probe_generations (`int`, *optional*, defaults to `0`):
+            Probe-then-complete: generate only this many rollouts of every prompt first (the probe), then complete to
+            `num_generations` only the groups the selector would keep, chosen by the energy each is expected to have
+            once complete ([`~lze_trl.energy.expected_energy`]); the others stop at the probe and never reach the
+            update. The probe's rollouts are part of the completed group, whose advantages TRL computes over the
+            whole group. 0 (the default) generates every rollout. In [1, `num_generations`); needs a selector that
+            reads pass rates and whole groups on every process.
+        probe_prior_strength (`float`, *optional*, defaults to `4.0`):
+            Weight, in rollouts, of a prompt's pass-rate history (its EMA; the batch's pooled probe pass rate for a new
+            prompt) in the expected energy of its probe, >= 0 (0: the probe alone).
         > Parameters of selectors registered outside lze-trl
 
         selector_kwargs (`dict[str, Any]` or `str`, *optional*):
@@ -133,6 +145,13 @@ class LZEGRPOConfig(GRPOConfig):
     prune_revisit_fraction: float = field(
         default=0.1, metadata={"help": "Fraction of the prune pool revisited each epoch, in [0, 1]."}
     )
+    probe_generations: int = field(
+        default=0,
+        metadata={"help": "Probe-then-complete: rollouts of every prompt first; complete only the kept (0: off)."},
+    )
+    probe_prior_strength: float = field(
+        default=4.0, metadata={"help": "Weight in rollouts of a prompt's history in its probe's expectation, >= 0."}
+    )
     selector_kwargs: dict[str, Any] | str | None = field(
         default=None,
         metadata={
@@ -173,6 +192,12 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("prune_solved_after", lambda v: is_integer_at_least(v, 1), "use an integer >= 1, e.g. 2."),
     ("selection_log_max_rows", lambda v: is_integer_at_least(v, 0), "use an integer >= 0 (0 disables the log)."),
     ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
+    ("probe_generations", lambda v: is_integer_at_least(v, 0), "use an integer >= 0, e.g. 2 (0 turns the probe off)."),
+    (
+        "probe_prior_strength",
+        lambda v: _finite(v) and v >= 0,
+        "use a weight >= 0, e.g. 4 (0: the probe alone).",
+    ),
     (
         "resume_lze_state",
         lambda v: v in RESUME_MODES,

@@ -74,3 +74,60 @@ def compute_energy(
             delta = np.maximum(delta, 0.0)
         energy *= 1.0 + momentum_weight * np.minimum(2.0 * np.abs(delta), 1.0)
     return energy
+
+
+def expected_energy(
+    successes: np.ndarray,
+    trials: np.ndarray,
+    remaining: int,
+    prior_mean: np.ndarray,
+    prior_strength: float,
+    initial_pass_rate: np.ndarray,
+    ema_pass_rate: np.ndarray,
+    **energy_kwargs,
+) -> np.ndarray:
+    """
+    The energy a group would have once completed, expected from a probe of its first rollouts: the decision of
+    probe-then-complete (`probe_generations`).
+
+    A prompt's pass rate is `Beta(a, b)` with `a = 1/2 + prior_strength * prior_mean + successes` and
+    `b = 1/2 + prior_strength * (1 - prior_mean) + trials - successes` (Jeffreys' prior, the prompt's pass-rate history
+    weighed as `prior_strength` rollouts, then the probe). The `remaining` rollouts that complete the group add
+    `X ~ BetaBinomial(remaining, a, b)` successes, and the completed group's pass rate is
+    `p = (successes + X) / (trials + remaining)` (the probe's rollouts are part of the group). The result is
+    `E[compute_energy(p, p0, ema)]` over `X`, where a prompt without a first pass rate (NaN `initial_pass_rate`, never
+    completed) takes `p0 = p` (this group would be its first full observation) and one without history takes
+    `ema = p` (no momentum).
+
+    Args:
+        successes (`np.ndarray`):
+            Correct rollouts of each probe.
+        trials (`np.ndarray`):
+            Scorable rollouts of each probe.
+        remaining (`int`):
+            Rollouts that complete a group (`num_generations - probe_generations`).
+        prior_mean (`np.ndarray`):
+            Prior pass rate of each prompt (its EMA, or the batch's pooled probe pass rate for a new prompt).
+        prior_strength (`float`):
+            Weight of the prior in rollouts (0: the probe alone, with Jeffreys' prior).
+        initial_pass_rate, ema_pass_rate (`np.ndarray`):
+            The per-prompt table's, NaN where unknown.
+        **energy_kwargs:
+            Those of [`compute_energy`] (`d_init_min`, `momentum_weight`, `momentum_mode`, `terms`).
+
+    Returns:
+        `np.ndarray`: the expected energies, float64, shape `(num_groups,)`.
+    """
+    s, m = np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64)
+    mean = np.clip(np.asarray(prior_mean, dtype=np.float64), 0.0, 1.0)
+    a = 0.5 + prior_strength * mean + s
+    b = 0.5 + prior_strength * (1.0 - mean) + m - s
+    pmf = np.empty((len(s), remaining + 1))  # BetaBinomial(remaining, a, b), by its ratio of successive terms
+    pmf[:, 0] = np.prod([(b + j) / (a + b + j) for j in range(remaining)], axis=0) if remaining else 1.0
+    for x in range(remaining):
+        pmf[:, x + 1] = pmf[:, x] * (remaining - x) / (x + 1) * (a + x) / (b + remaining - x - 1)
+    p = (s[:, None] + np.arange(remaining + 1)[None, :]) / np.maximum(m[:, None] + remaining, 1.0)
+    p0 = np.asarray(initial_pass_rate, dtype=np.float64)[:, None]
+    ema = np.asarray(ema_pass_rate, dtype=np.float64)[:, None]
+    energies = compute_energy(p, np.where(np.isnan(p0), p, p0), np.where(np.isnan(ema), p, ema), **energy_kwargs)
+    return (pmf * energies).sum(axis=1)

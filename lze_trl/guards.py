@@ -207,3 +207,23 @@ def check_map_style(args: Any) -> None:
                 f"{setting} needs a map-style train dataset (it plans which prompts an epoch rolls out, or draws "
                 f"extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`, or {fix}."
             )
+
+
+def check_probe(args: Any, lze_enabled: bool, unsupported: list[str]) -> None:
+    """Raises a `ValueError` naming `probe_generations` and the fix when probe-then-complete cannot run as asked."""
+    k, G = args.probe_generations, args.num_generations
+    rows = args.per_device_train_batch_size * args.steps_per_generation
+    problems = [
+        (k >= G, f"it must be below num_generations={G} (the probe is the first rollouts of a group)"),
+        (args.selector == "none", "selector='none' keeps every group: there is nothing to leave uncompleted"),
+        (not lze_enabled, "it needs a prompt identity (a map-style train dataset, or an iterable one with `prompt`)"),
+        (
+            rows % G != 0,
+            f"every process needs whole groups: per_device_train_batch_size x steps_per_generation = "
+            f"{rows} rows is not a multiple of num_generations={G}",
+        ),
+        (bool(unsupported), f"the probe's rollouts cannot be reused with {', '.join(unsupported)}"),
+    ]
+    for wrong, why in problems:
+        if wrong:
+            raise ValueError(f"probe_generations={k} cannot run: {why}. Set probe_generations=0, or change that.")

@@ -13,7 +13,7 @@ import pandas as pd
 
 
 COLUMNS = {
-    "initial_pass_rate": np.float32,  # pass rate at the first observation, never updated afterwards
+    "initial_pass_rate": np.float32,  # pass rate at the first full observation (not a probe's), never updated after
     "ema_pass_rate": np.float32,  # EMA of the pass rates: ema <- decay * ema + (1 - decay) * p (p at the first)
     "last_pass_rate": np.float32,
     "last_energy": np.float32,
@@ -107,15 +107,21 @@ class PromptState:
         return out
 
     def observe(
-        self, ids: Sequence[int] | np.ndarray, pass_rates: Sequence[float] | np.ndarray, generation: int
+        self,
+        ids: Sequence[int] | np.ndarray,
+        pass_rates: Sequence[float] | np.ndarray,
+        generation: int,
+        anchor: Sequence[bool] | np.ndarray | None = None,
     ) -> None:
         """
         Updates the table with one scored group per entry.
 
         A NaN pass rate (no scorable rollout) leaves its prompt untouched. A prompt seen for the first time starts
-        with `initial_pass_rate = ema_pass_rate` = its pass rate (the first occurrence's, if it repeats in the call).
-        A prompt that appears several times in one call is updated once, with the mean of its pass rates (its
-        saturated streak grows only if every one of its groups was saturated on the same side).
+        with `ema_pass_rate` = its pass rate (the first occurrence's, if it repeats in the call), and so does its
+        `initial_pass_rate`, unless `anchor` (one flag per entry) says the group may not set it: a probe's few
+        rollouts leave it NaN until a full group of the prompt is observed. A prompt that appears several times in
+        one call is updated once, with the mean of its pass rates (its saturated streak grows only if every one of its
+        groups was saturated on the same side).
         """
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         p = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
@@ -126,14 +132,20 @@ class PromptState:
         valid = ~np.isnan(p)
         if not valid.any():
             return
+        anchored = np.ones(len(p), dtype=bool) if anchor is None else np.asarray(anchor, dtype=bool).reshape(-1)
         slots = self._slots(ids[valid])
-        p = p[valid]
+        p, anchored = p[valid], anchored[valid]
         uniq, first, inverse = np.unique(slots, return_index=True, return_inverse=True)
         count = np.bincount(inverse)
         mean_p = np.bincount(inverse, weights=p) / count
         new = self.num_observations[uniq] == 0
-        self.initial_pass_rate[uniq[new]] = p[first[new]]
+        self.initial_pass_rate[uniq[new]] = np.nan
         self.ema_pass_rate[uniq[new]] = p[first[new]]
+        # the initial pass rate: the first anchored observation's, once
+        where = np.flatnonzero(anchored)
+        slot_of, first_anchored = np.unique(inverse[where], return_index=True)
+        unset = np.isnan(self.initial_pass_rate[uniq[slot_of]])
+        self.initial_pass_rate[uniq[slot_of[unset]]] = p[where[first_anchored[unset]]]
         self.ema_pass_rate[uniq] = self.ema_decay * self.ema_pass_rate[uniq] + (1.0 - self.ema_decay) * mean_p
         self.last_pass_rate[uniq] = mean_p
         side = np.where(mean_p >= 1, 1, np.where(mean_p <= 0, -1, 0))

@@ -15,13 +15,17 @@ from typing import Any
 
 import numpy as np
 
-from .energy import compute_energy
+from .energy import compute_energy, expected_energy
 from .guards import LearningZoneGuard, LZEWarning
 from .prompt_state import PromptState
 from .pruning import PromptPruner
 from .selection import group_pass_rates, live_groups, spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
+
+
+PROBE_STREAM = 0x9B0BE
+"""Seeds the choice of the groups a probe completes apart from the generation batch's selection."""
 
 
 @dataclass
@@ -125,7 +129,12 @@ class LZERun:
 
     # ----------------------------------------------------------------------------------------------- scoring
     def score(
-        self, prompt_ids: np.ndarray, correctness: np.ndarray, totals: np.ndarray, refill_round: int = 0
+        self,
+        prompt_ids: np.ndarray,
+        correctness: np.ndarray,
+        totals: np.ndarray,
+        refill_round: int = 0,
+        anchor: np.ndarray | None = None,
     ) -> GroupBatch:
         """
         Scores one round of groups and updates the per-prompt table with it (once per group).
@@ -139,6 +148,8 @@ class LZERun:
                 Total (weighted) reward of each rollout, same shape: what GRPO's advantages see.
             refill_round (`int`, *optional*, defaults to `0`):
                 0 for the generation batch itself, `r` for its `r`-th extra round (seeds the selection apart).
+            anchor (`np.ndarray`, *optional*):
+                Whether each group may set its prompt's first pass rate (a probe's few rollouts may not); all may.
 
         Returns:
             [`GroupBatch`]: the groups with their pass rates, liveness and energies (scored before the table
@@ -179,12 +190,59 @@ class LZERun:
         )
         for observe in self.observers:
             observe(batch)
-        self.state.observe(ids, pass_rates, self.generation)
+        self.state.observe(ids, pass_rates, self.generation, anchor)
         batch.ema_pass_rates = self.state.get(ids)["ema_pass_rate"]
         message = self.learning_zone_guard.observe(pass_rates, correctness)
         if message is not None:
             self.warn(message)
         return batch
+
+    def probe(self, prompt_ids: np.ndarray, correctness: np.ndarray, remaining: int) -> GroupBatch:
+        """
+        The groups of a probe (the first rollouts of each prompt) as candidates for completion, without touching the
+        state: their energy is the one the completed group is expected to have ([`expected_energy`], the prior the
+        prompt's EMA, or the batch's pooled probe pass rate for a new prompt, weighed `probe_prior_strength`
+        rollouts); every group with a positive expectation is a candidate (`live`).
+
+        Args:
+            prompt_ids (`np.ndarray`):
+                Id of each group's prompt, all processes' groups in order.
+            correctness (`np.ndarray`):
+                Correctness reward of each probe rollout, shape `(num_groups, probe_generations)`, NaN where
+                unscorable.
+            remaining (`int`):
+                Rollouts that would complete a group.
+        """
+        args, ids = self.args, np.asarray(prompt_ids, dtype=np.int64)
+        correctness = np.asarray(correctness, dtype=np.float64).reshape(len(ids), -1)
+        scorable = np.isfinite(correctness)
+        successes = (np.where(scorable, correctness, -np.inf) >= args.pass_threshold).sum(axis=1)
+        trials = scorable.sum(axis=1)
+        known = self.state.get(ids)
+        pooled = (successes.sum() + 1.0) / (trials.sum() + 2.0)
+        prior = np.where(np.isnan(known["ema_pass_rate"]), pooled, known["ema_pass_rate"])
+        energies = expected_energy(
+            successes,
+            trials,
+            remaining,
+            prior,
+            args.probe_prior_strength,
+            known["initial_pass_rate"],
+            known["ema_pass_rate"],
+            d_init_min=args.energy_d_init_min,
+            momentum_weight=args.energy_momentum_weight,
+            momentum_mode=args.energy_momentum_mode,
+            terms=args.energy_terms,
+        )
+        return GroupBatch(
+            prompt_ids=ids,
+            pass_rates=np.where(trials > 0, successes / np.maximum(trials, 1), np.nan),
+            rewards=correctness,
+            energies=energies,
+            live=energies > 0,
+            ema_pass_rates=known["ema_pass_rate"],
+            rng=np.random.default_rng([args.seed, self.generation, PROBE_STREAM]),
+        )
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         """The selector's weight of each group of `batch` (0 removes the group from the update)."""

@@ -34,18 +34,26 @@ class Generated:
     prompt_ids: np.ndarray
     rewards: np.ndarray
 
+    def groups(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """The prompt id of each group of `size` consecutive rows, and the rewards by group, shape `(groups, size,
+        reward functions)`."""
+        return self.prompt_ids[::size], self.rewards.reshape(-1, size, self.rewards.shape[-1])
+
 
 @dataclass
 class StepContext:
     """
     What a [`RolloutPlan`] may use during one generation batch: the `accelerator` (`num_processes`, `process_index`,
     `gather`), the group size `num_generations`, the `pad_token_id` of the rows, the index `generation` of this
-    generation batch in the run (it seeds draws that must be the same on every process), and four functions:
+    generation batch in the run (it seeds draws that must be the same on every process), the `correctness_index` of
+    the reward function that defines correctness, and four functions:
 
     - `generate(inputs, num_rollouts) -> Generated`: TRL's generation and scoring of `inputs` (`num_rollouts`
       consecutive rows per prompt; TRL's advantages are computed over groups of that size);
-    - `score(generated, num_rollouts, round) -> GroupBatch`: the groups of a [`Generated`] scored into the per-prompt
-      state; `round` is 0 for a generation batch's first round, `r` for its `r`-th extra one (seeds selection apart);
+    - `score(prompt_ids, rewards, round, anchor=None) -> GroupBatch`: groups (their prompt ids, their rewards shaped
+      `(groups, rollouts, reward functions)`, NaN for a rollout not generated) scored into the per-prompt state;
+      `round` is 0 for a generation batch's first round, `r` for its `r`-th extra one (seeds selection apart);
+      `anchor` says which groups may set their prompt's first pass rate (all by default);
     - `select(groups) -> weights`: the selector's weight of each group;
     - `log(metrics)`: the metric sink (the Trainer's logs).
     """
@@ -54,10 +62,11 @@ class StepContext:
     num_generations: int
     pad_token_id: int
     generate: Callable[[list[dict], int], Generated]
-    score: Callable[[Generated, int, int], GroupBatch]
+    score: Callable[..., GroupBatch]
     select: Callable[[GroupBatch], np.ndarray]
     log: Callable[[dict[str, float]], None]
     generation: int = 0
+    correctness_index: int = 0
 
 
 @dataclass
@@ -136,7 +145,7 @@ class FreshPlan:
 
     def collect(self, ctx: StepContext, inputs: list[dict]) -> Collected:
         generated = ctx.generate(inputs, ctx.num_generations)
-        groups = ctx.score(generated, ctx.num_generations, 0)
+        groups = ctx.score(*generated.groups(ctx.num_generations), 0)
         weights = ctx.select(groups)
         return collected_rounds(ctx, [generated], groups, weights)
 
@@ -148,12 +157,13 @@ def collected_rounds(ctx: StepContext, rounds: list[Generated], groups: GroupBat
 
     rows = rounds[0].rows if len(rounds) == 1 else concat_batches([r.rows for r in rounds], ctx.pad_token_id)
     generated = float(sum(r.rows["num_items_in_batch"].item() for r in rounds))
+    metrics = {"lze/fresh_rollouts": sum(len(r.prompt_ids) for r in rounds)}
     if len(rounds) == 1 and np.all(weights == 1.0):
-        return Collected(rows, groups, weights, None, 0, generated)
+        return Collected(rows, groups, weights, None, 0, generated, metrics)
     processes = ctx.accelerator.num_processes
     every = group_row_weights(weights, ctx.num_generations, processes, len(rounds))
     local = every[ctx.accelerator.process_index]
-    return Collected(rows, groups, weights, local, int((every > 0).sum(axis=1).max()), generated)
+    return Collected(rows, groups, weights, local, int((every > 0).sum(axis=1).max()), generated, metrics)
 
 
 def run_step(plan: RolloutPlan, ctx: StepContext, run: Any, inputs: list[dict], step: int) -> Batch:

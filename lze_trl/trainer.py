@@ -7,6 +7,7 @@ name of TRL's and transformers' trainers used here is listed, and pinned by a te
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -25,7 +26,8 @@ from trl import GRPOConfig, GRPOTrainer
 from . import state as lze_state_files
 from .config import as_lze_config
 from .engines import warn_if_not_sharded
-from .guards import LZEWarning, check_dataset_fits_batch, check_map_style, checked_reward_func
+from .guards import LZEWarning, check_dataset_fits_batch, check_map_style, check_probe, checked_reward_func
+from .probe import ProbePlan, RolloutCache
 from .prompt_ids import PromptIds, has_prompt_column
 from .run import LZERun
 from .sampler import LZERepeatSampler
@@ -127,7 +129,11 @@ class LZEGRPOTrainer(GRPOTrainer):
         map_style = self.lze_enabled and not iterable
         if self.lze_enabled and iterable:
             check_map_style(args)
-        self._reward_tap = RewardTap()
+        if args.probe_generations:
+            check_probe(
+                args, self.lze_enabled, [k for k in ("tools", "environment_factory", "rollout_func") if kw.get(k)]
+            )
+        self._reward_tap, self._rollout_cache = RewardTap(), RolloutCache()
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kw)
         names = list(self.reward_func_names)
         self._correctness_index = self._resolve_correctness_reward(args.correctness_reward)
@@ -185,10 +191,15 @@ class LZEGRPOTrainer(GRPOTrainer):
 
     def make_rollout_plan(self) -> RolloutPlan:
         """
-        Where each generation batch's groups come from ([`~lze_trl.step.RolloutPlan`]), built once at init: one fresh
-        generation of every prompt. Subclasses return their own plan (the experimental modes and DAPO's refill
-        rounds in the repository's `benchmarks/experimental/` do).
+        Where each generation batch's groups come from ([`~lze_trl.step.RolloutPlan`]), built once at init: a probe
+        then the completion of the chosen groups with `probe_generations`, else one fresh generation of every prompt.
+        Subclasses return their own plan (the experimental modes and DAPO's refill rounds in the repository's
+        `benchmarks/experimental/` do).
         """
+        if self.args.probe_generations:
+            main = self.accelerator.is_main_process
+            warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731
+            return ProbePlan(self.args.probe_generations, self.lze, self._rollout_cache, warn)
         return FreshPlan()
 
     # ----------------------------------------------------------------------------------------------- data
@@ -232,28 +243,55 @@ class LZEGRPOTrainer(GRPOTrainer):
             num_generations=self.num_generations,
             pad_token_id=tokenizer.pad_token_id,
             generate=self._generate_scored,
-            score=self._score_generated,
+            score=self._score_groups,
             select=self.lze.select,
             log=lambda metrics: [self._metrics["train"][k].append(v) for k, v in metrics.items()],
             generation=self.lze.generation,
+            correctness_index=self._correctness_index,
         )
 
     def _generate_scored(self, inputs: list[dict], num_rollouts: int) -> Generated:
-        """TRL's generation and scoring of `inputs`, with the prompt ids of all processes' rows and the rewards."""
-        if num_rollouts != self.num_generations:
-            raise ValueError(f"groups of {num_rollouts} rollouts need a plan that sets the group size")
+        """
+        TRL's generation and scoring of `inputs` in groups of `num_rollouts`, with the prompt ids of all processes'
+        rows and the rewards. A call with other groups than `num_generations` (a probe) leaves no TRL metric behind:
+        TRL's metrics describe the groups that may reach the update.
+        """
         ids = torch.as_tensor(self.prompt_ids.of_rows(inputs), device=self.accelerator.device)
-        with self._reward_tap.capture() as captured:
+        logged = {key: len(values) for key, values in self._metrics["train"].items()}
+        with self._reward_tap.capture() as captured, self._group_size(num_rollouts):
             rows = super()._generate_and_score_completions(inputs)
+        if num_rollouts != self.num_generations:
+            for key, values in self._metrics["train"].items():
+                del values[logged.get(key, 0) :]
         return Generated(rows, self.accelerator.gather(ids).cpu().numpy(), captured["rewards"])
 
-    def _score_generated(self, generated: Generated, num_rollouts: int, extra_round: int = 0):
-        """Scores the groups of `num_rollouts` rows of `generated` into the LZE state ([`LZERun.score`])."""
-        rewards = generated.rewards
-        totals = np.nansum(rewards * self.reward_weights.float().cpu().numpy()[None, :], axis=1)
-        correctness = rewards[:, self._correctness_index].reshape(-1, num_rollouts)
-        ids = generated.prompt_ids[::num_rollouts]
-        return self.lze.score(ids, correctness, totals.reshape(-1, num_rollouts), extra_round)
+    @contextlib.contextmanager
+    def _group_size(self, size: int | None):
+        """TRL's group size inside: `num_generations`, its advantages' groups and vLLM server's n per prompt."""
+        saved = self.num_generations
+        self.num_generations = saved if size is None else size
+        try:
+            yield
+        finally:
+            self.num_generations = saved
+
+    def _generate(self, prompts):
+        return self._rollout_cache.generate(prompts, self._generate_rollouts)  # served rollouts are not generated
+
+    def _generate_rollouts(self, prompts: list, group_size: int | None):
+        with self._group_size(group_size):
+            return self.generate_rollouts(prompts)
+
+    def generate_rollouts(self, prompts: list):
+        """TRL's `_generate` of the rollouts really generated (a probe's reused rows are not): the demo meters here."""
+        return super()._generate(prompts)
+
+    def _score_groups(self, prompt_ids: np.ndarray, rewards: np.ndarray, extra_round: int = 0, anchor=None):
+        """Scores groups (rewards shaped `(groups, rollouts, reward functions)`) into the LZE state ([`LZERun.score`]):
+        the correctness reward defines their pass rates, the weighted sum of all rewards their spread."""
+        totals = np.nansum(rewards * self.reward_weights.float().cpu().numpy(), axis=2)
+        totals[np.isnan(rewards).all(axis=2)] = np.nan  # a rollout no function scored (or not generated)
+        return self.lze.score(prompt_ids, rewards[:, :, self._correctness_index], totals, extra_round, anchor)
 
     def training_step(self, model, inputs, num_items_in_batch):
         resumed = self.lze.position.count_micro_step()

@@ -11,7 +11,8 @@ PRIVATE_NAMES: dict[str, str] = {
     "metered by the demo",
     "_calculate_rewards": "overridden to hand the gathered rewards to the step (`step.RewardTap`)",
     "_get_train_sampler": "overridden to return LZERepeatSampler",
-    "_generate": "metered by the demo (rollout tokens and time)",
+    "_generate": "overridden to serve a probe's rollouts again in their completed group (`probe.RolloutCache`); the "
+    "rollouts it really generates go through `LZEGRPOTrainer.generate_rollouts` (metered by the demo)",
     "_metrics": "the per-step metric lists that TRL's `log` averages: the `lze/` metrics are appended to them",
     "_step": "TRL's micro-step counter that paces generation: saved with the LZE state and restored on resume",
     "_load_rng_state": "transformers' RNG restore, redone after a resumed sampler's first draw (exact resume)",

@@ -231,6 +231,8 @@ def run(out_dir: Path, engine: str, case: str) -> None:
         scheduler = {"type": "WarmupDecayLR", "params": {"warmup_num_steps": "auto", "total_num_steps": "auto"}}
         values["deepspeed"] = {**values["deepspeed"], "scheduler": scheduler}
     trainer_class, config_class = LZEGRPOTrainer, LZEGRPOConfig
+    if case == "probe":  # probe-then-complete: 2 rollouts of each prompt, then only the chosen groups completed
+        values.update(probe_generations=2)
     if case == "dapo":  # DAPO's refill rounds: a rollout plan of the experimental modes, outside the package
         from benchmarks.experimental import ExperimentalConfig, ExperimentalLZETrainer
 
@@ -298,7 +300,7 @@ if __name__ == "__main__":
     with restored_environ():
         fsdp_fallback(out)
     for engine in sys.argv[2:]:
-        for case in ("lze", "resume", "none", "dapo") + (("ds_scheduler",) if engine == "zero3" else ()):
+        for case in ("lze", "resume", "none", "dapo", "probe") + (("ds_scheduler",) if engine == "zero3" else ()):
             start = time.perf_counter()
             with restored_environ():
                 run(out / engine / case, engine, case)

@@ -27,6 +27,8 @@ def main(out_dir: str, mode: str) -> None:
         # candidates from the fresh ones and the buffer; the buffer's rows stay on their rank
         "replay": dict(fresh_fraction=0.5, selection_ratio=0.5),
     }.get(mode)
+    # probe: each rank probes its 4 prompts with 2 rollouts, both complete the same number of groups
+    probe = dict(probe_generations=2, per_device_train_batch_size=16) if mode == "probe" else {}
     trainer_class, config_class = LZEGRPOTrainer, LZEGRPOConfig
     if experimental is not None:  # the modes outside the package, through its plugin hooks
         from benchmarks.experimental import ExperimentalConfig, ExperimentalLZETrainer
@@ -41,6 +43,7 @@ def main(out_dir: str, mode: str) -> None:
         prune_solved=mode == "prune",
         prune_solved_after=1,
         **(experimental or {}),
+        **probe,
     )
     # mixed_reward: prompt i passes on (i % 9) of 8 completion buckets, so i = 0 never passes and i = 8 always does
     trainer = trainer_class(

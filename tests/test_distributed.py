@@ -11,7 +11,7 @@ from testing_utils import run_torchrun
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
-@pytest.mark.parametrize("mode", ["select", "prune", "rollout", "replay"])
+@pytest.mark.parametrize("mode", ["select", "prune", "rollout", "replay", "probe"])
 def test_two_processes_end_with_identical_state(tmp_path, mode):
     result = run_torchrun(Path(__file__).with_name("dist_train.py"), tmp_path, mode, timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -39,6 +39,10 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
         for r in range(2):
             assert infos[r]["replay_owned_rows"] == sorted(keys[owners == r].tolist())
         assert set(infos[0]["replay_owned_rows"]).isdisjoint(infos[1]["replay_owned_rows"])
+    if mode == "probe":
+        # both ranks completed the same groups, each its own half, and only those reached the update
+        completed = [e["lze/completed_groups"] for e in infos[0]["log"] if "lze/completed_groups" in e]
+        assert completed and all(c > 0 and c % 2 == 0 for c in completed)
     selected = [e["lze/selected_frac"] for e in infos[0]["log"] if "lze/selected_frac" in e]
     if mode != "replay":  # with replay, the fresh groups are a quarter of the candidates and may all be taken
         assert selected and all(0 < s <= 0.5 for s in selected)

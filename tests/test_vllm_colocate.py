@@ -294,3 +294,22 @@ def test_replay_generates_only_the_fresh_share_with_vllm(tmp_path, model_dir):
     # the one that measures the replayed tokens' ratios
     ratios = logged(trainer, "lze/replay_ratio_mean")
     assert all(0.5 < r < 2.0 for r in ratios)
+
+
+def test_probe_then_complete_generates_only_the_missing_rollouts_with_vllm(tmp_path, model_dir):
+    # 4 prompts x 4 rollouts per step: vLLM first generates the probe (2 rollouts of each prompt), then only the 2
+    # missing rollouts of each completed prompt; the probe's are served again, never regenerated
+    trainer = vllm_trainer(
+        tmp_path, model_dir, probe_generations=2, per_device_train_batch_size=16, learning_rate=1e-2
+    )
+    calls = record_vllm(trainer)
+    rows = count_grad_rows(trainer.model)
+    trainer.train()
+    completed = logged(trainer, "lze/completed_groups")
+    assert [len(p) for p in calls["prompts"]] == [n for c in completed for n in (8, 2 * int(c))]
+    assert calls["syncs"] == 2  # one sync per step: the completion generates with the probe's weights
+    for probe, completion in zip(calls["prompts"][::2], calls["prompts"][1::2]):
+        assert set(completion) <= set(probe) and all(completion.count(p) == 2 for p in set(completion))
+    gaps = logged(trainer, "sampling/sampling_logp_difference/max")
+    assert len(gaps) == 2 and max(gaps) < SYNC_TOLERANCE  # the reused rows carry vLLM's log-probs of their sampling
+    assert rows["rows"] == expected_forward_rows(trainer.selection_log.to_pandas())

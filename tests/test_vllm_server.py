@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 import torch
-from testing_utils import count_grad_rows, expected_forward_rows, make_trainer
+from testing_utils import count_grad_rows, expected_forward_rows, logged, make_trainer
 from vllm_cpu import max_logp_gap, model_sequence_logps, on_cpu, save_tiny_model, server_metadata_dir
 
 
@@ -133,3 +133,16 @@ def test_server_training(tmp_path, server, selector):
     else:  # 2 equal-energy groups per step: LZE keeps one (ties broken by order), only its rollouts reach the backward
         assert log.groupby("generation")["selected"].sum().tolist() == [1, 1]
         assert rows["rows"] == expected_forward_rows(log) == 2 * 4
+
+
+def test_server_probe_then_complete(tmp_path, server):
+    # vLLM's server generates `num_generations` completions per prompt from every `num_generations`-th row: the probe
+    # asks 2 per prompt, the completion the 2 missing ones per completed prompt
+    trainer = server_trainer(
+        tmp_path, server, "lze", reward=first_rollout_reward, probe_generations=2, per_device_train_batch_size=16
+    )
+    rows = count_grad_rows(trainer.model)
+    trainer.train()
+    completed = logged(trainer, "lze/completed_groups")
+    assert logged(trainer, "lze/fresh_rollouts") == [8 + 2 * c for c in completed] and min(completed) > 0
+    assert rows["rows"] == expected_forward_rows(trainer.selection_log.to_pandas())

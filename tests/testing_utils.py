@@ -199,6 +199,7 @@ def make_trainer(
     model=None,
     tokenizer=None,
     trainer_kwargs: dict | None = None,
+    trainer_class: type | None = None,
     **overrides,
 ) -> LZEGRPOTrainer:
     """
@@ -219,6 +220,8 @@ def make_trainer(
             The processing class; a fresh `char_tokenizer()` when `None`.
         trainer_kwargs (`dict`, *optional*):
             Further arguments of the trainer (`eval_dataset`, `peft_config`, `rollout_func`, ...).
+        trainer_class (`type`, *optional*):
+            A subclass of `LZEGRPOTrainer` to build (e.g. one that records what it sees).
         **overrides:
             Config fields (see `lze_args`).
 
@@ -227,9 +230,9 @@ def make_trainer(
         experimental mode's setting).
     """
     tokenizer = char_tokenizer() if tokenizer is None else tokenizer
-    trainer_class = LZEGRPOTrainer
-    if experimental(overrides):
+    if trainer_class is None and experimental(overrides):
         from benchmarks.experimental import ExperimentalLZETrainer as trainer_class
+    trainer_class = trainer_class or LZEGRPOTrainer
     return trainer_class(
         model=tiny_qwen2(tokenizer) if model is None else model,
         reward_funcs=reward,

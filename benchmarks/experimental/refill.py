@@ -119,14 +119,14 @@ class RefillPlan:
     def collect(self, ctx: StepContext, inputs: list[dict]) -> Collected:
         G, processes, per_process = ctx.num_generations, ctx.accelerator.num_processes, len(inputs)
         generated = [ctx.generate(inputs, G)]
-        batches = [ctx.score(generated[0], G, 0)]
+        batches = [ctx.score(*generated[0].groups(G), 0)]
         weights, used = fit_groups(ctx.select(batches[0]), np.zeros(processes, dtype=np.int64), G, per_process)
         kept = [weights]
         seen = set(batches[0].prompt_ids.tolist())
         while len(generated) <= self.rounds and used.sum() < processes * per_process:
             extra = self.pool.draw(ctx, inputs, batches[0].num_groups, len(generated), seen)
             generated.append(ctx.generate(extra, G))
-            batches.append(ctx.score(generated[-1], G, len(batches)))
+            batches.append(ctx.score(*generated[-1].groups(G), len(batches)))
             w, used = fit_groups(ctx.select(batches[-1]), used, G, per_process)
             kept.append(w)
             seen.update(batches[-1].prompt_ids.tolist())

@@ -65,7 +65,7 @@ class ReplayPlan:
         count = self.fresh_per_process(candidates)
         generated = ctx.generate(inputs[: count * G], G)  # the sampler's order is random: a random choice
         output = generated.rows
-        fresh = ctx.score(generated, G, 0)
+        fresh = ctx.score(*generated.groups(G), 0)
 
         # The update: the selector's choice among the fresh groups and the buffer's eligible ones
         eligible = np.flatnonzero(buffer.eligible(generation))

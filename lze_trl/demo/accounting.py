@@ -148,8 +148,8 @@ class MeteredLZEGRPOTrainer(LZEGRPOTrainer):
         for name in ("score", "select", "record"):
             setattr(self.lze, name, _timed(getattr(self.lze, name), self.meter, "selection_seconds"))
 
-    def _generate(self, prompts: list):
-        result = super()._generate(prompts)
+    def generate_rollouts(self, prompts: list):
+        result = super().generate_rollouts(prompts)  # only the rollouts really generated (not a probe's reused ones)
         if self.model.training:
             prompt_ids, completion_ids = result[0], result[1]
             self.meter.rollout_prompt_tokens += sum(len(ids) for ids in prompt_ids)

@@ -71,6 +71,12 @@ class DemoConfig:
             whose supervision forgets each carry with probability `carry_drop_prob`, so the starting policy has
             learned the right procedure and a common slip side by side and solves a prompt less often the more carries
             it has: RL has something general to learn, which carries over to held-out and OOD prompts.
+        train_levels (`list[int]`, *optional*):
+            Levels of the training prompts (a level repeated is drawn as often again); `None` takes the task's
+            `TRAIN_LEVELS`. `carries` only: `[0, 0, 1, 2, 6, 6]` with `test_levels=[1, 2]` is its dead-mass regime
+            (`lze_trl.tasks.carries.DEAD_MASS_LEVELS`; BENCHMARKS.md section 10).
+        test_levels (`list[int]`, *optional*):
+            Levels of the in-domain test prompts; `None` takes the task's `TRAIN_LEVELS`. `carries` only.
         n_train (`int`, *optional*, defaults to `2048`):
             Training prompts (the task's training levels).
         n_test (`int`, *optional*, defaults to `600`):
@@ -122,6 +128,8 @@ class DemoConfig:
 
     task: str = "carries"
     warm_start: WarmStartConfig = field(default_factory=lambda: default_warm_start("carries"))
+    train_levels: list[int] | None = None
+    test_levels: list[int] | None = None
     n_train: int = 2048
     n_test: int = 600
     n_ood: int | None = None

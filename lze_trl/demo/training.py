@@ -32,8 +32,11 @@ def prepare(config: DemoConfig) -> tuple[Any, Any, dict[str, Any], dict[str, Any
         )
     torch.set_num_threads(config.torch_threads)
     model, tokenizer, meta = load_warm_start(config.warm_start, config.cache_dir, progress=config.progress)
+    levels = {k: v for k, v in (("train_levels", config.train_levels), ("test_levels", config.test_levels)) if v}
+    if levels and config.task != "carries":
+        raise ValueError(f"train_levels and test_levels are options of the carries task, not of {config.task!r}.")
     splits = get_task(config.task).make_splits(
-        config.n_train, config.n_test, config.resolved_n_ood(), seed=config.data_seed
+        config.n_train, config.n_test, config.resolved_n_ood(), seed=config.data_seed, **levels
     )
     splits["train_eval"] = splits["train"].select(range(min(config.n_train_eval, config.n_train)))
     return model, tokenizer, splits, meta

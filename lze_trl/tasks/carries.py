@@ -47,6 +47,10 @@ OOD_MIN_OPERAND: int = 80
 WARM_START_LEVELS: tuple[int, ...] = (0, 1, 2)
 """For the warm start, a level is a number of carries, with operands of 2 or 3 digits (uniformly): levels 0-2 cover
 task levels 0-5, never three carries."""
+DEAD_MASS_LEVELS: tuple[int, ...] = (0, 0, 1, 2, 6, 6)
+"""Train levels of the dead-mass regime: a third soon always solved, a third never, a third learnable."""
+DEAD_MASS_TEST_LEVELS: tuple[int, ...] = (1, 2)
+"""Test levels of the dead-mass regime: the learnable ones, so that in-domain accuracy can move."""
 NUM_LEVELS: int = 7
 DEFAULT_N_OOD: int = 180
 """OOD prompts a demo evaluates by default: the whole OOD range."""
@@ -232,12 +236,25 @@ def make_dataset(n: int, seed: int = 0, levels: Sequence[int] | None = None, spl
     return Dataset.from_dict({key: [p[key] for p in problems] for key in ("prompt", "answer", "difficulty")})
 
 
-def make_splits(n_train: int, n_test: int, n_ood: int, seed: int = 0) -> dict[str, Dataset]:
-    """The train (levels 0-3), test (levels 0-3, disjoint prompts) and OOD (level 2 in the OOD operand range)
-    datasets."""
+def make_splits(
+    n_train: int,
+    n_test: int,
+    n_ood: int,
+    seed: int = 0,
+    train_levels: Sequence[int] | None = None,
+    test_levels: Sequence[int] | None = None,
+) -> dict[str, Dataset]:
+    """
+    The train (levels 0-3), test (levels 0-3, disjoint prompts) and OOD (level 2 in the OOD operand range) datasets.
+
+    `train_levels` and `test_levels` change the levels of the train and test splits (a level repeated is drawn that
+    many times as often). [`DEAD_MASS_LEVELS`] and [`DEAD_MASS_TEST_LEVELS`] make the dead-mass regime: a third of the
+    prompts soon always solved (level 0), a third never (level 6, three carries, which the warm start never saw),
+    and the test split on the levels RL can still move (1 and 2).
+    """
     return {
-        "train": make_dataset(n_train, seed, split="train"),
-        "test": make_dataset(n_test, seed, split="test"),
+        "train": make_dataset(n_train, seed, levels=train_levels, split="train"),
+        "test": make_dataset(n_test, seed, levels=test_levels, split="test"),
         "ood": make_dataset(n_ood, seed, split="ood"),
     }
 

@@ -1,0 +1,238 @@
+"""Probe-then-complete (`probe_generations`): the pieces (choice evened out over processes, TRL's `_generate` rows
+captured and served), then trainer runs: only the completed groups reach the update, with TRL's advantages over the
+whole group; exact resume; the run says when its probes decide badly; bad settings are refused early."""
+
+import numpy as np
+import pytest
+import torch
+from testing_utils import (
+    completion_bucket,
+    count_grad_rows,
+    even_solved_reward,
+    expected_forward_rows,
+    logged,
+    make_trainer,
+    prompt_dataset,
+    prompt_number,
+)
+
+from lze_trl import LZEGRPOTrainer, LZEWarning
+from lze_trl.probe import RolloutCache, even_out, join_rows, split_rows
+
+
+# ----------------------------------------------------------------------------------------------- pieces
+def test_even_out_gives_every_process_the_same_count_keeping_the_best():
+    chosen = np.array([1, 1, 1, 0, 0, 0, 0, 1], dtype=bool)  # 3 on process 0, 1 on process 1
+    energies = np.array([0.5, 0.1, 0.9, 0.3, 0.2, 0.8, 0.7, 0.6])
+    out = even_out(chosen, energies, num_processes=2)
+    assert out.reshape(2, -1).sum(axis=1).tolist() == [2, 2]
+    # process 0 drops its lowest chosen (0.1); process 1 adds its best other group (0.8) to its chosen one
+    assert np.flatnonzero(out).tolist() == [0, 2, 5, 7]
+    assert even_out(chosen, energies, num_processes=1).tolist() == chosen.tolist()  # one process: unchanged
+
+
+def generate_result(rows):
+    """A `_generate`-shaped result: prompt ids, completion ids, no tool mask, completions, no logprobs, no extra
+    fields, no images, no tool images (TRL's 8-tuple)."""
+    return (
+        [[1, r] for r in rows],
+        [[r, r] for r in rows],
+        None,
+        [f"c{r}" for r in rows],
+        None,
+        {},
+        None,
+        [],
+    )
+
+
+def test_rows_of_a_generate_result_split_and_join_back():
+    result = generate_result([3, 4, 5])
+    rows = split_rows(result, 3)
+    assert len(rows) == 3 and rows[1][1] == [4, 4] and rows[1][3] == "c4"
+    assert join_rows(rows) == result
+    with pytest.raises(ValueError, match="rollout_func"):
+        split_rows((*result[:5], {"env_mask": [1, 1, 1]}, None, []), 3)
+
+
+def test_the_cache_captures_a_probe_and_serves_it_in_the_completion():
+    cache, calls = RolloutCache(), []
+
+    def generate(prompts, group_size):
+        calls.append((list(prompts), group_size))
+        return generate_result(prompts)
+
+    assert cache.generate([7, 8], generate) == generate_result([7, 8])  # outside a plan's scope: plain generation
+    with cache.capture() as captured:
+        cache.generate([1, 1, 2, 2], generate)  # a probe of 2 rollouts for prompts 1 and 2
+    assert [row[1] for row in captured] == [[1, 1], [1, 1], [2, 2], [2, 2]]
+    served = [captured[0], captured[1], None, None]  # prompt 1's group of 4: its probe, then 2 new rollouts
+    with cache.serve(served, group_size=2):
+        result = cache.generate([1, 1, 1, 1], generate)
+    assert calls[-1] == ([1, 1], 2)  # only the missing rows were generated, in a run of 2 (vLLM server's n)
+    assert result[3] == ["c1", "c1", "c1", "c1"] and result[2] is None and result[7] == []
+    assert cache.generate([9], generate) == generate_result([9])  # the scope ended
+
+
+# ----------------------------------------------------------------------------------------------- trainer runs
+class RecordingTrainer(LZEGRPOTrainer):
+    """Records every rollout it really generates and every micro-batch of the update."""
+
+    def __init__(self, *args, **kwargs):
+        self.generated, self.updates = [], []
+        super().__init__(*args, **kwargs)
+
+    def generate_rollouts(self, prompts):
+        result = super().generate_rollouts(prompts)
+        if self.model.training:
+            self.generated.append(list(zip(prompts, result[3])))
+        return result
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        keys = ("prompt_ids", "completion_ids", "completion_mask", "advantages")
+        self.updates.append({k: inputs[k].detach().clone() for k in keys})
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+
+def bucket_reward(prompts, completions, **kwargs):
+    """Deterministic in the completion's text: a group's rewards are known from its completions alone."""
+    return [float(completion_bucket(c, 3) < prompt_number(p) % 3) for p, c in zip(prompts, completions)]
+
+
+@pytest.mark.slow
+def test_only_completed_groups_reach_the_update_with_trls_advantages_over_the_whole_group(tmp_path):
+    trainer = make_trainer(
+        tmp_path,
+        reward=bucket_reward,
+        dataset=prompt_dataset(32),
+        probe_generations=2,
+        per_device_train_batch_size=32,  # 8 prompts x 4 rollouts per generation batch
+        max_steps=3,
+        trainer_class=RecordingTrainer,
+    )
+    rows = count_grad_rows(trainer.model)
+    trainer.train()
+    tokenizer = trainer.processing_class
+    completed = logged(trainer, "lze/completed_groups")
+    assert logged(trainer, "lze/probe_rollouts") == [16.0] * 3  # 8 prompts x 2
+    assert logged(trainer, "lze/fresh_rollouts") == [16 + 2 * c for c in completed]
+    # Two generation calls per step: the probe (2 rollouts of each of the 8 prompts), then the completion (2 more of
+    # each completed prompt): the probe's rollouts are never generated again.
+    assert [len(g) for g in trainer.generated] == [n for c in completed for n in (16, 2 * int(c))]
+    assert 0 < sum(completed) < 3 * 8
+    for step, update in enumerate(trainer.updates):
+        probe, completion = trainer.generated[2 * step], trainer.generated[2 * step + 1]
+        kept = update["completion_mask"].sum(dim=1) > 0
+        prompts = tokenizer.batch_decode(update["prompt_ids"][kept], skip_special_tokens=True)
+        completions = tokenizer.batch_decode(update["completion_ids"][kept], skip_special_tokens=True)
+        advantages = update["advantages"][kept]
+        for prompt in set(prompts):
+            rows_of = [i for i, p in enumerate(prompts) if p == prompt]
+            assert len(rows_of) == 4  # a whole group of num_generations reaches the update
+            group = sorted(completions[i] for i in rows_of)
+            # the group is the prompt's probe (2 rollouts) and its completion (2 new ones)
+            expected = [c for p, c in probe if p == prompt] + [c for p, c in completion if p == prompt]
+            assert group == sorted(expected)
+            # TRL's advantages over the group of 4 (scale_rewards="group"): (r - mean) / (std + 1e-4)
+            rewards = torch.tensor(bucket_reward([prompt] * 4, [completions[i] for i in rows_of]))
+            mean, std = rewards.mean(), rewards.std()
+            torch.testing.assert_close(advantages[rows_of], (rewards - mean) / (std + 1e-4))
+    log = trainer.selection_log.to_pandas()
+    assert rows["rows"] == expected_forward_rows(log)  # only the kept groups' rows went through the backward
+    table = trainer.prompt_table()
+    # a prompt only probed has no first pass rate yet (a probe's 2 rollouts do not set the difficulty anchor)
+    probed_only = table["num_selected"] == 0
+    assert table.loc[probed_only, "initial_pass_rate"].isna().any()
+
+
+@pytest.mark.slow
+def test_probe_resume_is_exact(tmp_path):
+    def trainer(out, **extra):
+        return make_trainer(
+            out,
+            reward=even_solved_reward,
+            dataset=prompt_dataset(16),
+            probe_generations=2,
+            per_device_train_batch_size=16,
+            max_steps=6,
+            save_strategy="steps",
+            save_steps=1,
+            learning_rate=1e-2,
+            **extra,
+        )
+
+    full = trainer(tmp_path / "full")
+    full.train()
+    resumed = trainer(tmp_path / "full")
+    resumed.args.output_dir = str(tmp_path / "resumed")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / "checkpoint-3"))
+    keys = ("loss", "lze/completed_groups", "lze/fresh_rollouts", "lze/energy_mean")
+    history = [{k: e[k] for k in keys if k in e} for e in full.state.log_history if "loss" in e and e["step"] > 3]
+    assert history == [
+        {k: e[k] for k in keys if k in e} for e in resumed.state.log_history if "loss" in e and e["step"] > 3
+    ]
+    for a, b in zip(full.model.parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_a_run_whose_probes_decide_badly_says_so(tmp_path):
+    # Every rollout is wrong: every probe is 0 of 2, the quota is still completed, and every completed group is dead
+    trainer = make_trainer(
+        tmp_path,
+        reward=lambda completions, **kw: [0.0] * len(completions),
+        probe_generations=2,
+        per_device_train_batch_size=16,
+        max_steps=4,
+    )
+    with pytest.warns(LZEWarning, match="more than half of the completed groups came back dead"):
+        trainer.train()
+    assert logged(trainer, "lze/completed_dead_frac") == [1.0] * 4
+
+
+@pytest.mark.slow
+def test_probe_with_lora_trains_only_the_adapters(tmp_path):
+    from peft import LoraConfig
+
+    trainer = make_trainer(
+        tmp_path,
+        dataset=prompt_dataset(16),
+        probe_generations=1,
+        per_device_train_batch_size=16,
+        max_steps=2,
+        trainer_kwargs=dict(peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])),
+    )
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+    changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all("lora" in n for n in changed)
+    assert logged(trainer, "lze/probe_rollouts") == [4.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    "overrides, kwargs, match",
+    [
+        (dict(probe_generations=4), {}, "below num_generations=4"),
+        (dict(probe_generations=2, selector="none"), {}, "selector='none' keeps every group"),
+        (dict(probe_generations=2), dict(tools=[lambda x: x]), "cannot be reused with tools"),
+        (dict(probe_generations=-1), {}, "probe_generations=-1 is invalid"),
+        (dict(probe_generations=2, probe_prior_strength=float("nan")), {}, "probe_prior_strength=nan is invalid"),
+    ],
+)
+def test_bad_probe_settings_are_refused_with_the_fix(tmp_path, overrides, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_trainer(tmp_path, trainer_kwargs=kwargs, **overrides)
+
+
+def test_the_probe_needs_whole_groups_on_every_process():
+    # 2 processes x 6 rows: TRL accepts groups of 4 straddling the processes, the probe does not
+    from types import SimpleNamespace
+
+    from lze_trl.guards import check_probe
+
+    args = SimpleNamespace(
+        probe_generations=2, num_generations=4, per_device_train_batch_size=6, steps_per_generation=1, selector="lze"
+    )
+    with pytest.raises(ValueError, match="whole groups.*6 rows is not a multiple of num_generations=4"):
+        check_probe(args, lze_enabled=True, unsupported=[])
+    check_probe(SimpleNamespace(**{**vars(args), "steps_per_generation": 2}), lze_enabled=True, unsupported=[])
