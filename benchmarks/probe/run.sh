@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The probe-then-complete benchmark (BENCHMARKS.md section 10): one (regime, seed) per call, e.g.
+#   bash benchmarks/probe/run.sh dead 0 OUT
+# writes OUT/<regime>_s<seed>/ (python benchmarks/bench.py train); report with benchmarks/rollout_budget/report.py.
+set -euo pipefail
+regime=$1 seed=$2 out=$3
+cd "$(dirname "$0")/../.."
+PY=${PY:-.venv/bin/python}
+frontier=(grpo "grpo:per_device_train_batch_size=256" "grpo:per_device_train_batch_size=128"
+  "grpo:num_generations=4,per_device_train_batch_size=256" "grpo:num_generations=2,per_device_train_batch_size=128")
+probe="lze:probe_generations=2,selection_ratio=0.33"  # 8 prompts' probes + 21 completed groups: 0.496x the rollouts
+case $regime in
+  dead)  # carries' dead-mass regime: a third of the prompts soon always solved, a third never, test on the learnable
+    $PY benchmarks/bench.py train --steps 120 --eval_steps 20 --seeds "$seed" \
+      --demo train_levels=0,0,1,2,6,6 --demo test_levels=1,2 \
+      --selectors "${frontier[@]}" "grpo:per_device_train_batch_size=256,learning_rate=2e-4" \
+      "grpo:num_generations=4,per_device_train_batch_size=256,learning_rate=2e-4" lze "$probe" \
+      "lze:probe_generations=2,selection_ratio=0.33,probe_prior_strength=0" \
+      "uniform_live:probe_generations=2,selection_ratio=0.33" lze+rollout "dapo:dapo_max_resample=2" \
+      --output_dir "$out/dead_s$seed" ;;
+  carries)
+    $PY benchmarks/bench.py train --steps 120 --eval_steps 20 --seeds "$seed" \
+      --selectors "${frontier[@]}" lze "$probe" "lze:probe_generations=2" --output_dir "$out/carries_s$seed" ;;
+  arithmetic)
+    $PY benchmarks/bench.py train --demo task=arithmetic --steps 80 --eval_steps 10 --seeds "$seed" \
+      --selectors "${frontier[@]}" lze "$probe" --output_dir "$out/arithmetic_s$seed" ;;
+  *) echo "regime: dead, carries or arithmetic" >&2; exit 2 ;;
+esac
