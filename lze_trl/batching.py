@@ -22,7 +22,30 @@ def num_rows(batch: Batch) -> int:
 
 
 def take_rows(batch: Batch, index: torch.Tensor) -> Batch:
-    """The rows `index` of every per-row tensor and list of `batch`; scalars and other values are kept as they are."""
+    """
+    The rows `index` of every per-row tensor and list of `batch`; scalars and other values are kept as they are.
+
+    A vision-language batch (`pixel_values` with `num_images`) holds per-patch or per-image tensors: they are cut per
+    row with TRL's own split (`split_pixel_values_by_grid`, by `image_grid_thw`, `num_tiles`, ... as TRL splits them
+    into micro-batches), taken, and merged back; a per-image tensor that split does not cut raises a `ValueError`
+    naming it rather than keep another row's images.
+    """
+    if "pixel_values" not in batch or "num_images" not in batch:
+        return _take(batch, index)
+    from trl.trainer.utils import split_pixel_values_by_grid, unsplit_pixel_values_by_grid
+
+    split = split_pixel_values_by_grid(batch)
+    n = num_rows(batch)
+    for key, value in split.items():
+        if isinstance(value, torch.Tensor) and value.ndim > 0 and value.shape[0] != n:
+            raise ValueError(
+                f"lze-trl cannot keep some rows of this processor's `{key}` (shape {tuple(value.shape)} for {n} rows; "
+                "TRL's split_pixel_values_by_grid does not cut it per row): set selector='none' for this model."
+            )
+    return unsplit_pixel_values_by_grid(_take(split, index))
+
+
+def _take(batch: Batch, index: torch.Tensor) -> Batch:
     n = num_rows(batch)
     out = {}
     for key, value in batch.items():
@@ -39,8 +62,11 @@ def concat_batches(batches: list[Batch], pad_token_id: int, sum_keys: tuple[str,
     """
     Concatenates batches row-wise, padding token tensors to a common width (prompts on the left, completions on the
     right, as `GRPOTrainer` pads them). Scalars are taken from the first batch, except those named in `sum_keys`,
-    which are summed (`num_items_in_batch` when merging separately scored batches).
+    which are summed (`num_items_in_batch` when merging separately scored batches). Vision-language batches are
+    refused (their per-patch tensors would need TRL's split first).
     """
+    if "pixel_values" in batches[0]:
+        raise NotImplementedError("Merging generation rounds of image prompts is not supported (DAPO refill, replay).")
     merged = {}
     for key, first in batches[0].items():
         values = [b[key] for b in batches]

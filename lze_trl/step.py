@@ -192,10 +192,6 @@ def run_step(plan: RolloutPlan, ctx: StepContext, run: Any, inputs: list[dict], 
     metrics.update(collected.metrics)
     rows = collected.rows
     if collected.row_weights is not None:
-        if "pixel_values" in rows or "num_images" in rows:
-            raise NotImplementedError(
-                f"selector={run.args.selector!r} does not support image inputs yet; set selector='none'."
-            )
         local = torch.as_tensor(collected.row_weights, dtype=torch.float32)
         rows["advantages"] = rows["advantages"] * local.to(rows["advantages"].device)
         rows = pad_rows(rows, local > 0, collected.max_kept_rows, run.args.steps_per_generation, ctx.accelerator)

@@ -347,3 +347,94 @@ def run_torchrun(script, *script_args, timeout: int = 300):
         stdout, stderr = proc.communicate()
         pytest.fail(f"torchrun {script} timed out after {timeout} s:\n{stderr[-4000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+# ----------------------------------------------------------------------------------------------- vision-language
+def tiny_qwen2_vl(seed: int = 0):
+    """
+    A tiny randomly initialised Qwen2-VL and its processor, built offline: the character tokenizer with Qwen2-VL's
+    vision tokens and a chat template that places an image before the text, and an image processor that cuts a
+    28x28 image into 4 patches (one image token after the 2x2 merge). Qwen2-VL's processor also takes videos, which
+    needs torchvision; this one takes images only.
+
+    Returns:
+        `tuple[Qwen2VLForConditionalGeneration, ProcessorMixin]`: the model and its processor.
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessorPil,
+        Qwen2VLProcessor,
+    )
+    from transformers.processing_utils import ProcessorMixin
+
+    from lze_trl.tiny import DEFAULT_CHARSET, SPECIAL_TOKENS
+
+    vision = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+    vocab = {tok: i for i, tok in enumerate([*SPECIAL_TOKENS, *vision, *dict.fromkeys(DEFAULT_CHARSET)])}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    backend.add_special_tokens([AddedToken(t, special=True) for t in (*SPECIAL_TOKENS, *vision)])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>", padding_side="left"
+    )
+    template = (
+        "{% for m in messages %}{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for c in m['content'] %}"
+        "{% if c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>{% else %}{{ c['text'] }}{% endif %}"
+        "{% endfor %}{% endif %}{% endfor %}{% if add_generation_prompt %}={% endif %}"
+    )
+    tokenizer.chat_template = template
+
+    class ImageQwen2VLProcessor(Qwen2VLProcessor):
+        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+            self.image_token, self.video_token = "<|image_pad|>", "<|video_pad|>"
+            self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+            self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
+
+    images = Qwen2VLImageProcessorPil(min_pixels=28 * 28, max_pixels=28 * 28, patch_size=14, merge_size=2)
+    processor = ImageQwen2VLProcessor(image_processor=images, tokenizer=tokenizer, chat_template=template)
+    config = Qwen2VLConfig(
+        text_config=dict(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=256,
+            rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            bos_token_id=None,
+        ),
+        vision_config=dict(depth=1, embed_dim=16, hidden_size=32, num_heads=2, mlp_ratio=2, patch_size=14),
+        image_token_id=vocab["<|image_pad|>"],
+        video_token_id=vocab["<|video_pad|>"],
+        vision_start_token_id=vocab["<|vision_start|>"],
+        vision_end_token_id=vocab["<|vision_end|>"],
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Qwen2VLForConditionalGeneration(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = None
+    return model, processor
+
+
+def colour_dataset(n: int = 16) -> Dataset:
+    """Image prompts: a 28x28 image of one of `n` colours and one of two texts, so every text comes with many images
+    (a row's identity is its text and its image)."""
+    from PIL import Image
+
+    colours = [((37 * i) % 256, (91 * i) % 256, (53 * i) % 256) for i in range(n)]
+    return Dataset.from_dict(
+        {
+            "prompt": [[{"role": "user", "content": "which?" if i % 2 else "what?"}] for i in range(n)],
+            "image": [Image.new("RGB", (28, 28), c) for c in colours],
+        }
+    )
