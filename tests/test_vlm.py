@@ -31,8 +31,9 @@ def train(tmp_path, trainer_cls, config_cls, **overrides):
     args = tiny_config(
         tmp_path, config_cls, max_steps=1, per_device_train_batch_size=16, max_completion_length=4, **overrides
     )
+    data = colour_dataset(16)
     trainer = recording(trainer_cls)(
-        model=model, reward_funcs=colour_reward, args=args, train_dataset=colour_dataset(16), processing_class=processor
+        model=model, reward_funcs=colour_reward, args=args, train_dataset=data, processing_class=processor
     )
     trainer.updates = []
     trainer.train()
