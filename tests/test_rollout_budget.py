@@ -18,6 +18,7 @@ def method(accuracies: list[float], rollouts_per_eval: int, warnings: list[str] 
         {
             "test_accuracy": a,
             "ood_accuracy": a - 0.1,
+            "train_accuracy": a + 0.05,
             "rollouts": i * rollouts_per_eval,
             "total_flops": 2.0 * i * rollouts_per_eval,
         }
@@ -132,3 +133,35 @@ def test_a_missing_profile_is_refused_not_ignored(tmp_path, monkeypatch, capsys)
         report.main()
     assert f"--profile {missing}: no such file" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # nothing written with the stored projections instead
+
+
+def test_a_run_is_judged_against_grpos_best_use_of_its_budget(tmp_path):
+    # GRPO's frontier at half its rollouts: fewer prompts (ends 0.75) or fewer rollouts per prompt (ends 0.72 in-domain
+    # but, here, higher OOD); a probe arm generating 0.496x ends 0.78
+    half_prompts, half_group = "grpo:per_device_train_batch_size=256", "grpo:num_generations=4"
+    for seed in range(3):
+        group = method([0.5, 0.7, 0.72, 0.72, 0.72], 200)
+        for record in group["curve"]:
+            record["ood_accuracy"] += 0.2
+        probe = method([0.5, 0.7, 0.78, 0.78, 0.78 + 0.01 * seed], 198)
+        probe["steps"] = [{"lze/completed_dead_frac": 0.25}, {"lze/completed_dead_frac": 0.75}]
+        write(
+            tmp_path / "main",
+            seed,
+            {
+                "grpo": method([0.5, 0.8, 0.8, 0.8, 0.8], 400),
+                half_prompts: method([0.5, 0.7, 0.75, 0.75, 0.75], 200),
+                half_group: group,
+                "lze:probe_generations=2": probe,
+            },
+        )
+    frame = report.rows(report.load([str(tmp_path / "main")]), "grpo", [half_prompts, half_group])
+    text, summary = report.report(frame, "grpo", [half_prompts, half_group])
+    arm = summary["lze:probe_generations=2"]
+    assert arm["test_last3_best_frontier"] == half_prompts  # full GRPO generates more: not at the arm's budget
+    assert arm["test_last3_minus_best_frontier"] == pytest.approx(0.03 + 0.01 / 3)
+    assert arm["ood_last3_best_frontier"] == half_group  # the best point is chosen per metric
+    assert arm["ood_last3_minus_best_frontier"] == pytest.approx(0.78 - 0.72 - 0.2 + 0.01 / 3)
+    assert arm["update_dead_share"] == pytest.approx(0.5)  # a probe's completed groups, not every group it scored
+    assert summary["grpo"]["update_dead_share"] == pytest.approx(0.2)
+    assert "Against GRPO's frontier at the run's budget" in text

@@ -20,7 +20,10 @@ less fragile to a plateau one prompt short. Means over seeds come with a 95% t i
 seed. Ratios "to the baseline" divide each seed's figure by the baseline's on the same seed; "to the best control" by
 the smallest among the control arms (labelled ones included) that reached the target on that seed. The matched control
 of an arm is the control (or the baseline) with the same label whose fresh rollouts per step are closest to the arm's:
-the GRPO run that generates what the arm generates.
+the GRPO run that generates what the arm generates. The frontier table judges each arm against GRPO's best use of its
+budget: per metric (in-domain, OOD, train prompts), the best of the baseline and the controls that generate at most
+the arm's fresh rollouts (2% slack), fewer prompts or fewer rollouts per prompt alike. The dead share counts the groups
+that could reach the update: all the generated ones, or a probe's completed ones (`lze/completed_dead_frac`).
 """
 
 from __future__ import annotations
@@ -68,6 +71,12 @@ def reach(curve: list[dict], target: float, key: str = "rollouts") -> float | No
     return None if row is None else float(row[key])
 
 
+def completed_dead_share(steps: list[dict] | None) -> float | None:
+    """Mean share of a probe's completed groups that came back dead (`None` without a probe)."""
+    values = [e["lze/completed_dead_frac"] for e in steps or [] if "lze/completed_dead_frac" in e]
+    return float(np.mean(values)) if values else None
+
+
 def label(arm: str) -> str:
     return arm.partition("@")[2]
 
@@ -106,6 +115,9 @@ def rows(
                     "ood_final": s["final_ood_accuracy"],
                     "test_last3": smoothed_final(method["curve"], "test_accuracy"),
                     "ood_last3": smoothed_final(method["curve"], "ood_accuracy"),
+                    "train_last3": smoothed_final(method["curve"], "train_accuracy"),
+                    # the groups that could reach the update: all generated ones, or a probe's completed ones
+                    "update_dead_share": completed_dead_share(method.get("steps")) or s.get("dead_share"),
                     "fresh_rollouts_per_step": s["rollouts"] / steps,
                     "fresh_rollouts_ratio": s["rollouts"] / b["rollouts"],
                     "replayed_share": s.get("replayed_share", 0.0),
@@ -183,16 +195,31 @@ def matched_control(frame: pd.DataFrame, arm: str, candidates: list[str]) -> str
     return min(same, key=lambda c: abs(per_step[c] - per_step[arm]))
 
 
+def best_frontier(frame: pd.DataFrame, arm: str, candidates: list[str], column: str) -> str | None:
+    """
+    The frontier point (the baseline or a control, same label) with the best mean `column` among those that generate
+    at most the arm's fresh rollouts (2% slack): GRPO's best use of the arm's budget, by fewer prompts or fewer
+    rollouts per prompt (`None`: the arm is one of them, or none generates that little).
+    """
+    if arm in candidates:
+        return None
+    ratio = frame.groupby("arm").fresh_rollouts_ratio.mean()
+    means = frame.groupby("arm")[column].mean()
+    within = [c for c in candidates if label(c) == label(arm) and c in ratio and ratio[c] <= ratio[arm] + 0.02]
+    return max(within, key=lambda c: means[c]) if within else None
+
+
 def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str, dict]:
     """Two Markdown tables (accuracy; cost) and the per-arm summary written into `report.json`."""
     arms = list(dict.fromkeys(frame.arm))
     candidates = list(dict.fromkeys([baseline] + [a for a in arms if a.partition("@")[0] in (*controls, baseline)]))
     base = frame[frame.arm == baseline]
     base_se = base[["test_last3", "ood_last3"]].std(ddof=1) / np.sqrt(len(base))
-    accuracy, cost, summary = [], [], {}
+    accuracy, cost, frontier, summary = [], [], [], {}
     for arm in arms:
         part = frame[frame.arm == arm]
         matched = matched_control(frame, arm, candidates)
+        best = {c: best_frontier(frame, arm, candidates, c) for c in ("test_last3", "ood_last3", "train_last3")}
         gap = {c: paired_mean(frame, arm, baseline, c) for c in ("test_last3", "ood_last3")}
         summary[arm] = {
             "seeds": int(len(part)),
@@ -213,6 +240,16 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
         if matched:
             for c in ("test_last3", "ood_last3"):
                 summary[arm][f"{c}_minus_matched"] = paired_mean(frame, arm, matched, c)
+        for c, point in best.items():
+            if point:
+                summary[arm][f"{c}_best_frontier"] = point
+                summary[arm][f"{c}_minus_best_frontier"] = paired_mean(frame, arm, point, c)
+                summary[arm][f"{c}_minus_best_frontier_interval"] = paired(frame, arm, point, c)
+        if any(best.values()):
+            frontier.append(
+                [f"`{arm}`", interval(part.fresh_rollouts_ratio)]
+                + [cell for c, point in best.items() for cell in (f"`{point}`", paired(frame, arm, point, c))]
+            )
         accuracy.append(
             [
                 f"`{arm}`",
@@ -221,6 +258,7 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
                 paired(frame, arm, baseline, "test_last3") if arm != baseline else "",
                 interval(part.ood_last3),
                 paired(frame, arm, baseline, "ood_last3") if arm != baseline else "",
+                interval(part.train_last3),
                 f"`{matched}`" if matched else "",
                 paired(frame, arm, matched, "test_last3") if matched else "",
                 paired(frame, arm, matched, "ood_last3") if matched else "",
@@ -231,7 +269,7 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
                 f"`{arm}`",
                 interval(part.fresh_rollouts_ratio),
                 interval(part.replayed_share),
-                interval(part.dead_share),
+                interval(part.update_dead_share),
                 f"{int(part.reached.sum())}/{len(part)}",
                 interval(part.rollouts_to_target_vs_base),
                 interval(part.rollouts_to_target_vs_best_control) if arm not in candidates else "",
@@ -250,6 +288,7 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
         "- baseline (paired)",
         "OOD, last 3",
         "- baseline (paired)",
+        "train prompts, last 3",
         "matched control",
         "in-domain - matched",
         "OOD - matched",
@@ -258,7 +297,7 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
         "run",
         "fresh rollouts / baseline",
         "replayed share",
-        "dead share",
+        "dead share (groups that could reach the update)",
         "reached target",
         "rollouts to target / baseline's",
         "/ best control's",
@@ -275,6 +314,15 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
         + "\n\nCost (ratios per seed to the baseline's on the same seed):\n\n"
         + tabulate(cost, cost_headers, tablefmt="github")
     )
+    if frontier:
+        headers = ["run", "fresh rollouts / baseline"] + [
+            h for name in ("in-domain", "OOD", "train prompts") for h in (f"best frontier, {name}", "- it (paired)")
+        ]
+        text += (
+            "\n\nAgainst GRPO's frontier at the run's budget: per metric, the best of the baseline and the controls "
+            "that generate at most the run's fresh rollouts (2% slack), paired by seed:\n\n"
+            + tabulate(frontier, headers, tablefmt="github")
+        )
     return text, summary
 
 
