@@ -19,6 +19,7 @@ Candidates:
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -41,7 +42,14 @@ REGIONS = {
 
 
 def main(argv: list[str]) -> None:
-    region, seed, steps, output_dir, *methods = argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("region", choices=sorted(REGIONS), help="the candidate OOD region")
+    parser.add_argument("seed", type=int)
+    parser.add_argument("steps", type=int)
+    parser.add_argument("output_dir")
+    parser.add_argument("methods", nargs="+", help="run specs, e.g. grpo lze")
+    cli = parser.parse_args(argv)
+    region, seed, steps, output_dir, methods = cli.region, cli.seed, cli.steps, cli.output_dir, cli.methods
     inside, ood_levels = REGIONS[region]
 
     def in_region(prompt: str) -> bool:

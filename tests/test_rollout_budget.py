@@ -165,3 +165,16 @@ def test_a_run_is_judged_against_grpos_best_use_of_its_budget(tmp_path):
     assert arm["update_dead_share"] == pytest.approx(0.5)  # a probe's completed groups, not every group it scored
     assert summary["grpo"]["update_dead_share"] == pytest.approx(0.2)
     assert "Against GRPO's frontier at the run's budget" in text
+
+
+def test_the_tables_rebuild_from_a_committed_report_json(frame, tmp_path, monkeypatch):
+    # The per-seed runs are large; their rows in report.json are what the tables need: a clone rebuilds them
+    controls = ["grpo:per_device_train_batch_size=128"]
+    text, _ = report.report(frame, "grpo", controls)
+    stored = tmp_path / "report.json"
+    stored.write_text(json.dumps({"rows": frame.to_dict("records")}))
+    argv = ["report.py", "--from_json", str(stored), "--controls", *controls, "--output", str(tmp_path / "again")]
+    monkeypatch.setattr("sys.argv", argv)
+    report.main()
+    assert (tmp_path / "again" / "report.md").read_text() == text + "\n"
+    assert not (tmp_path / "again" / "accuracy_vs_rollouts.png").exists()  # no curves in the rows: no figure

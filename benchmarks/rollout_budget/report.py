@@ -353,22 +353,38 @@ def figure(arms: dict[str, dict[int, dict]], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="+")
+    parser.add_argument("folders", nargs="*", help="bench folders (seed_*/demo_results.json[.gz]), PATH@LABEL allowed")
     parser.add_argument("--baseline", default="grpo")
     parser.add_argument("--controls", nargs="*", default=[])
     parser.add_argument("--output", required=True)
     parser.add_argument("--profile", default=None, help="re-project the vLLM step under this per-token profile (JSON)")
+    parser.add_argument(
+        "--from_json",
+        default=None,
+        help="rebuild the tables from the per-seed rows of a committed report.json instead of the bench folders "
+        "(no figure, no re-projection)",
+    )
     cli = parser.parse_args()
     if cli.profile and not Path(cli.profile).is_file():
         parser.error(f"--profile {cli.profile}: no such file (write one with benchmarks/bench_vllm_cpu.py --profile)")
-    arms = load(cli.folders)
-    frame = rows(arms, cli.baseline, cli.controls, load_profile(cli.profile) if cli.profile else None)
+    if bool(cli.folders) == bool(cli.from_json):
+        parser.error("give bench folders or --from_json REPORT_JSON (one of the two)")
+    if cli.from_json:
+        arms, frame = None, pd.DataFrame(json.loads(Path(cli.from_json).read_text())["rows"])
+        if "update_dead_share" not in frame:  # reports written before probe-then-complete
+            frame["update_dead_share"] = frame["dead_share"]
+        frame = frame.assign(**{c: np.nan for c in ("train_last3",) if c not in frame})
+        frame = frame.assign(**{c: None for c in ("warned",) if c not in frame})
+    else:
+        arms = load(cli.folders)
+        frame = rows(arms, cli.baseline, cli.controls, load_profile(cli.profile) if cli.profile else None)
     table, summary = report(frame, cli.baseline, cli.controls)
     out = Path(cli.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(table + "\n")
     (out / "report.json").write_text(json.dumps({"arms": summary, "rows": frame.to_dict("records")}, indent=1))
-    figure(arms, out / "accuracy_vs_rollouts.png")
+    if arms is not None:
+        figure(arms, out / "accuracy_vs_rollouts.png")
     print(table)
 
 
