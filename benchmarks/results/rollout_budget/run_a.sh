@@ -1,4 +1,6 @@
 #!/bin/bash
+# Historical: as run on 2026-11-24 with that session's paths and code (commit 2d04387 / c5218b2). The setting
+# generation_selection was removed at 87343e0; the experimental modes are now in benchmarks/experimental.
 # Regime A: carries task, 120 steps, evaluations every 20; seeds given as arguments, one after another
 cd /tmp/bench_tree
 for s in "$@"; do

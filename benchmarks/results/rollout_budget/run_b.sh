@@ -1,4 +1,6 @@
 #!/bin/bash
+# Historical: as run on 2026-11-24 with that session's paths and code (commit 2d04387 / c5218b2). The setting
+# generation_selection was removed at 87343e0; the experimental modes are now in benchmarks/experimental.
 # Regime B: arithmetic task (high dead share), 80 steps, evaluations every 10; seeds given as arguments
 cd /tmp/bench_tree
 for s in "$@"; do

@@ -1,4 +1,6 @@
 #!/bin/bash
+# Historical: as run on 2026-11-24 with that session's paths and code (commit 2d04387 / c5218b2). The setting
+# generation_selection was removed at 87343e0; the experimental modes are now in benchmarks/experimental.
 # Learning-rate check of the batch-size controls (carries, 120 steps): GRPO at half and a quarter of the batch with
 # 2x and 4x the learning rate (the default is 1e-4); seeds given as arguments
 cd /tmp/bench_tree
