@@ -24,5 +24,17 @@ case $regime in
   arithmetic)
     $PY benchmarks/bench.py train --demo task=arithmetic --steps 80 --eval_steps 10 --seeds "$seed" \
       --selectors "${frontier[@]}" lze "$probe" --output_dir "$out/arithmetic_s$seed" ;;
-  *) echo "regime: dead, carries or arithmetic" >&2; exit 2 ;;
+  dead-more)  # LZE on GRPO's fewer-rollouts point (64 prompts x 4), and the probe at the default quota (0.54x)
+    $PY benchmarks/bench.py train --steps 120 --eval_steps 20 --seeds "$seed" \
+      --demo train_levels=0,0,1,2,6,6 --demo test_levels=1,2 \
+      --selectors "lze:num_generations=4,per_device_train_batch_size=256" "lze:probe_generations=2" \
+      --output_dir "$out/dead_more_s$seed" ;;
+  carries-more)
+    $PY benchmarks/bench.py train --steps 120 --eval_steps 20 --seeds "$seed" \
+      --selectors "lze:num_generations=4,per_device_train_batch_size=256" --output_dir "$out/carries_more_s$seed" ;;
+  anchor)  # the hand-tried regime of issue #28 (levels 1, 2, 6, 6, 6): LZE with and without its difficulty anchor
+    $PY benchmarks/bench.py train --steps 120 --eval_steps 20 --seeds "$seed" \
+      --demo train_levels=1,2,6,6,6 --demo test_levels=1,2 \
+      --selectors grpo lze "lze:energy_terms=uncertainty+momentum" --output_dir "$out/anchor_s$seed" ;;
+  *) echo "regime: dead, carries, arithmetic, dead-more, carries-more or anchor" >&2; exit 2 ;;
 esac
