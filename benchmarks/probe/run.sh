@@ -36,5 +36,18 @@ case $regime in
     $PY benchmarks/bench.py train --steps 120 --eval_steps 20 --seeds "$seed" \
       --demo train_levels=1,2,6,6,6 --demo test_levels=1,2 \
       --selectors grpo lze "lze:energy_terms=uncertainty+momentum" --output_dir "$out/anchor_s$seed" ;;
-  *) echo "regime: dead, carries, arithmetic, dead-more, carries-more or anchor" >&2; exit 2 ;;
+  filter)  # the rollout filter and DAPO refill (plugins) on carries and arithmetic, paired with those regimes' GRPO
+    $PY benchmarks/bench.py train --steps 120 --eval_steps 20 --seeds "$seed" \
+      --selectors lze+rollout "dapo:dapo_max_resample=2" --output_dir "$out/carries_filter_s$seed"
+    $PY benchmarks/bench.py train --demo task=arithmetic --steps 80 --eval_steps 10 --seeds "$seed" \
+      --selectors lze+rollout "dapo:dapo_max_resample=2" --output_dir "$out/arithmetic_filter_s$seed" ;;
+  probe-half)  # the probe completing half of the prompts (0.625x GRPO's rollouts), in all three regimes
+    half="lze:probe_generations=2,selection_ratio=0.5"
+    $PY benchmarks/bench.py train --steps 120 --eval_steps 20 --seeds "$seed" \
+      --demo train_levels=0,0,1,2,6,6 --demo test_levels=1,2 --selectors "$half" --output_dir "$out/dead_half_s$seed"
+    $PY benchmarks/bench.py train --steps 120 --eval_steps 20 --seeds "$seed" \
+      --selectors "$half" --output_dir "$out/carries_half_s$seed"
+    $PY benchmarks/bench.py train --demo task=arithmetic --steps 80 --eval_steps 10 --seeds "$seed" \
+      --selectors "$half" --output_dir "$out/arithmetic_half_s$seed" ;;
+  *) echo "regime: dead, carries, arithmetic, dead-more, carries-more, anchor, filter or probe-half" >&2; exit 2 ;;
 esac
