@@ -75,8 +75,8 @@ demo: install
 	$(VENV)/bin/lze-trl demo
 
 lint: install
-	$(PY) -m ruff check lze_trl tests
-	$(PY) -m ruff format --check lze_trl tests
+	$(PY) -m ruff check lze_trl tests benchmarks docs
+	$(PY) -m ruff format --check lze_trl tests benchmarks docs
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(TRL_MIN_VENV) build *.egg-info

@@ -10,12 +10,13 @@ Runs in the vLLM environment of `make test-vllm` (vLLM's CPU build) with the tes
     .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --selectors none lze --steps 6
 
 A run is a selector's name, optionally with `:key=value,...` LZEGRPOConfig overrides (numbers are parsed), e.g.
-`lze:fresh_fraction=0.25`. Besides the times, each run records its tokens per step (completion tokens generated,
-rollouts, prompt + completion tokens through the update, tokens through replay's no-gradient forwards), and the first
-run (the baseline, GRPO) gives the per-token profile that `lze_trl.demo.projection` uses to project a run's step time
-under vLLM from its token counts: seconds per generated completion token, per rollout scored, per update token, and
-the weight sync. `--profile PATH` writes that profile as JSON.
-"""
+`lze:probe_generations=2,selection_ratio=0.33` or GRPO at half the rollouts,
+`none:num_generations=4,per_device_train_batch_size=64`. Besides the times, each run records its tokens per step
+(completion tokens generated, rollouts, prompt + completion tokens through the update, tokens through replay's
+no-gradient forwards), and the first run (the baseline, GRPO) gives the per-token profile that
+`lze_trl.demo.projection` uses to project a run's step time under vLLM from its token counts: seconds per generated
+completion token, per rollout scored, per update token, and the weight sync. `--profile PATH` writes that profile as
+JSON."""
 
 from __future__ import annotations
 
@@ -62,8 +63,7 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
         from benchmarks.experimental import ExperimentalConfig, ExperimentalLZETrainer
 
         config_class, trainer_class = ExperimentalConfig, ExperimentalLZETrainer
-    config = config_class(
-        **overrides,
+    settings = dict(
         output_dir=tempfile.mkdtemp(),
         selector=selector,
         use_vllm=True,
@@ -82,6 +82,7 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
         disable_tqdm=True,
         seed=0,
     )
+    config = config_class(**{**settings, **overrides})  # a run's overrides win, e.g. GRPO at half the batch
     trainer = trainer_class(
         model=model_dir,
         reward_funcs=mixed_reward,

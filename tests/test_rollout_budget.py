@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import numpy as np
 import pytest
 
 from benchmarks.rollout_budget import report
@@ -144,7 +145,10 @@ def test_a_run_is_judged_against_grpos_best_use_of_its_budget(tmp_path):
         for record in group["curve"]:
             record["ood_accuracy"] += 0.2
         probe = method([0.5, 0.7, 0.78, 0.78, 0.78 + 0.01 * seed], 198)
-        probe["steps"] = [{"lze/completed_dead_frac": 0.25}, {"lze/completed_dead_frac": 0.75}]
+        probe["steps"] = [
+            {"lze/completed_dead_frac": 0.25, "lze/probe_agreement": 1.0},
+            {"lze/completed_dead_frac": 0.75, "lze/probe_agreement": 0.5},
+        ]
         write(
             tmp_path / "main",
             seed,
@@ -164,6 +168,8 @@ def test_a_run_is_judged_against_grpos_best_use_of_its_budget(tmp_path):
     assert arm["ood_last3_minus_best_frontier"] == pytest.approx(0.78 - 0.72 - 0.2 + 0.01 / 3)
     assert arm["update_dead_share"] == pytest.approx(0.5)  # a probe's completed groups, not every group it scored
     assert summary["grpo"]["update_dead_share"] == pytest.approx(0.2)
+    assert arm["probe_agreement"] == pytest.approx(0.75)  # how often a probe's verdict held, over its steps
+    assert np.isnan(summary["grpo"]["probe_agreement"])  # no probe: no agreement to report
     assert "Against GRPO's frontier at the run's budget" in text
 
 

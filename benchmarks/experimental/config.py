@@ -49,8 +49,8 @@ class ExperimentalConfig(LZEGRPOConfig):
         rollout_filter (`str`, *optional*, defaults to `"none"`):
             Experimental rollout-side selection: predict before generation which prompts would come back dead (all
             rollouts correct or all wrong) and skip them, so generation is spent on the learning zone (see
-            `benchmarks.experimental.rollout_filter`). `"none"`: every prompt is rolled out. `"lze"`: skip a prompt when
-            its predicted dead probability exceeds `rollout_filter_threshold`. `"greso"`: the GRESO-like baseline,
+            `benchmarks.experimental.rollout_filter`). `"none"`: every prompt is rolled out. `"lze"`: skip a prompt
+            when its predicted dead probability exceeds `rollout_filter_threshold`. `"greso"`: the GRESO-like baseline,
             skip with probability `1 - max(0.5 ** k, 0.01)` after `k` consecutive dead observations. Needs a
             map-style train dataset. Pair it with `selection_ratio=1.0`, so that every live group it paid for
             reaches the update.

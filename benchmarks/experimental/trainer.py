@@ -30,8 +30,8 @@ from .sampler import BatchPlanningSampler, BatchRecord
 
 
 PRIVATE_NAMES = {
-    "_get_per_token_logps_and_entropies": "rollout replay: the log-probabilities of the policy that generated a group, "
-    "recorded for its replay, and the importance ratios of the replayed tokens",
+    "_get_per_token_logps_and_entropies": "rollout replay: the log-probabilities of the policy that generated a "
+    "group, recorded for its replay, and the importance ratios of the replayed tokens",
 }
 """The private names of TRL's `GRPOTrainer` this package uses beyond the core's (`lze_trl.trl_coupling`), pinned by
 `tests/test_trl_coupling.py`."""

@@ -15,9 +15,9 @@ class UniformSelector(Selector):
     `"uniform"`: a uniformly random `selection_ratio` of the groups, the paper's "uniform sampling at the same 40%"
     control (the gain of LZE must come from which groups it keeps, not from how many).
 
-    The quota is that of `"lze"` with every group counted as active, `k = max(int(n * selection_ratio), 1)` of the `n` groups, drawn without replacement from all of them: dead groups
-    (pass rate 0 or 1) are not excluded, as in the paper's control. The draw uses the batch's generator, so every
-    process keeps the same groups.
+    The quota is that of `"lze"` with every group counted as active, `k = max(int(n * selection_ratio), 1)` of the `n`
+    groups, drawn without replacement from all of them: dead groups (pass rate 0 or 1) are not excluded, as in the
+    paper's control. The draw uses the batch's generator, so every process keeps the same groups.
     """
 
     name = "uniform"

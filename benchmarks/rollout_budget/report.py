@@ -71,10 +71,14 @@ def reach(curve: list[dict], target: float, key: str = "rollouts") -> float | No
     return None if row is None else float(row[key])
 
 
-def completed_dead_share(steps: list[dict] | None) -> float | None:
-    """Mean share of a probe's completed groups that came back dead (`None` without a probe)."""
-    values = [e["lze/completed_dead_frac"] for e in steps or [] if "lze/completed_dead_frac" in e]
+def probe_mean(steps: list[dict] | None, key: str) -> float | None:
+    """Mean of a probe's per-step metric (`lze/completed_dead_frac`, `lze/probe_agreement`); `None` without a probe."""
+    values = [e[key] for e in steps or [] if key in e]
     return float(np.mean(values)) if values else None
+
+
+def pick(value: float | None, otherwise: float | None) -> float | None:
+    return otherwise if value is None else value
 
 
 def label(arm: str) -> str:
@@ -117,7 +121,10 @@ def rows(
                     "ood_last3": smoothed_final(method["curve"], "ood_accuracy"),
                     "train_last3": smoothed_final(method["curve"], "train_accuracy"),
                     # the groups that could reach the update: all generated ones, or a probe's completed ones
-                    "update_dead_share": completed_dead_share(method.get("steps")) or s.get("dead_share"),
+                    "update_dead_share": pick(
+                        probe_mean(method.get("steps"), "lze/completed_dead_frac"), s.get("dead_share")
+                    ),
+                    "probe_agreement": pick(probe_mean(method.get("steps"), "lze/probe_agreement"), np.nan),
                     "fresh_rollouts_per_step": s["rollouts"] / steps,
                     "fresh_rollouts_ratio": s["rollouts"] / b["rollouts"],
                     "replayed_share": s.get("replayed_share", 0.0),
@@ -270,6 +277,7 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
                 interval(part.fresh_rollouts_ratio),
                 interval(part.replayed_share),
                 interval(part.update_dead_share),
+                interval(part.probe_agreement) if part.probe_agreement.notna().any() else "",
                 f"{int(part.reached.sum())}/{len(part)}",
                 interval(part.rollouts_to_target_vs_base),
                 interval(part.rollouts_to_target_vs_best_control) if arm not in candidates else "",
@@ -298,6 +306,7 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
         "fresh rollouts / baseline",
         "replayed share",
         "dead share (groups that could reach the update)",
+        "probe agreement",
         "reached target",
         "rollouts to target / baseline's",
         "/ best control's",
@@ -375,6 +384,7 @@ def main() -> None:
             frame["update_dead_share"] = frame["dead_share"]
         frame = frame.assign(**{c: np.nan for c in ("train_last3",) if c not in frame})
         frame = frame.assign(**{c: None for c in ("warned",) if c not in frame})
+        frame = frame.assign(**{c: np.nan for c in ("probe_agreement",) if c not in frame})
     else:
         arms = load(cli.folders)
         frame = rows(arms, cli.baseline, cli.controls, load_profile(cli.profile) if cli.profile else None)
