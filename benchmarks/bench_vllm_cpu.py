@@ -201,19 +201,22 @@ def main() -> None:
     params = sum(p.numel() for p in model.parameters())
     results = [run(selector, model_dir, args) for selector in args.selectors]
     print(f"model: Qwen2, {params / 1e6:.1f}M parameters; {args.prompts_per_step} prompts x {args.num_generations}")
-    from lze_trl.demo.projection import projected_step_seconds
+    from lze_trl.demo.projection import load_profile, projected_step_seconds
 
-    rates = profile(results[0])
-    print("run | s/step | generation | sync | scoring | update | update rows | projected s/step | ratio, measured")
+    rates, shipped = profile(results[0]), load_profile()  # this run's own profile; the GPU-like one the demo ships
+    print(
+        "run | s/step | generation | sync | scoring | update | update rows | projected s/step | ratio: measured, "
+        "projected (this run's profile), projected (shipped GPU-like profile)"
+    )
     for r in results:
-        projected = projected_step_seconds(
-            rates, r["completion_tokens"], r["rollouts"], r["update_tokens"], r["replay_forward_tokens"]
-        )
-        r["projected"] = projected
+        counts = (r["completion_tokens"], r["rollouts"], r["update_tokens"], r["replay_forward_tokens"])
+        r["projected"] = projected_step_seconds(rates, *counts)
+        r["projected_shipped"] = projected_step_seconds(shipped, *counts)
         print(
             f"{r['selector']} | {r['total']:.2f} | {r['generation']:.2f} | {r['sync']:.3f} | {r['scoring']:.2f} | "
-            f"{r['update']:.2f} | {r['update_rows']:.0f} | {projected:.2f} | "
-            f"{projected / results[0]['projected']:.2f}, {r['total'] / results[0]['total']:.2f}"
+            f"{r['update']:.2f} | {r['update_rows']:.0f} | {r['projected']:.2f} | "
+            f"{r['total'] / results[0]['total']:.2f}, {r['projected'] / results[0]['projected']:.2f}, "
+            f"{r['projected_shipped'] / results[0]['projected_shipped']:.2f}"
         )
     if args.output:
         Path(args.output).write_text(
