@@ -256,7 +256,7 @@ def test_rollout_filter_chooses_the_batch_before_vllm_sees_it(tmp_path, model_di
         if granularity == "epoch":
             pools.append(set(sampler.position.rows.tolist()))
         else:  # the batches decided so far in the epoch (the data loader reads one ahead)
-            pools.append({n for chunk in sampler.epoch_record for n in chunk})
+            pools.append({n for chunk in sampler.record.batches for n in chunk})
         return generate(prompts, *args, **kwargs)
 
     trainer.vllm_generation.generate = recording_generate
