@@ -57,3 +57,66 @@ def test_energy_bounds(p, p0, ema, mode):
         assert e == 0.0
     # the uncertainty term bounds the energy by 1.3 * 4p(1-p)
     assert e <= 1.3 * 4 * p * (1 - p) + 1e-12
+
+
+# ----------------------------------------------------------------------------- expected energy (probe-then-complete)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    k=st.integers(1, 4),
+    remaining=st.integers(0, 7),
+    data=st.data(),
+    prior_strength=st.sampled_from([0.0, 1.0, 4.0]),
+)
+def test_expected_energy_is_the_beta_binomial_expectation_of_the_completed_groups_energy(
+    k, remaining, data, prior_strength
+):
+    from scipy.stats import betabinom
+
+    from lze_trl.energy import expected_energy
+
+    n = 5
+    successes = np.array(data.draw(st.lists(st.integers(0, k), min_size=n, max_size=n)), dtype=float)
+    prior = np.array(data.draw(st.lists(st.floats(0, 1), min_size=n, max_size=n)))
+    p0 = np.array(data.draw(st.lists(st.sampled_from([np.nan, 0.2, 0.5, 0.9]), min_size=n, max_size=n)))
+    ema = np.array(data.draw(st.lists(st.sampled_from([np.nan, 0.1, 0.6]), min_size=n, max_size=n)))
+    got = expected_energy(successes, np.full(n, float(k)), remaining, prior, prior_strength, p0, ema)
+    for i in range(n):  # the same expectation, written out with scipy's Beta-binomial
+        a = 0.5 + prior_strength * prior[i] + successes[i]
+        b = 0.5 + prior_strength * (1 - prior[i]) + k - successes[i]
+        x = np.arange(remaining + 1)
+        p = (successes[i] + x) / (k + remaining)
+        first = p if np.isnan(p0[i]) else np.full_like(p, p0[i])
+        history = p if np.isnan(ema[i]) else np.full_like(p, ema[i])
+        want = (betabinom.pmf(x, remaining, a, b) * compute_energy(p, first, history)).sum()
+        assert got[i] == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_expected_energy_of_a_whole_group_is_its_energy_and_the_prior_moves_it():
+    from lze_trl.energy import expected_energy
+
+    # nothing left to generate: the energy of the probe's own pass rate
+    got = expected_energy(
+        np.array([1.0, 2.0]),
+        np.array([4.0, 4.0]),
+        0,
+        np.array([0.5, 0.5]),
+        3.0,
+        np.array([0.6, 0.6]),
+        np.array([0.4, 0.4]),
+    )
+    want = compute_energy(np.array([0.25, 0.5]), np.array([0.6, 0.6]), np.array([0.4, 0.4]))
+    np.testing.assert_allclose(got, want)
+    # two probe rollouts both right: a prompt whose history says it is always solved is expected to stay dead (low
+    # energy), one whose history says it is hard is expected to come back mixed (higher energy)
+    solved, hard = expected_energy(
+        np.array([2.0, 2.0]),
+        np.array([2.0, 2.0]),
+        6,
+        np.array([0.99, 0.3]),
+        8.0,
+        np.array([0.5, 0.5]),
+        np.array([0.99, 0.3]),
+    )
+    assert hard > 2 * solved
