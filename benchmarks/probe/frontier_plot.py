@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -19,7 +20,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from scipy import stats  # noqa: E402
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `benchmarks.*` from a checkout
+from benchmarks.rollout_budget.report import half_width  # noqa: E402
 
 
 METRICS = {"test_last3": "in-domain accuracy, last 3 evaluations", "ood_last3": "OOD accuracy, last 3 evaluations"}
@@ -31,10 +35,7 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     for arm, part in rows.groupby("arm", sort=False):
         entry = {"arm": arm, "rollouts": part.fresh_rollouts_ratio.mean()}
         for metric in METRICS:
-            values = part[metric].dropna()
-            n = len(values)
-            half = stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / n**0.5 if n > 1 else 0.0
-            entry[metric], entry[metric + "_half"] = values.mean(), half
+            entry[metric], entry[metric + "_half"] = part[metric].mean(), half_width(part[metric])
         out.append(entry)
     return pd.DataFrame(out)
 

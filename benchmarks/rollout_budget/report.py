@@ -157,6 +157,14 @@ def rows(
     return pd.DataFrame(out)
 
 
+def half_width(values: pd.Series) -> float:
+    """The half-width of the 95% t interval of the mean of `values` (NaN dropped; 0 for fewer than two)."""
+    values = values.dropna().astype(float)
+    if len(values) < 2:
+        return 0.0
+    return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+
+
 def interval(values: pd.Series) -> str:
     """`mean [low, high]` with a 95% t interval (`mean` alone for one value; `n/a` for none)."""
     values = values.dropna().astype(float)
@@ -165,7 +173,7 @@ def interval(values: pd.Series) -> str:
     mean = values.mean()
     if len(values) == 1:
         return f"{mean:.3f}"
-    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    half = half_width(values)
     return f"{mean:.3f} [{mean - half:.3f}, {mean + half:.3f}]"
 
 
