@@ -54,15 +54,9 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     sys.path.insert(0, str(ROOT))
     from testing_utils import mixed_reward, prompt_dataset
 
-    from benchmarks.harness.specs import EXPERIMENTAL_FIELDS
-
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     selector, overrides = parse_run(spec)
     config_class, trainer_class = LZEGRPOConfig, LZEGRPOTrainer
-    if any(key in EXPERIMENTAL_FIELDS for key in overrides):  # the modes outside the package (replay, ...)
-        from benchmarks.experimental import ExperimentalConfig, ExperimentalLZETrainer
-
-        config_class, trainer_class = ExperimentalConfig, ExperimentalLZETrainer
     settings = dict(
         output_dir=tempfile.mkdtemp(),
         selector=selector,

@@ -1,7 +1,7 @@
 """lze-trl: Learning-Zone Energy prompt selection for TRL's GRPO.
 
-The public names are imported lazily (as TRL does): `import lze_trl.plotting` or `import lze_trl.state` loads neither
-torch nor TRL; `from lze_trl import LZEGRPOTrainer` loads the trainer on first use.
+The public names are imported lazily (as TRL does): `import lze_trl.plotting` or `import lze_trl.checkpoint` loads
+neither torch nor TRL; `from lze_trl import LZEGRPOTrainer` loads the trainer on first use.
 """
 
 from __future__ import annotations

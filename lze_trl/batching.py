@@ -1,7 +1,7 @@
 """Row bookkeeping for scored generation batches (dicts of per-row tensors and lists), with no TRL import.
 
-Used by the step ([`lze_trl.step`]) to remove unselected rows from the update (TRL then shuffles and splits what is
-left, so the update's forward/backward costs what the kept rows cost) and to merge generation rounds.
+Used by a generation batch ([`lze_trl.generation_batch`]) to remove unselected rows from the update (TRL then
+shuffles and splits what is left, so the update's forward/backward costs what the kept rows cost).
 """
 
 from __future__ import annotations
@@ -56,40 +56,6 @@ def _take(batch: Batch, index: torch.Tensor) -> Batch:
         else:
             out[key] = value
     return out
-
-
-def concat_batches(batches: list[Batch], pad_token_id: int, sum_keys: tuple[str, ...] = ()) -> Batch:
-    """
-    Concatenates batches row-wise, padding token tensors to a common width (prompts on the left, completions on the
-    right, as `GRPOTrainer` pads them). Scalars are taken from the first batch, except those named in `sum_keys`,
-    which are summed (`num_items_in_batch` when merging separately scored batches). Vision-language batches are
-    refused (their per-patch tensors would need TRL's split first).
-    """
-    if "pixel_values" in batches[0]:
-        raise NotImplementedError("Merging generation rounds of image prompts is not supported (DAPO refill, replay).")
-    merged = {}
-    for key, first in batches[0].items():
-        values = [b[key] for b in batches]
-        if key in sum_keys:
-            merged[key] = sum(values)
-        elif isinstance(first, torch.Tensor) and first.ndim >= 1:
-            if first.ndim == 2 and len({v.shape[1] for v in values}) > 1:
-                width = max(v.shape[1] for v in values)
-                fill = pad_token_id if key in ("prompt_ids", "completion_ids") else 0
-                fill = 1 if key == "tool_mask" else fill
-                left = key.startswith("prompt")
-                values = [
-                    torch.nn.functional.pad(
-                        v, (width - v.shape[1], 0) if left else (0, width - v.shape[1]), value=fill
-                    )
-                    for v in values
-                ]
-            merged[key] = torch.cat(values)
-        elif isinstance(first, list):
-            merged[key] = [x for v in values for x in v]
-        else:
-            merged[key] = first
-    return merged
 
 
 def pad_rows(batch: Batch, keep: torch.Tensor, max_kept: int, multiple: int, accelerator: Any) -> Batch:

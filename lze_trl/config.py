@@ -10,12 +10,12 @@ from typing import Any
 from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
+from .checkpoint import RESUME_MODES
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
 from .selectors import SELECTORS
 from .selectors.base import check_setting as _check
 from .selectors.base import is_finite_number as _finite
 from .selectors.base import is_integer_at_least, within
-from .state import RESUME_MODES
 
 
 @dataclass
@@ -34,7 +34,7 @@ class LZEGRPOConfig(GRPOConfig):
             How prompt groups are chosen for the update, by the name of a registered selector (see
             `lze_trl.selectors`): `"lze"` (top `selection_ratio` by energy; restrict `energy_terms` for the paper's
             ablations), `"none"` (every group, exactly as `GRPOTrainer`), or a selector registered outside the
-            package (the paper's peers and controls in the repository's `benchmarks/peers/`).
+            package (`lze_trl.selectors.register_selector`).
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the generation batch's groups kept for the update, in (0, 1].
         selection_noise (`float`, *optional*, defaults to `0.05`):
@@ -87,13 +87,6 @@ class LZEGRPOConfig(GRPOConfig):
         probe_prior_strength (`float`, *optional*, defaults to `4.0`):
             Weight, in rollouts, of a prompt's pass-rate history (its EMA; the batch's pooled probe pass rate for a new
             prompt) in the expected energy of its probe, >= 0 (0: the probe alone).
-        > Parameters of selectors registered outside lze-trl
-
-        selector_kwargs (`dict[str, Any]` or `str`, *optional*):
-            Settings of a selector registered outside lze-trl (see `lze_trl.selectors.register_selector`), as a dict or
-            a JSON string (the command line's `--selector_kwargs '{"k": 1}'`); the selector reads them from
-            `args.selector_kwargs` and validates them in its `check_args`, so adding a selector needs no change to
-            this config or the trainer. The built-in selectors have their own fields above.
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
@@ -152,13 +145,6 @@ class LZEGRPOConfig(GRPOConfig):
     probe_prior_strength: float = field(
         default=4.0, metadata={"help": "Weight in rollouts of a prompt's history in its probe's expectation, >= 0."}
     )
-    selector_kwargs: dict[str, Any] | str | None = field(
-        default=None,
-        metadata={
-            "help": "Settings of a selector registered outside lze-trl, as a dict (JSON on the command line); the "
-            "selector reads and validates them."
-        },
-    )
     selection_log_max_rows: int = field(
         default=100_000, metadata={"help": "Rows kept in the selection log (oldest dropped first); 0 disables it."}
     )
@@ -171,10 +157,8 @@ class LZEGRPOConfig(GRPOConfig):
         },
     )
 
-    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["selector_kwargs"]
-
     def __post_init__(self):
-        super().__post_init__()  # parses the JSON string of a dict field (`selector_kwargs`), as TRL's
+        super().__post_init__()
         validate_lze_args(self)
 
 
@@ -203,11 +187,6 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
         lambda v: v in RESUME_MODES,
         f"use one of {list(RESUME_MODES)} ('fresh' resumes with a fresh LZE state on purpose).",
     ),
-    (
-        "selector_kwargs",
-        lambda v: v is None or isinstance(v, dict),
-        'use a dict (a JSON object on the command line), e.g. {"my_setting": 1}.',
-    ),
 )
 
 
@@ -233,6 +212,29 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         _check(valid(getattr(args, name)), name, getattr(args, name), fix)
     for selector in SELECTORS.values():  # each selector validates its own settings
         selector.check_args(args)
+    G = args.num_generations
+    if G is not None and G < 2 and (SELECTORS[args.selector].needs_pass_rates or args.prune_solved):
+        raise ValueError(
+            f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
+            "prompt; set num_generations >= 2 (the paper uses 8)."
+        )
+    if args.probe_generations:
+        rows = args.per_device_train_batch_size * args.steps_per_generation
+        for wrong, why in (
+            (
+                args.probe_generations >= G,
+                f"it must be below num_generations={G} (the probe is a group's first rollouts)",
+            ),
+            (args.selector == "none", "selector='none' keeps every group: there is nothing to leave uncompleted"),
+            (
+                rows % G != 0,
+                f"every process needs whole groups: per_device_train_batch_size x steps_per_generation = {rows} rows "
+                f"is not a multiple of num_generations={G}",
+            ),
+        ):
+            if wrong:
+                k = args.probe_generations
+                raise ValueError(f"probe_generations={k} cannot run: {why}. Set probe_generations=0, or change that.")
 
 
 def default_output_dir(model: Any) -> str:

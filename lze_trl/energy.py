@@ -1,6 +1,6 @@
-"""Learning-Zone Energy: per-prompt pass-rate state and the energy score.
+"""Learning-Zone Energy: the energy score of a prompt group, and its expectation from a probe.
 
-The energy of a prompt group at step t (see `LZE_SPEC.md`) is
+The energy of a prompt group in generation batch t (the paper's Eq. 1-4; `docs/source/method.md`) is
 
     energy = difficulty_anchor * uncertainty * (1 + momentum_weight * momentum)
     difficulty_anchor = max(1 - p0, d_init_min)

@@ -9,6 +9,7 @@ import functools
 import inspect
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -168,6 +169,48 @@ class LearningZoneGuard:
         )
 
 
+# ----------------------------------------------------------------------------------------------- probes
+class ProbeGuard:
+    """
+    The probe's metrics, and its guard: says once (through `warn`) when more than half of the completed groups came
+    back dead (no learning signal) for 3 generation batches in a row: the probes cannot tell which prompts are in the
+    learning zone. Its count of such batches in a row is saved with the run ([`~lze_trl.run.LZERun.state_dict`]).
+    """
+
+    def __init__(self, probe_generations: int, warn: Callable[[str], None]) -> None:
+        self.probe_generations, self.warn = probe_generations, warn
+        self.bad_batches = 0
+
+    def observe(self, candidates: Any, groups: Any, complete: np.ndarray, G: int) -> dict[str, float]:
+        """The metrics of one probed generation batch: its probes (`candidates`), its groups as scored, which are
+        `complete`."""
+        k, completed = self.probe_generations, int(complete.sum())
+        dead = float((~groups.live[complete]).mean()) if completed else 0.0
+        self.bad_batches = self.bad_batches + 1 if completed and dead > 0.5 else 0
+        if self.bad_batches == 3:
+            self.warn(
+                f"probe_generations={k}: more than half of the completed groups came back dead for 3 generation "
+                f"batches in a row ({dead:.0%} in the last): the probes cannot tell which prompts are in the learning "
+                "zone. Raise probe_generations or probe_prior_strength, or turn the probe off (probe_generations=0)."
+            )
+        probe_mixed = in_learning_zone(candidates.pass_rates)
+        return {
+            "lze/fresh_rollouts": len(complete) * k + completed * (G - k),
+            "lze/probe_rollouts": len(complete) * k,
+            "lze/completed_groups": completed,
+            "lze/completed_dead_frac": dead,
+            "lze/probe_agreement": float((probe_mixed[complete] == groups.live[complete]).mean())
+            if completed
+            else 1.0,
+        }
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {"bad_batches": np.asarray(self.bad_batches)}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.bad_batches = int(state["bad_batches"])
+
+
 # ----------------------------------------------------------------------------------------------- dataset size
 def check_dataset_fits_batch(num_prompts: int, generation_batch_size: int, num_generations: int) -> None:
     """
@@ -209,21 +252,73 @@ def check_map_style(args: Any) -> None:
             )
 
 
-def check_probe(args: Any, lze_enabled: bool, unsupported: list[str]) -> None:
-    """Raises a `ValueError` naming `probe_generations` and the fix when probe-then-complete cannot run as asked."""
-    k, G = args.probe_generations, args.num_generations
-    rows = args.per_device_train_batch_size * args.steps_per_generation
-    problems = [
-        (k >= G, f"it must be below num_generations={G} (the probe is the first rollouts of a group)"),
-        (args.selector == "none", "selector='none' keeps every group: there is nothing to leave uncompleted"),
-        (not lze_enabled, "it needs a prompt identity (a map-style train dataset, or an iterable one with `prompt`)"),
-        (
-            rows % G != 0,
-            f"every process needs whole groups: per_device_train_batch_size x steps_per_generation = "
-            f"{rows} rows is not a multiple of num_generations={G}",
-        ),
-        (bool(unsupported), f"the probe's rollouts cannot be reused with {', '.join(unsupported)}"),
-    ]
-    for wrong, why in problems:
-        if wrong:
-            raise ValueError(f"probe_generations={k} cannot run: {why}. Set probe_generations=0, or change that.")
+def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str, Any]) -> bool:
+    """
+    Checks what [`LZEGRPOTrainer`] is given beyond its config (which checks itself) and returns whether LZE can run:
+    whether every row has a prompt identity (a map-style train dataset, or an iterable one with a `prompt` column).
+    Raises a `ValueError` naming the setting and the fix, or warns ([`LZEWarning`]) that the run trains as GRPO.
+    """
+    from datasets import IterableDataset
+
+    from .prompt_ids import has_prompt_column
+
+    environments = trainer_kwargs.get("environment_factory") is not None
+    if train_dataset is not None and not environments and not has_prompt_column(train_dataset):
+        raise ValueError(
+            "The train dataset has no `prompt` column: GRPO needs one (a string or a list of chat messages) unless an "
+            "`environment_factory` provides the prompts. Rename your question column to `prompt`, e.g. "
+            "`dataset.rename_column('question', 'prompt')`."
+        )
+    iterable = isinstance(train_dataset, IterableDataset)
+    enabled = train_dataset is not None and (not iterable or has_prompt_column(train_dataset))
+    if not enabled and (args.selector != "none" or args.prune_solved):
+        warnings.warn(
+            f"selector={args.selector!r} needs a stable identity for each prompt: a map-style train dataset or an "
+            "iterable one with a `prompt` column; got "
+            + ("no train dataset" if train_dataset is None else "an IterableDataset without `prompt`")
+            + ". This run trains as plain GRPO (no selection, no pruning). Pass a `datasets.Dataset` to use LZE.",
+            LZEWarning,
+            stacklevel=3,
+        )
+    if enabled and iterable:
+        check_map_style(args)
+    unsupported = [k for k in ("tools", "environment_factory", "rollout_func") if trainer_kwargs.get(k)]
+    for wrong, why in (
+        (not enabled, "it needs a prompt identity (a map-style train dataset, or an iterable one with `prompt`)"),
+        (bool(unsupported), f"its rollouts cannot be served again with {', '.join(unsupported)}"),
+    ):
+        if args.probe_generations and wrong:
+            raise ValueError(
+                f"probe_generations={args.probe_generations} cannot run: {why}. Set probe_generations=0, or change "
+                "that."
+            )
+    return enabled
+
+
+def resolve_correctness_reward(spec: str | int | None, names: list[str]) -> int:
+    """The index of the correctness reward function named (or indexed) by `correctness_reward`; a `ValueError` names
+    the valid ones."""
+    index = 0 if spec is None else names.index(spec) if spec in names else int(spec) if str(spec).isdigit() else -1
+    if not 0 <= index < len(names):
+        raise ValueError(
+            f"correctness_reward={spec!r} is not among the reward functions {names}: set it to one of these names or "
+            f"to an index in [0, {len(names) - 1}]."
+        )
+    return index
+
+
+TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "vespo")
+"""Loss types that normalise by a token count spanning the generation batch (`num_items_in_batch`): zero-weight
+padding rows change nothing in them. The others average over the rows of each micro-batch, padding included."""
+
+
+def warn_if_diluted(selector: str, loss_type: str) -> None:
+    """Says (through transformers' logger) that a loss averaging over micro-batch rows is diluted by padding rows."""
+    if selector != "none" and loss_type not in TOKEN_NORMALISED_LOSSES:
+        from transformers.utils import logging
+
+        logging.get_logger("lze_trl.trainer").warning(
+            f"loss_type={loss_type!r} averages over the rows of each micro-batch: the zero-weight rows that even out "
+            "processes and micro-batches after selection dilute it slightly. loss_type='dapo' (TRL's default) is "
+            "exact."
+        )

@@ -21,7 +21,7 @@ COLUMNS = {
     "num_selected": np.int32,  # generation batches in which its group took part in the update
     # consecutive saturated observations (every rollout right, or every one wrong): +k solved k times, -k unsolved
     "saturated_streak": np.int32,
-    "last_generation": np.int64,  # generation batch of the last observation
+    "last_batch": np.int64,  # index of the generation batch of the last observation
 }
 """The table's columns and their types."""
 
@@ -69,7 +69,7 @@ class PromptState:
     Example:
     ```python
     >>> state = PromptState()
-    >>> state.observe([7, 8], [0.5, 1.0], generation=0)
+    >>> state.observe([7, 8], [0.5, 1.0], batch_index=0)
     >>> state.get([7, 8, 9])["saturated_streak"]
     array([0, 1, 0])
     ```
@@ -110,18 +110,18 @@ class PromptState:
         self,
         ids: Sequence[int] | np.ndarray,
         pass_rates: Sequence[float] | np.ndarray,
-        generation: int,
-        anchor: Sequence[bool] | np.ndarray | None = None,
+        batch_index: int,
+        complete: Sequence[bool] | np.ndarray | None = None,
     ) -> None:
         """
         Updates the table with one scored group per entry.
 
         A NaN pass rate (no scorable rollout) leaves its prompt untouched. A prompt seen for the first time starts
         with `ema_pass_rate` = its pass rate (the first occurrence's, if it repeats in the call), and so does its
-        `initial_pass_rate`, unless `anchor` (one flag per entry) says the group may not set it: a probe's few
-        rollouts leave it NaN until a full group of the prompt is observed. A prompt that appears several times in
-        one call is updated once, with the mean of its pass rates (its saturated streak grows only if every one of its
-        groups was saturated on the same side).
+        `initial_pass_rate`, unless `complete` (one flag per entry) says the group lacks some of its rollouts: a
+        probe's few rollouts leave it NaN until a full group of the prompt is observed. A prompt that appears several
+        times in one call is updated once, with the mean of its pass rates (its saturated streak grows only if every
+        one of its groups was saturated on the same side).
         """
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         p = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
@@ -132,27 +132,27 @@ class PromptState:
         valid = ~np.isnan(p)
         if not valid.any():
             return
-        anchored = np.ones(len(p), dtype=bool) if anchor is None else np.asarray(anchor, dtype=bool).reshape(-1)
+        whole = np.ones(len(p), dtype=bool) if complete is None else np.asarray(complete, dtype=bool).reshape(-1)
         slots = self._slots(ids[valid])
-        p, anchored = p[valid], anchored[valid]
+        p, whole = p[valid], whole[valid]
         uniq, first, inverse = np.unique(slots, return_index=True, return_inverse=True)
         count = np.bincount(inverse)
         mean_p = np.bincount(inverse, weights=p) / count
         new = self.num_observations[uniq] == 0
         self.initial_pass_rate[uniq[new]] = np.nan
         self.ema_pass_rate[uniq[new]] = p[first[new]]
-        # the initial pass rate: the first anchored observation's, once
-        where = np.flatnonzero(anchored)
-        slot_of, first_anchored = np.unique(inverse[where], return_index=True)
+        # the initial pass rate: the first complete group's, once
+        where = np.flatnonzero(whole)
+        slot_of, first_whole = np.unique(inverse[where], return_index=True)
         unset = np.isnan(self.initial_pass_rate[uniq[slot_of]])
-        self.initial_pass_rate[uniq[slot_of[unset]]] = p[where[first_anchored[unset]]]
+        self.initial_pass_rate[uniq[slot_of[unset]]] = p[where[first_whole[unset]]]
         self.ema_pass_rate[uniq] = self.ema_decay * self.ema_pass_rate[uniq] + (1.0 - self.ema_decay) * mean_p
         self.last_pass_rate[uniq] = mean_p
         side = np.where(mean_p >= 1, 1, np.where(mean_p <= 0, -1, 0))
         streak = self.saturated_streak[uniq].astype(np.int64)
         self.saturated_streak[uniq] = np.where(np.sign(streak) == side, streak + side, side)
         self.num_observations[uniq] += count.astype(np.int32)
-        self.last_generation[uniq] = generation
+        self.last_batch[uniq] = batch_index
 
     def record(
         self, ids: Sequence[int] | np.ndarray, energies: np.ndarray, selected: Sequence[bool] | np.ndarray

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .energy import compute_energy, expected_energy
-from .guards import LearningZoneGuard, LZEWarning
+from .guards import LearningZoneGuard, LZEWarning, ProbeGuard
 from .prompt_state import PromptState
 from .pruning import PromptPruner
 from .selection import group_pass_rates, live_groups, spread_energies
@@ -84,17 +84,16 @@ class LZERun:
             `None` for an iterable one (nothing is planned per epoch then).
         correctness_name (`str`, *optional*, defaults to `"correctness"`):
             Name of the correctness reward function, for the warning of a run that cannot learn.
+        correctness_index (`int`, *optional*, defaults to `0`):
+            Index of the correctness reward function among the reward functions.
         warn (`Callable[[str], None]`, *optional*):
             How a warning is given (the trainer warns on the main process only). Defaults to `warnings.warn`.
 
     Attributes:
-        observers (`list[Callable[[GroupBatch], None]]`):
-            Called with every scored round of groups before the per-prompt table absorbs it (a plugin that learns
-            from outcomes against its own predictions).
-        planners (`list[EpochPlanner]`):
-            Planners of each epoch's rows after forward pruning and the selector's plan, in order.
-        parts (`dict[str, Any]`):
-            More state saved with the run under its name (objects with `state_dict` / `load_state_dict`).
+        prompts ([`PromptState`]):
+            The per-prompt table (pass rates, EMA, energies, selections).
+        batches_recorded (`int`):
+            Generation batches recorded so far: seeds each selection's noise.
     """
 
     def __init__(
@@ -103,12 +102,14 @@ class LZERun:
         num_generations: int,
         row_ids: np.ndarray | None,
         correctness_name: str = "correctness",
+        correctness_index: int = 0,
         warn: Callable[[str], None] | None = None,
     ) -> None:
         self.args = args
         self.num_generations = num_generations
         self.row_ids = row_ids
-        self.state = PromptState(args.energy_ema_decay)
+        self.correctness_index = correctness_index
+        self.prompts = PromptState(args.energy_ema_decay)
         self.selector = get_selector(args.selector)(args)
         self.pruner = None
         if args.prune_solved and row_ids is not None:
@@ -117,15 +118,13 @@ class LZERun:
         self.learning_zone_guard = LearningZoneGuard(args.pass_threshold, correctness_name)
         self.warn = warn or (lambda message: warnings.warn(message, LZEWarning, stacklevel=3))
         self.position = DataPosition()
-        self.observers: list[Callable[[GroupBatch], None]] = []
-        self.planners: list[Any] = []
-        self.parts: dict[str, Any] = {}
-        self.generation = 0  # generation batches recorded so far: seeds each selection's noise
+        self.probe_guard = ProbeGuard(args.probe_generations, self.warn) if args.probe_generations else None
+        self.batches_recorded = 0
 
     @property
     def plans_rollouts(self) -> bool:
         """Whether an epoch may roll out fewer (or other) prompts than the dataset holds."""
-        return self.pruner is not None or self.selector.plans_rollouts or bool(self.planners)
+        return self.pruner is not None or self.selector.plans_rollouts
 
     # ----------------------------------------------------------------------------------------------- scoring
     def score(
@@ -133,11 +132,10 @@ class LZERun:
         prompt_ids: np.ndarray,
         correctness: np.ndarray,
         totals: np.ndarray,
-        refill_round: int = 0,
-        anchor: np.ndarray | None = None,
+        complete: np.ndarray | None = None,
     ) -> GroupBatch:
         """
-        Scores one round of groups and updates the per-prompt table with it (once per group).
+        Scores the groups of a generation batch and updates the per-prompt table with them (once per group).
 
         Args:
             prompt_ids (`np.ndarray`):
@@ -146,10 +144,9 @@ class LZERun:
                 Correctness reward of each rollout, shape `(num_groups, rollouts per group)`, NaN where unscorable.
             totals (`np.ndarray`):
                 Total (weighted) reward of each rollout, same shape: what GRPO's advantages see.
-            refill_round (`int`, *optional*, defaults to `0`):
-                0 for the generation batch itself, `r` for its `r`-th extra round (seeds the selection apart).
-            anchor (`np.ndarray`, *optional*):
-                Whether each group may set its prompt's first pass rate (a probe's few rollouts may not); all may.
+            complete (`np.ndarray`, *optional*):
+                Whether each group has all its rollouts: only a complete group may set its prompt's first pass rate (a
+                probe's few rollouts may not). Defaults to all.
 
         Returns:
             [`GroupBatch`]: the groups with their pass rates, liveness and energies (scored before the table
@@ -160,7 +157,7 @@ class LZERun:
         correctness = np.asarray(correctness, dtype=np.float64).reshape(len(ids), -1)
         pass_rates = group_pass_rates(correctness, correctness.shape[1], args.pass_threshold)
         live = live_groups(pass_rates, correctness, totals)
-        before = self.state.get(ids)
+        before = self.prompts.get(ids)
         # A prompt seen for the first time starts at its pass rate (its first scorable group's, if it repeats)
         valid = np.isfinite(pass_rates)
         first = np.full(len(ids), np.nan)
@@ -178,7 +175,6 @@ class LZERun:
             terms=args.energy_terms,
         )
         energies = np.where(valid, energies, 0.0)
-        seed = [args.seed, self.generation] + ([refill_round] if refill_round > 0 else [])
         batch = GroupBatch(
             prompt_ids=ids,
             pass_rates=pass_rates,
@@ -186,12 +182,10 @@ class LZERun:
             energies=spread_energies(energies, pass_rates, live, totals),
             live=live,
             ema_pass_rates=ema,
-            rng=np.random.default_rng(seed),
+            rng=np.random.default_rng([args.seed, self.batches_recorded]),
         )
-        for observe in self.observers:
-            observe(batch)
-        self.state.observe(ids, pass_rates, self.generation, anchor)
-        batch.ema_pass_rates = self.state.get(ids)["ema_pass_rate"]
+        self.prompts.observe(ids, pass_rates, self.batches_recorded, complete)
+        batch.ema_pass_rates = self.prompts.get(ids)["ema_pass_rate"]
         message = self.learning_zone_guard.observe(pass_rates, correctness)
         if message is not None:
             self.warn(message)
@@ -218,7 +212,7 @@ class LZERun:
         scorable = np.isfinite(correctness)
         successes = (np.where(scorable, correctness, -np.inf) >= args.pass_threshold).sum(axis=1)
         trials = scorable.sum(axis=1)
-        known = self.state.get(ids)
+        known = self.prompts.get(ids)
         pooled = (successes.sum() + 1.0) / (trials.sum() + 2.0)
         prior = np.where(np.isnan(known["ema_pass_rate"]), pooled, known["ema_pass_rate"])
         energies = expected_energy(
@@ -241,7 +235,7 @@ class LZERun:
             energies=energies,
             live=energies > 0,
             ema_pass_rates=known["ema_pass_rate"],
-            rng=np.random.default_rng([args.seed, self.generation, PROBE_STREAM]),
+            rng=np.random.default_rng([args.seed, self.batches_recorded, PROBE_STREAM]),
         )
 
     def select(self, batch: GroupBatch) -> np.ndarray:
@@ -251,14 +245,14 @@ class LZERun:
     def record(self, batch: GroupBatch, weights: np.ndarray, step: int) -> dict[str, float]:
         """
         Closes a generation batch (all its groups in `batch`): counts the selections, appends to the selection log,
-        advances the generation counter, and returns the batch's metrics (`lze/...` keys).
+        advances `batches_recorded`, and returns the batch's metrics (`lze/...` keys).
         """
         selected = weights > 0
-        self.state.record(batch.prompt_ids, batch.energies, selected)
+        self.prompts.record(batch.prompt_ids, batch.energies, selected)
         self.selection_log.append(
-            step, self.generation, batch.prompt_ids, batch.pass_rates, batch.energies, weights, batch.live
+            step, self.batches_recorded, batch.prompt_ids, batch.pass_rates, batch.energies, weights, batch.live
         )
-        self.generation += 1
+        self.batches_recorded += 1
         scorable = np.isfinite(batch.pass_rates)
         metrics = {
             "lze/pass_rate_mean": float(np.nanmean(batch.pass_rates)) if scorable.any() else 0.0,
@@ -271,7 +265,7 @@ class LZERun:
         if self.row_ids is not None:
             metrics["lze/rollouts_skipped"] = self.position.groups_skipped(len(self.row_ids)) * self.num_generations
         if self.pruner is not None:
-            metrics["lze/pruned_prompts"] = self.pruner.num_pruned(self.state)
+            metrics["lze/pruned_prompts"] = self.pruner.num_pruned(self.prompts)
             metrics["lze/revisited_prompts"] = self.pruner.num_revisited
         return metrics
 
@@ -279,15 +273,13 @@ class LZERun:
     def plan_epoch(self, epoch: int, order: np.ndarray) -> np.ndarray:
         """
         The rows an epoch rolls out, in order (one entry per group), from the epoch's permutation `order`: forward
-        pruning, then the selector's plan, then the `planners`, each over what the previous one left.
+        pruning, then the selector's plan over what pruning left.
         """
         order = np.asarray(order, dtype=np.int64)
         if self.pruner is not None:
-            order = self.pruner.plan_epoch(epoch, order, self.row_ids[order], self.state)
+            order = self.pruner.plan_epoch(epoch, order, self.row_ids[order], self.prompts)
         if self.selector.plans_rollouts:
-            order = self.selector.plan_epoch(epoch, order, self.row_ids[order], self.state)
-        for planner in self.planners:
-            order = planner.plan_epoch(epoch, order)
+            order = self.selector.plan_epoch(epoch, order, self.row_ids[order], self.prompts)
         return order
 
     # ----------------------------------------------------------------------------------------------- state
@@ -296,15 +288,16 @@ class LZERun:
         arrays = {
             f"{name}.{key}": value for name, part in self._parts().items() for key, value in part.state_dict().items()
         }
-        arrays["run.generation"] = np.asarray(self.generation)
+        arrays["run.batches_recorded"] = np.asarray(self.batches_recorded)
         return arrays
 
     def load_state_dict(self, arrays: dict[str, np.ndarray]) -> None:
         """Restores a state written by [`~LZERun.state_dict`]."""
         for name, part in self._parts().items():
             part.load_state_dict({k[len(name) + 1 :]: v for k, v in arrays.items() if k.startswith(f"{name}.")})
-        self.generation = int(arrays["run.generation"])
+        self.batches_recorded = int(arrays["run.batches_recorded"])
 
     def _parts(self) -> dict[str, Any]:
-        parts = {"prompts": self.state, "selector": self.selector, "pruner": self.pruner, "position": self.position}
-        return {name: part for name, part in {**parts, **self.parts}.items() if part is not None}
+        parts = {"prompts": self.prompts, "selector": self.selector, "pruner": self.pruner, "position": self.position}
+        parts["probe_guard"] = self.probe_guard
+        return {name: part for name, part in parts.items() if part is not None}

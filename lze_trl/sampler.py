@@ -114,27 +114,21 @@ class LZERepeatSampler(RepeatSampler):
             self._planned = epoch
         return position.rows.tolist()
 
-    def _batches(self, order: list[int]) -> Iterator[list[int]]:
-        """The epoch's generation batches: consecutive cuts of its order (an incomplete last one is dropped)."""
-        for b in range(len(order) // self.batch_size):
-            yield order[b * self.batch_size : (b + 1) * self.batch_size]
-
-    def _epoch_units(self, order: list[int]) -> int:
-        """Dataloader batches of the current epoch (generation batches times `repeat_count`); -1 when not known yet."""
-        return len(order) // self.batch_size * self.repeat_count
-
     def __iter__(self) -> Iterator[int]:
         order = self.epoch_order(self.epoch)
         skip, self.skip_batches = self.skip_batches, 0
-        if skip > 0 and skip >= self._epoch_units(order) >= 0:
+        batches = len(order) // self.batch_size  # generation batches (an incomplete last one is dropped)
+        if skip > 0 and skip >= batches * self.repeat_count:
             # Resumed at the very end of an epoch: carry on with the next one, whose iterator creation the
             # uninterrupted run also made after the checkpoint (no random state to redo).
             self.epoch_offset += 1
             self.position.epoch, self.position.batches_in_epoch, self.position.resumed_from = self.epoch + 1, 0, None
             order, skip = self.epoch_order(self.epoch), 0
+            batches = len(order) // self.batch_size
         if len(order) < self.batch_size:
             self._warn_empty_epoch(len(set(order)))
-        for chunk in self._batches(order):
+        for b in range(batches):
+            chunk = order[b * self.batch_size : (b + 1) * self.batch_size]
             for _ in range(self.repeat_count):
                 if skip > 0:
                     skip -= 1

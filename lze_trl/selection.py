@@ -93,7 +93,7 @@ def reward_spread(totals: Any, num_groups: int) -> np.ndarray:
 
 
 def num_to_select(num_groups: int, num_active: int, selection_ratio: float) -> int:
-    """`k = min(max(int(n * selection_ratio), 1), n_active)`, the quota of the spec (its floor `rho_min` <= `rho`
+    """`k = min(max(int(n * selection_ratio), 1), n_active)`, the paper's quota (its floor `rho_min` <= `rho`
     never changes it)."""
     if num_active == 0:
         return 0
@@ -106,7 +106,6 @@ def select_top_k(
     selection_ratio: float = 0.4,
     selection_noise: float = 0.05,
     rng: np.random.Generator | None = None,
-    quota_groups: int | None = None,
 ) -> np.ndarray:
     """
     Top-`selection_ratio` selection of groups by energy, with Gumbel exploration noise (the parameters are the
@@ -128,8 +127,6 @@ def select_top_k(
         rng (`np.random.Generator`, *optional*):
             Source of the noise. Pass a generator seeded identically on every process so that all take the same
             decision. Defaults to a fresh unseeded generator.
-        quota_groups (`int`, *optional*):
-            The `n` of the quota; defaults to the number of groups given.
 
     Returns:
         `np.ndarray`: boolean mask of the selected groups.
@@ -137,8 +134,7 @@ def select_top_k(
     energies = np.nan_to_num(np.asarray(energies, dtype=np.float64).reshape(-1), nan=0.0)
     active = np.asarray(live, dtype=bool).reshape(-1)
     selected = np.zeros(len(energies), dtype=bool)
-    n = len(energies) if quota_groups is None else quota_groups
-    k = num_to_select(n, int(active.sum()), selection_ratio)
+    k = num_to_select(len(energies), int(active.sum()), selection_ratio)
     if k == 0:
         return selected
     active_idx = np.flatnonzero(active)

@@ -1,8 +1,8 @@
 """[`LZEGRPOTrainer`]: TRL's `GRPOTrainer` that updates only on learning-zone prompt groups.
 
-The class holds only overrides of `GRPOTrainer`'s hooks; one generation batch runs in `step.py` (through a rollout
-plan), the method and its state live in [`LZERun`] (`run.py`), the prompt identity in `prompt_ids.py`. Every private
-name of TRL's and transformers' trainers used here is listed, and pinned by a test, in `trl_coupling.py`.
+The class overrides TRL's hooks; one generation batch runs top to bottom in `generation_batch.py`, the method and its
+state live in [`LZERun`] (`run.py`), the prompt identity in `prompt_ids.py`. Every private name of TRL's and
+transformers' trainers used here is listed, with its reason, and pinned by a test, in `trl_coupling.py`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import sys
 import textwrap
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,28 +21,53 @@ import torch
 from datasets import IterableDataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
-from transformers.utils import logging
 from trl import GRPOConfig, GRPOTrainer
 
-from . import state as lze_state_files
+from . import checkpoint as checkpoint_files
+from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from .config import as_lze_config
 from .engines import warn_if_not_sharded
-from .guards import LZEWarning, check_dataset_fits_batch, check_map_style, check_probe, checked_reward_func
-from .probe import ProbePlan, RolloutCache
-from .prompt_ids import PromptIds, has_prompt_column
+from .generation_batch import train_on_generation_batch
+from .guards import (
+    LZEWarning,
+    check_dataset_fits_batch,
+    check_trainer_inputs,
+    checked_reward_func,
+    resolve_correctness_reward,
+    warn_if_diluted,
+)
+from .prompt_ids import PromptIds
+from .rollouts import Rollouts
 from .run import LZERun
 from .sampler import LZERepeatSampler
-from .selectors import get_selector
-from .state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
-from .step import FreshPlan, Generated, RewardTap, RolloutPlan, StepContext, run_step
 
-
-logger = logging.get_logger(__name__)
 
 __all__ = ["LZEGRPOTrainer", "PROMPTS_PARQUET", "SELECTION_LOG_PARQUET"]
-# Loss types that normalise by a token count spanning the generation batch (`num_items_in_batch`): zero-weight
-# padding rows change nothing in them. The others average over the rows of each micro-batch, padding included.
-TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "vespo")
+
+
+class _RolloutsGenerated(Exception):
+    """Ends TRL's `_generate_and_score_completions` right after `_generate` (a generation round: no log-probs)."""
+
+
+@dataclass
+class _TRLCall:
+    """
+    How the overrides of TRL's `_generate` and `_calculate_rewards` act during one call of TRL's
+    `_generate_and_score_completions` inside a generation batch: stop after generating (`stop_after_generation`),
+    or return `served` rollouts (`(prompts, _generate result, gathered rewards)`) instead of generating and rewarding;
+    what TRL prepared, generated and rewarded is kept (`prompts`, `generated`, `rewards`). TRL has no hook for either
+    (`docs/upstream/score-generated-rollouts.md`).
+    """
+
+    stop_after_generation: bool = False
+    served: tuple | None = None
+    prompts: list | None = None
+    generated: tuple | None = None
+    rewards: torch.Tensor | None = None
+
+
+def _numpy(rewards: torch.Tensor) -> np.ndarray:
+    return rewards.detach().float().cpu().numpy().astype(np.float64)
 
 
 class _LZECallback(TrainerCallback):
@@ -81,10 +107,9 @@ class LZEGRPOTrainer(GRPOTrainer):
             The run's LZE state: per-prompt table, selector, prune pool, selection log, position in the data.
         prompt_ids ([`~lze_trl.prompt_ids.PromptIds`]):
             How each row's prompt id is read.
-        rollout_plan ([`~lze_trl.step.RolloutPlan`]):
-            Where each generation batch's groups come from ([`~LZEGRPOTrainer.make_rollout_plan`]).
     """
 
+    _call: _TRLCall | None = None  # a class default: a trainer built without `__init__` generates as GRPOTrainer
     _tag_names = ["trl", "grpo", "lze"]
     _name = "LZE"
     _paper = {
@@ -101,106 +126,38 @@ class LZEGRPOTrainer(GRPOTrainer):
 
     def __init__(self, model: Any, reward_funcs: Any = None, args: GRPOConfig | None = None, train_dataset=None, **kw):
         args = as_lze_config(args, model)
-        if args.num_generations < 2 and (get_selector(args.selector).needs_pass_rates or args.prune_solved):
-            raise ValueError(
-                f"num_generations={args.num_generations} is invalid with selector={args.selector!r}: pass rates need "
-                "a group of rollouts per prompt; set num_generations >= 2 (the paper uses 8)."
-            )
-        iterable = isinstance(train_dataset, IterableDataset)
-        environments = kw.get("environment_factory") is not None
-        if train_dataset is not None and not environments and not has_prompt_column(train_dataset):
-            raise ValueError(
-                "The train dataset has no `prompt` column: GRPO needs one (a string or a list of chat messages) "
-                "unless an `environment_factory` provides the prompts. Rename your question column to `prompt`, e.g. "
-                "`dataset.rename_column('question', 'prompt')`."
-            )
-        # The per-prompt state is keyed by a prompt identity read from each row (`prompt_ids`). Without a train
-        # dataset (an environment_factory owns the prompts) or with an iterable one without `prompt`, there is none.
-        self.lze_enabled = train_dataset is not None and (not iterable or has_prompt_column(train_dataset))
-        if not self.lze_enabled and (args.selector != "none" or args.prune_solved):
-            warnings.warn(
-                f"selector={args.selector!r} needs a stable identity for each prompt: a map-style train dataset or an "
-                "iterable one with a `prompt` column; got "
-                + ("no train dataset" if train_dataset is None else "an IterableDataset without `prompt`")
-                + ". This run trains as plain GRPO (no selection, no pruning). Pass a `datasets.Dataset` to use LZE.",
-                LZEWarning,
-                stacklevel=2,
-            )
-        map_style = self.lze_enabled and not iterable
-        if self.lze_enabled and iterable:
-            check_map_style(args)
-        if args.probe_generations:
-            check_probe(
-                args, self.lze_enabled, [k for k in ("tools", "environment_factory", "rollout_func") if kw.get(k)]
-            )
-        self._reward_tap, self._rollout_cache = RewardTap(), RolloutCache()
+        self.lze_enabled = check_trainer_inputs(args, train_dataset, kw)  # whether rows have a prompt identity
         super().__init__(model, reward_funcs, args=args, train_dataset=train_dataset, **kw)
         names = list(self.reward_func_names)
-        self._correctness_index = self._resolve_correctness_reward(args.correctness_reward)
-        # Reward functions that return something other than one number (or None) per completion fail in TRL with a
+        correctness = resolve_correctness_reward(args.correctness_reward, names)
+        # A reward function returning something else than one number (or None) per completion fails in TRL with a
         # tensor-construction error naming neither the function nor the value: check them by name instead.
         self.reward_funcs = [
             f if isinstance(f, torch.nn.Module) or not callable(f) else checked_reward_func(f, name)
             for f, name in zip(self.reward_funcs, names)
         ]
+        map_style = self.lze_enabled and not isinstance(train_dataset, IterableDataset)
         if map_style:
             check_dataset_fits_batch(len(self.train_dataset), self.args.generation_batch_size, self.num_generations)
         # A row's identity is what TRL hands the step of it: every column, or those `remove_unused_columns` keeps.
         columns = ["prompt", "image", "images"] if self.args.remove_unused_columns else None
+        environments = kw.get("environment_factory") is not None
         self.prompt_ids = PromptIds(self.train_dataset if map_style else None, columns, environments)
         main = self.accelerator.is_main_process
-        self.lze = LZERun(
-            args,
-            self.num_generations,
-            self.prompt_ids.row_ids,
-            correctness_name=names[self._correctness_index],
-            warn=lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None,
-        )
-        self.rollout_plan = self.make_rollout_plan()
-        if map_style and self.lze.plans_rollouts:
-            # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
-            # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches.
-            self.args.ignore_data_skip = True
-        if args.selector != "none" and self.loss_type not in TOKEN_NORMALISED_LOSSES:
-            logger.warning(
-                f"loss_type={self.loss_type!r} averages over the rows of each micro-batch: the zero-weight rows that "
-                "even out processes and micro-batches after selection dilute it slightly. loss_type='dapo' (TRL's "
-                "default) is exact."
-            )
+        warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731
+        self.lze = LZERun(args, self.num_generations, self.prompt_ids.row_ids, names[correctness], correctness, warn)
+        # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
+        # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches.
+        self.args.ignore_data_skip = self.args.ignore_data_skip or (map_style and self.lze.plans_rollouts)
+        warn_if_diluted(args.selector, self.loss_type)
         self.train_sampler: LZERepeatSampler | None = None
         self.add_callback(_LZECallback(self))
         warn_if_not_sharded(self)
-        from .plotting.callback import add_plot_callback
-
-        add_plot_callback(self)  # learning-zone histograms and plots in wandb/trackio, when either is a reporter
 
     @property
     def selection_log(self):
         """The run's [`~lze_trl.selection_log.SelectionLog`] (`trainer.lze.selection_log`)."""
         return self.lze.selection_log
-
-    def _resolve_correctness_reward(self, spec: str | int | None) -> int:
-        names = list(self.reward_func_names)
-        index = 0 if spec is None else names.index(spec) if spec in names else int(spec) if str(spec).isdigit() else -1
-        if not 0 <= index < len(names):
-            raise ValueError(
-                f"correctness_reward={spec!r} is not among the reward functions {names}: set it to one of these "
-                f"names or to an index in [0, {len(names) - 1}]."
-            )
-        return index
-
-    def make_rollout_plan(self) -> RolloutPlan:
-        """
-        Where each generation batch's groups come from ([`~lze_trl.step.RolloutPlan`]), built once at init: a probe
-        then the completion of the chosen groups with `probe_generations`, else one fresh generation of every prompt.
-        Subclasses return their own plan (the experimental modes and DAPO's refill rounds in the repository's
-        `benchmarks/experimental/` do).
-        """
-        if self.args.probe_generations:
-            main = self.accelerator.is_main_process
-            warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731
-            return ProbePlan(self.args.probe_generations, self.lze, self._rollout_cache, warn)
-        return FreshPlan()
 
     # ----------------------------------------------------------------------------------------------- data
     def _get_train_sampler(self, dataset=None):
@@ -223,75 +180,103 @@ class LZEGRPOTrainer(GRPOTrainer):
             values[0] = sys.maxsize  # planned epochs are shorter: run epochs until max_steps, not a precomputed count
         return tuple(values)
 
-    # ----------------------------------------------------------------------------------------------- the step
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._reward_tap.put(rewards)  # kept only inside a training step's generation call (`_generate_scored`)
-        return rewards
-
+    # ----------------------------------------------------------------------------------------------- the batch
     def _generate_and_score_completions(self, inputs):
         if not self.model.training or not self.lze_enabled:
             # Evaluation (nothing to select, no training state to touch), or a run without prompt identity.
             return super()._generate_and_score_completions(inputs)
-        return run_step(self.rollout_plan, self.step_context(), self.lze, inputs, self.state.global_step)
+        return train_on_generation_batch(self, inputs, self.state.global_step)
 
-    def step_context(self) -> StepContext:
-        """The [`~lze_trl.step.StepContext`] of the current generation batch: what a rollout plan may use."""
-        tokenizer = getattr(self.processing_class, "tokenizer", self.processing_class)
-        return StepContext(
-            accelerator=self.accelerator,
-            num_generations=self.num_generations,
-            pad_token_id=tokenizer.pad_token_id,
-            generate=self._generate_scored,
-            score=self._score_groups,
-            select=self.lze.select,
-            log=lambda metrics: [self._metrics["train"][k].append(v) for k, v in metrics.items()],
-            generation=self.lze.generation,
-            correctness_index=self._correctness_index,
-        )
+    def generate_rollouts(self, inputs: list[dict], num_rollouts: int) -> Rollouts:
+        """
+        Rollouts of `inputs` (`num_rollouts` consecutive rows per prompt), generated and rewarded by TRL, without
+        log-probabilities or advantages: TRL's `_generate_and_score_completions` prepares the prompts and generates,
+        then stops (its log-probabilities come only for the rows that reach [`~LZEGRPOTrainer.update_rows`]); TRL's
+        `_calculate_rewards` scores each rollout, once.
+        """
+        call = _TRLCall(stop_after_generation=True)
+        with self._group_size(num_rollouts), self._calling(call), contextlib.suppress(_RolloutsGenerated):
+            super()._generate_and_score_completions(inputs)
+        if call.generated is None:
+            raise RuntimeError("TRL's _generate_and_score_completions returned without calling _generate.")
+        completions, completion_ids = call.generated[3], call.generated[1]
+        rewards = super()._calculate_rewards(inputs, call.prompts, completions, completion_ids)
+        return Rollouts(inputs, call.prompts, call.generated, self._gathered_prompt_ids(inputs), _numpy(rewards))
 
-    def _generate_scored(self, inputs: list[dict], num_rollouts: int) -> Generated:
+    def update_rows(self, inputs: list[dict], served: tuple | None = None) -> tuple[dict, Rollouts | None]:
         """
-        TRL's generation and scoring of `inputs` in groups of `num_rollouts`, with the prompt ids of all processes'
-        rows and the rewards. A call with other groups than `num_generations` (a probe) leaves no TRL metric behind:
-        TRL's metrics describe the groups that may reach the update.
+        TRL's update rows of `inputs` (`_generate_and_score_completions`: token tensors, log-probabilities,
+        advantages over each group of `num_generations` rows, TRL's metrics). With `served` (the prompts TRL prepares
+        for them, their `_generate` result and all processes' rewards), nothing is generated or rewarded: the rows
+        come from rollouts generated before; without, TRL generates and rewards them, and their [`Rollouts`] are
+        returned too.
         """
-        ids = torch.as_tensor(self.prompt_ids.of_rows(inputs), device=self.accelerator.device)
-        logged = {key: len(values) for key, values in self._metrics["train"].items()}
-        with self._reward_tap.capture() as captured, self._group_size(num_rollouts):
+        call = _TRLCall(served=served)
+        with self._calling(call):
             rows = super()._generate_and_score_completions(inputs)
-        if num_rollouts != self.num_generations:
-            for key, values in self._metrics["train"].items():
-                del values[logged.get(key, 0) :]
-        return Generated(rows, self.accelerator.gather(ids).cpu().numpy(), captured["rewards"])
+        if served is not None:
+            return rows, None
+        rollouts = Rollouts(inputs, call.prompts, (), self._gathered_prompt_ids(inputs), _numpy(call.rewards))
+        return rows, rollouts
+
+    def _generate(self, prompts):
+        call = self._call
+        if call is not None and call.served is not None:
+            served_prompts, generated, _ = call.served
+            if prompts != served_prompts:
+                raise RuntimeError(
+                    "TRL prepared other prompts for its update rows than those the served rollouts were generated "
+                    "for: lze-trl cannot tell which rollout belongs to which row (trl_coupling.py, `_generate`)."
+                )
+            return generated
+        result = super()._generate(prompts)
+        if call is not None:
+            call.prompts, call.generated = prompts, result
+            if call.stop_after_generation:
+                raise _RolloutsGenerated
+        return result
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        call = self._call
+        if call is not None and call.served is not None:
+            return torch.as_tensor(call.served[2], dtype=torch.float32, device=self.accelerator.device)
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if call is not None:
+            call.rewards = rewards
+        return rewards
 
     @contextlib.contextmanager
-    def _group_size(self, size: int | None):
-        """TRL's group size inside: `num_generations`, its advantages' groups and vLLM server's n per prompt."""
-        saved = self.num_generations
-        self.num_generations = saved if size is None else size
+    def _calling(self, call: _TRLCall):
+        self._call = call
+        try:
+            yield
+        finally:
+            self._call = None
+
+    @contextlib.contextmanager
+    def _group_size(self, size: int):
+        """TRL's group size inside: `num_generations`, which sets vLLM server's completions per prompt."""
+        saved, self.num_generations = self.num_generations, size
         try:
             yield
         finally:
             self.num_generations = saved
 
-    def _generate(self, prompts):
-        return self._rollout_cache.generate(prompts, self._generate_rollouts)  # served rollouts are not generated
+    def _gathered_prompt_ids(self, inputs: list[dict]) -> np.ndarray:
+        ids = torch.as_tensor(self.prompt_ids.of_rows(inputs), device=self.accelerator.device)
+        return self.accelerator.gather(ids).cpu().numpy()
 
-    def _generate_rollouts(self, prompts: list, group_size: int | None):
-        with self._group_size(group_size):
-            return self.generate_rollouts(prompts)
+    def total_rewards(self, rewards: np.ndarray) -> np.ndarray:
+        """The total reward of each rollout (`rewards` shaped `(..., reward functions)`), weighted as TRL weighs it;
+        NaN where no function scored it."""
+        totals = np.nansum(rewards * self.reward_weights.float().cpu().numpy(), axis=-1)
+        totals[np.isnan(rewards).all(axis=-1)] = np.nan
+        return totals
 
-    def generate_rollouts(self, prompts: list):
-        """TRL's `_generate` of the rollouts really generated (a probe's reused rows are not): the demo meters here."""
-        return super()._generate(prompts)
-
-    def _score_groups(self, prompt_ids: np.ndarray, rewards: np.ndarray, extra_round: int = 0, anchor=None):
-        """Scores groups (rewards shaped `(groups, rollouts, reward functions)`) into the LZE state ([`LZERun.score`]):
-        the correctness reward defines their pass rates, the weighted sum of all rewards their spread."""
-        totals = np.nansum(rewards * self.reward_weights.float().cpu().numpy(), axis=2)
-        totals[np.isnan(rewards).all(axis=2)] = np.nan  # a rollout no function scored (or not generated)
-        return self.lze.score(prompt_ids, rewards[:, :, self._correctness_index], totals, extra_round, anchor)
+    def log_lze(self, metrics: dict[str, float]) -> None:
+        """Appends `metrics` to TRL's metric lists of the training step (averaged and logged by TRL's `log`)."""
+        for key, value in metrics.items():
+            self._metrics["train"][key].append(value)
 
     def training_step(self, model, inputs, num_items_in_batch):
         resumed = self.lze.position.count_micro_step()
@@ -300,19 +285,20 @@ class LZEGRPOTrainer(GRPOTrainer):
             # random numbers in the uninterrupted run, but the resumed run created its dataloader iterator (one draw)
             # after the Trainer restored the RNG states.
             self._load_rng_state(resumed)
-        return super().training_step(model, inputs, num_items_in_batch)
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        self.lze.position.micro_steps = self._step  # TRL's micro-step counter, which paces generation
+        return loss
 
     # ----------------------------------------------------------------------------------------------- checkpoints
-    def lze_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def lze_state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The LZE training state as saved in checkpoints: arrays and counters (the train dataset's fingerprint)."""
-        self.lze.position.micro_steps = self._step  # TRL's micro-step counter, which paces generation
         return self.lze.state_dict(), {"dataset": self.prompt_ids.fingerprint}
 
     def save_lze_state(self, folder: str) -> None:
         """Writes the LZE state into a checkpoint `folder` (on the main process): the tables, then the state file."""
         if self.args.should_save:
             self.save_lze_tables(folder)
-            lze_state_files.save_state(folder, *self.lze_state())
+            checkpoint_files.save_state(folder, *self.lze_state_dict())
 
     def prompt_table(self, include_prompts: bool = True):
         """The per-prompt LZE state as a `pandas.DataFrame` ([`~lze_trl.plotting.prompt_table`]), with the train
@@ -321,13 +307,13 @@ class LZEGRPOTrainer(GRPOTrainer):
 
         pruned = self.lze.pruner.pruned if self.lze.pruner is not None else None
         dataset = self.train_dataset if include_prompts and self.prompt_ids.row_ids is not None else None
-        return prompt_table(self.lze.state, pruned, dataset)
+        return prompt_table(self.lze.prompts, pruned, dataset)
 
     def save_lze_tables(self, folder: str) -> None:
         """Writes the prompt table and the selection log as parquet files into `folder`."""
         os.makedirs(folder, exist_ok=True)
-        lze_state_files.save_table(self.prompt_table(), os.path.join(folder, PROMPTS_PARQUET))
-        lze_state_files.save_table(self.selection_log.to_pandas(), os.path.join(folder, SELECTION_LOG_PARQUET))
+        checkpoint_files.save_table(self.prompt_table(), os.path.join(folder, PROMPTS_PARQUET))
+        checkpoint_files.save_table(self.selection_log.to_pandas(), os.path.join(folder, SELECTION_LOG_PARQUET))
 
     def load_lze_state(self, checkpoint: str) -> None:
         """
@@ -335,12 +321,12 @@ class LZEGRPOTrainer(GRPOTrainer):
         position in the data, counters and selection log.
 
         Raises:
-            [`~lze_trl.state.LZEStateError`]: when the state file or the selection log is missing or corrupt, or the
-            state was recorded on another train dataset (size or prompts).
+            [`~lze_trl.checkpoint.LZEStateError`]: when the state file or the selection log is missing or corrupt, or
+            the state was recorded on another train dataset (size or prompts).
         """
-        arrays, counters = lze_state_files.load_state(checkpoint)
-        lze_state_files.check_fingerprint(counters.get("dataset"), self.prompt_ids.fingerprint, checkpoint)
-        log_frame = lze_state_files.load_selection_log(checkpoint)
+        arrays, counters = checkpoint_files.load_state(checkpoint)
+        checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_ids.fingerprint, checkpoint)
+        log_frame = checkpoint_files.load_selection_log(checkpoint)
         try:
             self.lze.load_state_dict(arrays)
         except (KeyError, ValueError) as error:
@@ -355,7 +341,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         Loads the LZE state of `checkpoint` for a resumed run.
 
         A checkpoint without a usable LZE state (missing, corrupt, recorded on another train dataset) is refused with
-        an [`~lze_trl.state.LZEStateError`] when the state decides what is trained (any selector but `"none"`, or
+        an [`~lze_trl.checkpoint.LZEStateError`] when the state decides what is trained (any selector but `"none"`, or
         forward pruning), unless `resume_lze_state="fresh"`: then, as for `selector="none"`, the run resumes with a
         fresh LZE state after a warning.
         """

@@ -7,19 +7,21 @@ package starts using one that is not listed here (as a method, an attribute, a c
 """
 
 PRIVATE_NAMES: dict[str, str] = {
-    "_generate_and_score_completions": "overridden to run LZE's step (which calls TRL's own for each generation); "
-    "metered by the demo",
-    "_calculate_rewards": "overridden to hand the gathered rewards to the step (`step.RewardTap`)",
+    "_generate_and_score_completions": "overridden to run a generation batch (`generation_batch.py`); called for "
+    "each generation round (stopped right after `_generate`: TRL prepares the prompts inside it, and has no separate "
+    "hook for that) and once for the update rows (`docs/upstream/score-generated-rollouts.md`); timed by the demo",
+    "_generate": "overridden to stop a generation round after generating, and to return rollouts generated before "
+    "instead of generating them again (TRL calls it once per `_generate_and_score_completions`, with the prompts in "
+    "input order: checked on every served call); its 8-part result is pinned in `rollouts.GENERATED_PARTS`; the demo "
+    "counts the rollouts it really generates",
+    "_calculate_rewards": "called once per generation round (each rollout rewarded once), overridden to return those "
+    "rewards for served rollouts, and to keep the rewards of a batch TRL generates itself",
     "_get_train_sampler": "overridden to return LZERepeatSampler",
-    "_generate": "overridden to serve a probe's rollouts again in their completed group (`probe.RolloutCache`); the "
-    "rollouts it really generates go through `LZEGRPOTrainer.generate_rollouts` (metered by the demo)",
     "_metrics": "the per-step metric lists that TRL's `log` averages: the `lze/` metrics are appended to them",
     "_step": "TRL's micro-step counter that paces generation: saved with the LZE state and restored on resume",
     "_load_rng_state": "transformers' RNG restore, redone after a resumed sampler's first draw (exact resume)",
     "_tag_names": "class attribute: the model card's tags, as TRL's trainers set them",
     "_name": "class attribute: the trainer's name on the model card, as TRL's trainers set it",
     "_paper": "class attribute: the paper cited on the model card, as TRL's trainers set it",
-    "_VALID_DICT_FIELDS": "GRPOConfig's class attribute listing the fields parsed from a JSON string: "
-    "`selector_kwargs` joins it",
 }
 """Private name -> what lze-trl does with it."""

@@ -9,7 +9,7 @@ Two-process CPU runs of LZE under DDP, FSDP2 and DeepSpeed ZeRO-3, for tests/tes
   zero-weight rows only), with forward pruning, a checkpoint at step 6 and a linear learning-rate decay;
 - `resume`: the `lze` run resumed from its checkpoint at step 6;
 - `none`: `selector="none"` (plain GRPO);
-- `dapo`: DAPO's filter with refill rounds.
+- `probe`: probe-then-complete (2 rollouts of each prompt, then the chosen groups completed).
 
 The CPU workarounds below are test-only: the library never patches accelerate.
 """
@@ -230,19 +230,13 @@ def run(out_dir: Path, engine: str, case: str) -> None:
     if case == "ds_scheduler":  # the learning-rate schedule owned by DeepSpeed's engine instead of the Trainer
         scheduler = {"type": "WarmupDecayLR", "params": {"warmup_num_steps": "auto", "total_num_steps": "auto"}}
         values["deepspeed"] = {**values["deepspeed"], "scheduler": scheduler}
-    trainer_class, config_class = LZEGRPOTrainer, LZEGRPOConfig
     if case == "probe":  # probe-then-complete: 2 rollouts of each prompt, then only the chosen groups completed
         values.update(probe_generations=2)
-    if case == "dapo":  # DAPO's refill rounds: a rollout plan of the experimental modes, outside the package
-        from benchmarks.experimental import ExperimentalConfig, ExperimentalLZETrainer
-
-        trainer_class, config_class = ExperimentalLZETrainer, ExperimentalConfig
-        values.update(selector="dapo", dapo_max_resample=2)
     with fsdp_on_cpu() if engine == "fsdp2" else contextlib.nullcontext():
-        trainer = trainer_class(
+        trainer = LZEGRPOTrainer(
             model=model,
             reward_funcs=reward,
-            args=tiny_config(values.pop("output_dir"), config_class=config_class, **values),
+            args=tiny_config(values.pop("output_dir"), **values),
             train_dataset=prompt_dataset(NUM_PROMPTS),
             processing_class=tokenizer,
             callbacks=[windows],
@@ -300,7 +294,7 @@ if __name__ == "__main__":
     with restored_environ():
         fsdp_fallback(out)
     for engine in sys.argv[2:]:
-        for case in ("lze", "resume", "none", "dapo", "probe") + (("ds_scheduler",) if engine == "zero3" else ()):
+        for case in ("lze", "resume", "none", "probe") + (("ds_scheduler",) if engine == "zero3" else ()):
             start = time.perf_counter()
             with restored_environ():
                 run(out / engine / case, engine, case)

@@ -21,6 +21,7 @@ from testing_utils import (  # noqa: E402
 )
 
 from benchmarks.peers import prepare  # noqa: E402
+from benchmarks.peers.config import PeerConfig  # noqa: E402
 from lze_trl.tiny import char_tokenizer, tiny_qwen2  # noqa: E402
 
 
@@ -45,6 +46,18 @@ def run(out_dir: Path, selector: str, num_prompts: int = 32, **overrides) -> Non
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
-    run(out / "prefilter", "prefilter", selector_kwargs={"mode": "remove_both", "cache_dir": str(out / "cache")})
-    run(out / "softmax", "softmax", num_prompts=8, max_steps=4, selector_kwargs={"allocate_rollouts": True})
+    run(
+        out / "prefilter",
+        "prefilter",
+        selector_kwargs={"mode": "remove_both", "cache_dir": str(out / "cache")},
+        config_class=PeerConfig,
+    )
+    run(
+        out / "softmax",
+        "softmax",
+        num_prompts=8,
+        max_steps=4,
+        selector_kwargs={"allocate_rollouts": True},
+        config_class=PeerConfig,
+    )
     end_distributed()

@@ -1,13 +1,16 @@
-"""Two-process CPU runs of the selector that needs extra collectives (DAPO's refill), for tests/test_selectors.py.
+"""Two-process CPU run of a selector that plans epochs and keeps state, for tests/test_selectors.py.
 
-`torchrun --nproc_per_node 2 tests/dist_selectors.py OUT_DIR`: trains `"dapo"` with refill (groups straddling the
-processes: 6 rows per process, groups of 4) and writes each rank's final state under `OUT_DIR/dapo/`.
+`torchrun --nproc_per_node 2 tests/dist_selectors.py OUT_DIR`: trains `"reinforce_rej"` (groups straddling the
+processes: 6 rows per process, groups of 4) and writes each rank's final state under `OUT_DIR/reinforce_rej/`.
 """
 
 import sys
 from pathlib import Path
 
-from testing_utils import (
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `benchmarks.peers` (torchrun runs the script alone)
+
+from testing_utils import (  # noqa: E402
     count_grad_rows,
     end_distributed,
     flat_parameters,
@@ -16,7 +19,8 @@ from testing_utils import (
     save_rank_results,
 )
 
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
+import benchmarks.peers  # noqa: E402, F401  (registers the peers)
+from lze_trl.tiny import char_tokenizer, tiny_qwen2  # noqa: E402
 
 
 def run(out_dir: Path, selector: str, num_prompts: int = 32, **overrides) -> None:
@@ -39,5 +43,5 @@ def run(out_dir: Path, selector: str, num_prompts: int = 32, **overrides) -> Non
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
-    run(out / "dapo", "dapo", per_device_train_batch_size=6, dapo_max_resample=3)
+    run(out / "reinforce_rej", "reinforce_rej", num_prompts=12, per_device_train_batch_size=6, max_steps=6)
     end_distributed()

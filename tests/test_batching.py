@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from lze_trl.batching import concat_batches, pad_rows, take_rows
+from lze_trl.batching import pad_rows
 
 
 def batch(n, width=3):
@@ -40,15 +40,3 @@ def test_pad_rows_returns_kept_rows_padded_to_the_largest_process_and_a_multiple
 def test_pad_rows_keeps_one_zero_weight_row_per_micro_step_when_nothing_is_kept():
     out = pad_rows(batch(4), torch.zeros(4, dtype=torch.bool), max_kept=0, multiple=3, accelerator=OneOfTwoProcesses())
     assert len(out["names"]) == 3 and out["completion_mask"].sum() == 0 and not out["advantages"].any()
-
-
-def test_take_and_concat_rows_pad_widths_like_grpo():
-    a, b = batch(2, width=3), batch(1, width=5)
-    b["prompt_ids"] = torch.tensor([[7, 8, 9]])
-    merged = concat_batches([a, b], pad_token_id=0, sum_keys=("num_items_in_batch",))
-    assert merged["completion_ids"].shape == (3, 5) and merged["completion_ids"][0, 3:].tolist() == [0, 0]
-    assert merged["prompt_ids"].shape == (3, 3) and merged["prompt_ids"][0].tolist() == [0, 0, 1]  # left padded
-    assert merged["num_items_in_batch"] == 6 + 5
-    assert merged["names"] == ["r0", "r1", "r0"]
-    picked = take_rows(merged, torch.tensor([2, 0]))
-    assert picked["prompt_ids"][0].tolist() == [7, 8, 9] and picked["names"] == ["r0", "r0"]

@@ -52,7 +52,7 @@ def test_resume_is_exact(tmp_path, prune, rollout_filter, granularity, checkpoin
         # The even prompts (always solved) were pruned after epoch 0 and no odd one (never 4 of 4 in this seeded run),
         # so later epochs are shorter than the Trainer's arithmetic assumes: in epochs 1 and 2, half of the 4 pruned
         # prompts are revisited and the other 2 skip their 4 rollouts.
-        assert np.flatnonzero(full.lze.pruner.pruned(np.arange(8), full.lze.state)).tolist() == [0, 2, 4, 6]
+        assert np.flatnonzero(full.lze.pruner.pruned(np.arange(8), full.lze.prompts)).tolist() == [0, 2, 4, 6]
         assert full.lze.position.groups_skipped(8) * 4 == 2 * 2 * 4
     if rollout_filter != "none" and granularity == "epoch":
         # even prompts (always solved) were predicted dead and skipped, 4 rollouts each: later epochs are shorter too
@@ -61,14 +61,14 @@ def test_resume_is_exact(tmp_path, prune, rollout_filter, granularity, checkpoin
         # per batch, the skips are counted as the batches are filled; the logged total says the same
         skipped = [e["lze/rollouts_skipped"] for e in full.state.log_history if "lze/rollouts_skipped" in e]
         assert skipped[-1] == 4 * full.rollout_filter.totals["skipped"] > 0
-    full_arrays, full_counters = full.lze_state()
+    full_arrays, full_counters = full.lze_state_dict()
     for step in checkpoints:
         # same output_dir: checkpoints are read from it
         resumed = pruning_trainer(tmp_path / "full", prune, rollout_filter, granularity)
         resumed.args.output_dir = str(tmp_path / f"resumed-{step}")
         resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / f"checkpoint-{step}"))
         assert history(resumed, step) == history(full, step), f"resumed from checkpoint-{step}"
-        arrays, counters = resumed.lze_state()
+        arrays, counters = resumed.lze_state_dict()
         assert counters == full_counters
         for key in full_arrays:
             np.testing.assert_array_equal(arrays[key], full_arrays[key])
@@ -83,7 +83,7 @@ def test_checkpoint_holds_lze_state(tmp_path):
     assert (folder / "lze_state.npz").exists() and not (folder / "lze_state.json").exists()
     with np.load(folder / "lze_state.npz") as data:
         assert {"prompts.initial_pass_rate", "prompts.saturated_streak", "pruner.revisited_ids"} <= set(data.files)
-        assert {"position.rows", "position.counters", "run.generation", "__counters__"} <= set(data.files)
+        assert {"position.rows", "position.counters", "run.batches_recorded", "__counters__"} <= set(data.files)
 
 
 def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
@@ -108,7 +108,7 @@ def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
     assert len(seen_per_call) == 4 + 2 + 2
     assert set().union(*seen_per_call[:4]) == set(range(8))
     assert set().union(*seen_per_call[4:]) == {1, 3, 5, 7}
-    assert trainer.lze.pruner.num_pruned(trainer.lze.state) == 4
+    assert trainer.lze.pruner.num_pruned(trainer.lze.prompts) == 4
     assert trainer.state.global_step == 8
     assert [e["lze/rollouts_skipped"] for e in trainer.state.log_history if "lze/rollouts_skipped" in e][
         -1

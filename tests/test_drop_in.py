@@ -142,23 +142,7 @@ def test_lze_adds_nothing_to_the_rows_reward_functions_and_hooks_see(tmp_path):
     # groups), keyed by their row index
     rolled_out = {prompt_number(p) for call in ours.reward_calls for p in call["prompts"]}
     assert len(rolled_out) == 3 * 2
-    assert sorted(ours.lze.state.index.ids().tolist()) == sorted(rolled_out)
-
-
-def test_refill_rounds_add_nothing_to_the_rows_either(tmp_path):
-    from benchmarks.experimental import ExperimentalConfig, ExperimentalLZETrainer
-
-    ours = run(
-        tmp_path,
-        ExperimentalLZETrainer,
-        ExperimentalConfig,
-        text_reward,
-        dataset=prompt_dataset(16),
-        selector="dapo",
-        dapo_max_resample=2,
-    )
-    assert len(ours.reward_calls) > 3  # refill rounds generated extra prompts
-    assert all(set(call["kwargs"]) <= TRL_REWARD_KWARGS for call in ours.reward_calls)
+    assert sorted(ours.lze.prompts.index.ids().tolist()) == sorted(rolled_out)
 
 
 @pytest.mark.parametrize(
@@ -241,7 +225,7 @@ def test_rollout_func_runs_with_lze(tmp_path):
     trainer.train()
     # one rollout_func call per step, for its 2 prompts x 4 generations; the per-prompt table keyed them by dataset row
     assert [len(prompts) for prompts in seen] == [8, 8]
-    assert sorted(trainer.lze.state.index.ids().tolist()) == sorted({prompt_number(p) for ps in seen for p in ps})
+    assert sorted(trainer.lze.prompts.index.ids().tolist()) == sorted({prompt_number(p) for ps in seen for p in ps})
 
 
 def test_a_dataset_without_prompt_column_is_refused_only_without_an_environment(tmp_path):
@@ -302,9 +286,9 @@ def test_environment_datasets_without_prompt_column(tmp_path, iterable, recwarn)
     fallback = [w for w in recwarn if "stable identity" in str(w.message)]
     if iterable:
         assert len(fallback) == 1 and "plain GRPO" in str(fallback[0].message)
-        assert not trainer.lze_enabled and len(trainer.lze.state) == 0  # its config keeps the selector it was given
+        assert not trainer.lze_enabled and len(trainer.lze.prompts) == 0  # its config keeps the selector it was given
     else:
         assert not fallback
         assert trainer.args.selector == "lze"
-        assert len(trainer.lze.state) == 2 * 2  # 2 steps x 2 groups, different rows of the dataset's first epoch
+        assert len(trainer.lze.prompts) == 2 * 2  # 2 steps x 2 groups, different rows of the dataset's first epoch
     assert trainer.state.global_step == 2

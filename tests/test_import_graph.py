@@ -2,6 +2,7 @@
 trainer (issue #14's structure rules, checked on the source so that a new import that breaks them fails here)."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ METHOD_LAYER = [
     "lze_trl.run",
     "lze_trl.selectors",
 ]
-ANALYSIS = ["lze_trl.plotting", "lze_trl.state"]
+ANALYSIS = ["lze_trl.plotting", "lze_trl.checkpoint"]
 TRAINER_LAYER = {"lze_trl.trainer", "lze_trl.config", "lze_trl.plotting.callback"}
 
 
@@ -65,7 +66,9 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 def test_graph_parser_sees_the_trainer_imports():
     # guards the checks below against a parser that finds no edges at all
     graph = import_graph()
-    assert {"lze_trl.config", "lze_trl.run", "lze_trl.selectors", "lze_trl.state"} <= graph["lze_trl.trainer"]
+    assert {"lze_trl.config", "lze_trl.run", "lze_trl.generation_batch", "lze_trl.checkpoint"} <= graph[
+        "lze_trl.trainer"
+    ]
     assert "lze_trl.selectors.base" in graph["lze_trl.selectors.builtin"]
 
 
@@ -91,10 +94,10 @@ def test_method_layer_imports_neither_torch_nor_trl():
     assert out.strip() == "[]"
 
 
-def test_the_package_never_imports_the_experimental_modes_or_the_benchmarks():
-    # The modes that lost their benchmarks live in benchmarks/experimental (and the peers in benchmarks/peers), outside
-    # the wheel: no module of the package imports them, at module level or lazily, and none branches on their settings.
-    experimental = ("fresh_fraction", "rollout_filter", "replay_", "dapo_max_resample")
+def test_neither_the_package_nor_the_tests_of_the_core_import_the_benchmarks():
+    # The peers live in benchmarks/peers, outside the wheel: no module of the package imports them (at module level or
+    # lazily), none branches on the settings of the modes that left, and only the tests of the benchmarks import them.
+    experimental = ("fresh_fraction", "rollout_filter", "replay_", "dapo_max_resample", "selector_kwargs")
     for path in PACKAGE.rglob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
@@ -105,3 +108,8 @@ def test_the_package_never_imports_the_experimental_modes_or_the_benchmarks():
             elif isinstance(node, ast.Attribute) and node.attr.startswith(experimental):
                 raise AssertionError(f"{path.name} reads the experimental setting {node.attr!r}")
     assert not (PACKAGE / "experimental").exists()
+    of_the_benchmarks = {"test_peers.py", "test_selectors.py", "test_bench.py", "test_rollout_budget.py"}
+    of_the_benchmarks |= {"dist_peers.py", "dist_selectors.py", "test_tables.py"}
+    for path in (PACKAGE.parent / "tests").glob("*.py"):
+        if path.name not in of_the_benchmarks:
+            assert not re.search(r"^\s*(from|import) benchmarks\b", path.read_text(), re.MULTILINE), path.name

@@ -21,7 +21,7 @@ from testing_utils import (
 import benchmarks.peers.judge as judge
 from benchmarks.harness.specs import PeerTrainer, parse_method
 from benchmarks.peers import PEERS, PrefilterSelector, SoftmaxSelector, needs_preparation, prepare
-from lze_trl import LZEGRPOConfig
+from benchmarks.peers.config import PeerConfig
 from lze_trl.prompt_state import PromptState
 from lze_trl.selection import group_pass_rates, live_groups
 from lze_trl.selectors import SELECTORS, GroupBatch, get_selector
@@ -66,14 +66,14 @@ def test_the_peers_register_from_outside_the_package():
 
 def test_the_peers_read_and_check_their_selector_kwargs(tmp_path):
     base = dict(output_dir=str(tmp_path), report_to="none", use_cpu=True)
-    args = LZEGRPOConfig(**base, selector="softmax", selector_kwargs={"temperature": 0.3, "allocate_rollouts": True})
+    args = PeerConfig(**base, selector="softmax", selector_kwargs={"temperature": 0.3, "allocate_rollouts": True})
     selector = get_selector(args.selector)(args)
     assert selector.temperature == 0.3 and selector.plans_rollouts
-    defaults = get_selector("softmax")(LZEGRPOConfig(**base, selector="softmax"))
+    defaults = get_selector("softmax")(PeerConfig(**base, selector="softmax"))
     assert defaults.temperature == 0.2 and not defaults.plans_rollouts
-    args = LZEGRPOConfig(**base, selector="prefilter", selector_kwargs='{"mode": "remove_all_wrong"}')  # CLI / YAML
+    args = PeerConfig(**base, selector="prefilter", selector_kwargs='{"mode": "remove_all_wrong"}')  # CLI / YAML
     assert get_selector("prefilter")(args).mode == "remove_all_wrong"
-    assert PrefilterSelector(LZEGRPOConfig(**base, selector="prefilter")).mode == "remove_both"
+    assert PrefilterSelector(PeerConfig(**base, selector="prefilter")).mode == "remove_both"
     bad = [
         (
             "softmax",
@@ -88,9 +88,9 @@ def test_the_peers_read_and_check_their_selector_kwargs(tmp_path):
     ]
     for name, kwargs, message in bad:
         with pytest.raises(ValueError, match=message):
-            LZEGRPOConfig(**base, selector=name, selector_kwargs=kwargs)
+            PeerConfig(**base, selector=name, selector_kwargs=kwargs)
     # the kwargs belong to the selector that runs: another one's keys are not checked by a peer
-    assert LZEGRPOConfig(**base, selector="lze", selector_kwargs={"tau": 0}).selector_kwargs == {"tau": 0}
+    assert PeerConfig(**base, selector="lze", selector_kwargs={"tau": 0}).selector_kwargs == {"tau": 0}
 
 
 def test_run_specs_map_a_peers_own_keys_into_selector_kwargs():
@@ -143,7 +143,7 @@ def test_softmax_allocates_each_epochs_groups_in_proportion():
     state = PromptState()
     assert plan(selector, np.arange(6), state=state) == list(range(6))  # nothing seen yet: one group each
     p = np.array([0.0, 0.5, 1.0, 0.375])
-    state.observe(np.arange(4), p, generation=0)
+    state.observe(np.arange(4), p, batch_index=0)
     order = plan(selector, [5, 3, 1, 0, 2, 4], state=state)
     z = -np.abs(p - 0.5) / 0.2
     share = 4 * np.exp(z) / np.exp(z).sum()  # the 4 prompts seen share 4 groups: 0.19, 2.35, 0.19, 1.26
@@ -233,7 +233,12 @@ def test_prepare_judges_once_caches_and_reads_the_cache(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_softmax_run_weights_every_group(tmp_path):
     trainer = make_trainer(
-        tmp_path, "softmax", gradient_accumulation_steps=4, max_steps=1, selector_kwargs={"temperature": 0.1}
+        tmp_path,
+        "softmax",
+        gradient_accumulation_steps=4,
+        max_steps=1,
+        selector_kwargs={"temperature": 0.1},
+        config_class=PeerConfig,
     )
     rows = count_grad_rows(trainer.model)
     trainer.train()
@@ -261,7 +266,7 @@ def test_softmax_allocation_rolls_prompts_out_as_often_as_their_counts(tmp_path)
     np.testing.assert_array_equal(np.bincount(second["prompt_id"], minlength=8), counts)
     # Prompts always or never solved in the first epoch (mixed_reward: prompt 0 never, prompt 8 would be always)
     # are skipped; the ones nearest 50% get the spare groups.
-    ema = trainer.lze.state.get(np.arange(8))["ema_pass_rate"]
+    ema = trainer.lze.prompts.get(np.arange(8))["ema_pass_rate"]
     assert counts[np.argmin(np.abs(ema - 0.5))] == counts.max()
     assert logged(trainer, "lze/softmax_groups_max")[-1] == counts.max()
 
@@ -283,6 +288,7 @@ def prefilter_trainer(folder, num_prompts=24, **kwargs):
         dataset=prompt_dataset(num_prompts),
         max_steps=kwargs.pop("max_steps", 2),
         selector_kwargs=kwargs,
+        config_class=PeerConfig,
     )
 
 

@@ -1,6 +1,7 @@
-"""Probe-then-complete (`probe_generations`): the pieces (choice evened out over processes, TRL's `_generate` rows
-captured and served), then trainer runs: only the completed groups reach the update, with TRL's advantages over the
-whole group; exact resume; the run says when its probes decide badly; bad settings are refused early."""
+"""Probe-then-complete (`probe_generations`): the pieces (choice evened out over processes, rows of TRL's `_generate`
+results taken and merged), then trainer runs: each rollout generated and rewarded once, log-probabilities only for
+the completed groups, which alone reach the update, with TRL's advantages over the whole group; exact resume; the run
+says when its probes decide badly; bad settings are refused early."""
 
 import numpy as np
 import pytest
@@ -11,13 +12,16 @@ from testing_utils import (
     even_solved_reward,
     expected_forward_rows,
     logged,
+    lze_args,
     make_trainer,
     prompt_dataset,
     prompt_number,
 )
+from trl import GRPOTrainer
 
 from lze_trl import LZEGRPOTrainer, LZEWarning
-from lze_trl.probe import RolloutCache, even_out, join_rows, split_rows
+from lze_trl.generation_batch import even_out
+from lze_trl.rollouts import Rollouts, merge_rows
 
 
 # ----------------------------------------------------------------------------------------------- pieces
@@ -29,6 +33,8 @@ def test_even_out_gives_every_process_the_same_count_keeping_the_best():
     # process 0 drops its lowest chosen (0.1); process 1 adds its best other group (0.8) to its chosen one
     assert np.flatnonzero(out).tolist() == [0, 2, 5, 7]
     assert even_out(chosen, energies, num_processes=1).tolist() == chosen.tolist()  # one process: unchanged
+    nothing = np.zeros(8, dtype=bool)  # at least one group per process, the best: every process has update rows
+    assert np.flatnonzero(even_out(nothing, energies, num_processes=2)).tolist() == [2, 5]
 
 
 def generate_result(rows):
@@ -46,47 +52,43 @@ def generate_result(rows):
     )
 
 
-def test_rows_of_a_generate_result_split_and_join_back():
-    result = generate_result([3, 4, 5])
-    rows = split_rows(result, 3)
-    assert len(rows) == 3 and rows[1][1] == [4, 4] and rows[1][3] == "c4"
-    assert join_rows(rows) == result
-    with pytest.raises(ValueError, match="rollout_func"):
-        split_rows((*result[:5], {"env_mask": [1, 1, 1]}, None, []), 3)
+def rollouts(rows):
+    return Rollouts([{"prompt": f"p{r}"} for r in rows], [f"p{r}" for r in rows], generate_result(rows), None, None)
 
 
-def test_the_cache_captures_a_probe_and_serves_it_in_the_completion():
-    cache, calls = RolloutCache(), []
-
-    def generate(prompts, group_size):
-        calls.append((list(prompts), group_size))
-        return generate_result(prompts)
-
-    assert cache.generate([7, 8], generate) == generate_result([7, 8])  # outside a plan's scope: plain generation
-    with cache.capture() as captured:
-        cache.generate([1, 1, 2, 2], generate)  # a probe of 2 rollouts for prompts 1 and 2
-    assert [row[1] for row in captured] == [[1, 1], [1, 1], [2, 2], [2, 2]]
-    served = [captured[0], captured[1], None, None]  # prompt 1's group of 4: its probe, then 2 new rollouts
-    with cache.serve(served, group_size=2):
-        result = cache.generate([1, 1, 1, 1], generate)
-    assert calls[-1] == ([1, 1], 2)  # only the missing rows were generated, in a run of 2 (vLLM server's n)
-    assert result[3] == ["c1", "c1", "c1", "c1"] and result[2] is None and result[7] == []
-    assert cache.generate([9], generate) == generate_result([9])  # the scope ended
+def test_rows_of_generate_results_are_taken_and_merged_as_one_call_returns_them():
+    probe, rest = rollouts([3, 4]), rollouts([5, 6, 7])
+    inputs, prompts, generated = merge_rows([probe.take([1]), rest.take([0, 2])])
+    assert [x["prompt"] for x in inputs] == prompts == ["p4", "p5", "p7"]
+    assert generated == generate_result([4, 5, 7])  # per-row parts taken, `None` and empty parts kept
+    extra = (*generate_result([1, 2])[:5], {"env_mask": [[1], [0]], "shared": 3}, None, [])
+    taken = Rollouts([{}, {}], ["a", "b"], extra, None, None).take([1])[2]
+    assert taken[5] == {"env_mask": [[0]], "shared": 3}
+    with pytest.raises(TypeError, match="completion_ids=list of length 1 for 2 rows"):
+        Rollouts([{}, {}], ["a", "b"], (*extra[:1], [[1]], *extra[2:]), None, None).take([0])
 
 
 # ----------------------------------------------------------------------------------------------- trainer runs
-class RecordingTrainer(LZEGRPOTrainer):
-    """Records every rollout it really generates and every micro-batch of the update."""
-
-    def __init__(self, *args, **kwargs):
-        self.generated, self.updates = [], []
-        super().__init__(*args, **kwargs)
-
-    def generate_rollouts(self, prompts):
-        result = super().generate_rollouts(prompts)
+class _RecordGeneration(GRPOTrainer):
+    def _generate(self, prompts):  # below LZEGRPOTrainer: only the rollouts TRL really generates
+        result = super()._generate(prompts)
         if self.model.training:
             self.generated.append(list(zip(prompts, result[3])))
         return result
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, *args, **kwargs):
+        if not torch.is_grad_enabled():  # TRL's old / reference log-probabilities, outside the update's backward
+            self.logprob_rows.append(input_ids.shape[0])
+        return super()._get_per_token_logps_and_entropies(model, input_ids, *args, **kwargs)
+
+
+class RecordingTrainer(LZEGRPOTrainer, _RecordGeneration):
+    """Records every rollout it really generates, the rows of TRL's log-probability forwards outside the update, and
+    every micro-batch of the update."""
+
+    def __init__(self, *args, **kwargs):
+        self.generated, self.updates, self.logprob_rows = [], [], []
+        super().__init__(*args, **kwargs)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         keys = ("prompt_ids", "completion_ids", "completion_mask", "advantages")
@@ -143,6 +145,36 @@ def test_only_completed_groups_reach_the_update_with_trls_advantages_over_the_wh
     # a prompt only probed has no first pass rate yet (a probe's 2 rollouts do not set the difficulty anchor)
     probed_only = table["num_selected"] == 0
     assert table.loc[probed_only, "initial_pass_rate"].isna().any()
+
+
+@pytest.mark.slow
+def test_each_rollout_is_rewarded_once_and_only_completed_groups_get_log_probabilities(tmp_path):
+    scored = []
+
+    def counting_reward(prompts, completions, **kwargs):
+        scored.append(len(completions))
+        return bucket_reward(prompts, completions)
+
+    trainer = make_trainer(
+        tmp_path,
+        reward=counting_reward,
+        dataset=prompt_dataset(32),
+        probe_generations=2,
+        per_device_train_batch_size=16,
+        steps_per_generation=2,  # 8 prompts x 4 rollouts per generation batch, two micro-steps
+        num_iterations=2,  # TRL computes old log-probabilities (its update is not on-policy): counted here
+        max_steps=2,
+        trainer_class=RecordingTrainer,
+    )
+    trainer.train()
+    completed = logged(trainer, "lze/completed_groups")[::2]  # logged with each of the generation batch's 2 steps
+    fresh = logged(trainer, "lze/fresh_rollouts")[::2]
+    assert 0 < sum(completed) < 8 * len(completed)
+    # The reward functions see every rollout once: the probe's 16, then the completions' 2 per completed group
+    assert scored == [n for c in completed for n in (16, 2 * int(c))]
+    assert sum(scored) == sum(fresh) == sum(len(g) for g in trainer.generated)
+    # TRL's log-probability forwards (outside the update) only for the completed groups' rows, never the probes'
+    assert sum(trainer.logprob_rows) == sum(4 * int(c) for c in completed)
 
 
 @pytest.mark.slow
@@ -214,7 +246,7 @@ def test_probe_with_lora_trains_only_the_adapters(tmp_path):
     [
         (dict(probe_generations=4), {}, "below num_generations=4"),
         (dict(probe_generations=2, selector="none"), {}, "selector='none' keeps every group"),
-        (dict(probe_generations=2), dict(tools=[lambda x: x]), "cannot be reused with tools"),
+        (dict(probe_generations=2), dict(tools=[lambda x: x]), "cannot be served again with tools"),
         (dict(probe_generations=-1), {}, "probe_generations=-1 is invalid"),
         (dict(probe_generations=2, probe_prior_strength=float("nan")), {}, "probe_prior_strength=nan is invalid"),
     ],
@@ -224,15 +256,13 @@ def test_bad_probe_settings_are_refused_with_the_fix(tmp_path, overrides, kwargs
         make_trainer(tmp_path, trainer_kwargs=kwargs, **overrides)
 
 
-def test_the_probe_needs_whole_groups_on_every_process():
+def test_the_probe_needs_whole_groups_on_every_process(tmp_path):
     # 2 processes x 6 rows: TRL accepts groups of 4 straddling the processes, the probe does not
-    from types import SimpleNamespace
+    from lze_trl.config import validate_lze_args
 
-    from lze_trl.guards import check_probe
-
-    args = SimpleNamespace(
-        probe_generations=2, num_generations=4, per_device_train_batch_size=6, steps_per_generation=1, selector="lze"
-    )
+    args = lze_args(tmp_path, probe_generations=2, num_generations=4, per_device_train_batch_size=8)
+    args.per_device_train_batch_size = 6  # as on 2 processes (TRL checks the 12 rows of both)
     with pytest.raises(ValueError, match="whole groups.*6 rows is not a multiple of num_generations=4"):
-        check_probe(args, lze_enabled=True, unsupported=[])
-    check_probe(SimpleNamespace(**{**vars(args), "steps_per_generation": 2}), lze_enabled=True, unsupported=[])
+        validate_lze_args(args)
+    args.steps_per_generation = 2
+    validate_lze_args(args)

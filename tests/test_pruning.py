@@ -4,7 +4,7 @@ from lze_trl import PromptPruner, PromptState
 
 
 def observe(state, ids, rates):
-    state.observe(ids, rates, generation=0)
+    state.observe(ids, rates, batch_index=0)
 
 
 def test_prompt_pruned_after_consecutive_solved_observations():

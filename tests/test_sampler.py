@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from trl.trainer.utils import RepeatSampler
 
-from benchmarks.experimental.sampler import BatchPlanningSampler, BatchRecord
 from lze_trl import LZERepeatSampler, LZEWarning, PromptPruner, PromptState
 from lze_trl.run import DataPosition
 
@@ -97,7 +96,7 @@ class Planner:
 def pruning_planner(pruned_rows, revisit_fraction=0.0, num_prompts=20):
     """Forward pruning of `pruned_rows` through the real pruner and table (ids are the rows)."""
     state, pruner = PromptState(), PromptPruner(solved_after=1, revisit_fraction=revisit_fraction, seed=0)
-    state.observe(np.asarray(pruned_rows), np.ones(len(pruned_rows)), generation=0)
+    state.observe(np.asarray(pruned_rows), np.ones(len(pruned_rows)), batch_index=0)
     return Planner(lambda epoch, order: pruner.plan_epoch(epoch, order, order, state)), pruner
 
 
@@ -157,105 +156,12 @@ def test_resume_takes_the_saved_rows_and_does_not_ask_the_planner_again():
     assert other.calls == []
 
 
-class ShiftingPlanner:
-    """A batch planner whose decision depends on state that changes while the epoch runs (like observed groups):
-    it takes the next candidates whose index is not divisible by `self.modulus`."""
-
-    def __init__(self):
-        self.modulus = 2
-        self.calls = []
-
-    def plan_epoch(self, epoch, order):
-        return order
-
-    def plan_batch(self, epoch, batch, order, cursor, size):
-        self.calls.append((epoch, batch, cursor))
-        taken = []
-        position = cursor
-        while position < len(order) and len(taken) < size:
-            if order[position] % self.modulus:
-                taken.append(order[position])
-            position += 1
-        return (taken, position) if len(taken) == size else (None, len(order))
-
-
-def chunks(indices, mini_repeat_count):
-    return indices[::mini_repeat_count]
-
-
-def batch_planning(num_samples, planner, record=None, position=None, **kwargs):
-    """The experimental per-batch sampler (benchmarks.experimental.sampler) around `planner`."""
-    return BatchPlanningSampler(
-        num_samples,
-        planner=planner,
-        plan_batch=planner.plan_batch,
-        record=record or BatchRecord(),
-        position=position,
-        **kwargs,
-    )
-
-
-def test_batch_planner_decides_each_batch_when_it_is_drawn():
-    planner = ShiftingPlanner()
-    sampler = batch_planning(40, planner, mini_repeat_count=2, batch_size=4, repeat_count=2, seed=3)
-    sampler.set_epoch(0)
-    stream = iter(sampler)
-    first = [next(stream) for _ in range(2 * 4 * 2)]  # one generation batch, repeated twice
-    assert len(planner.calls) == 1  # lazily: nothing decided beyond the batch being read
-    planner.modulus = 3  # the state moves on: the next batch is decided with it
-    rest = list(stream)
-    first_batch = chunks(first, 2)[:4]
-    assert all(i % 2 for i in first_batch) and all(i % 3 for i in chunks(rest, 2))
-    assert first[:8] == first[8:]  # the repeat_count copies of a generation batch are the same batch
-    assert sampler.record.exhausted and sampler.record.batches[0] == first_batch
-    assert [len(c) for c in sampler.record.batches] == [4] * len(sampler.record.batches)
-    walked = sampler.record.cursor - 4 * len(sampler.record.batches)
-    assert walked > 0 and sampler.position.groups_skipped(40) == walked  # rows walked past count as skipped
-
-
-def test_batch_planner_resume_replays_the_recorded_batches_then_decides_on():
-    def run(resume_at=None, saved=None):
-        planner = ShiftingPlanner()
-        record, position = BatchRecord(), None
-        if saved is not None:
-            record.load_state_dict(saved[0].state_dict())
-            position = resumed_position(saved[1], resume_at)
-            planner.modulus = 3
-        sampler = batch_planning(40, planner, record, position, mini_repeat_count=1, batch_size=4, seed=3)
-        sampler.set_epoch(1)
-        out = []
-        for i, index in enumerate(sampler):
-            out.append(index)
-            if (i + 1) % 4 == 0 and len(out) // 4 == 2:
-                planner.modulus = 3  # changed after the second batch was read (with one batch read ahead: third)
-        return out, sampler, planner
-
-    full, sampler, _ = run()
-    # save as a checkpoint after 2 batches consumed, 3 recorded (the data loader had read one batch ahead): the
-    # cursor after the third batch, from a replay of the planner's walk
-    walk = ShiftingPlanner()
-    order = sampler.permutation(1)
-    cursor = 0
-    for b in range(3):
-        walk.modulus = 2 if b < 2 else 3
-        _, cursor = walk.plan_batch(1, b, order, cursor, 4)
-    record = sampler.record
-    record.batches, record.cursor, record.exhausted = record.batches[:3], cursor, False
-    resumed, _, planner = run(resume_at=2, saved=(record, sampler))
-    assert resumed == full[8:]
-    assert planner.calls[0][1] == 3  # decisions resume with the epoch's fourth batch
-
-
 def test_an_epoch_pruned_below_one_batch_says_why_it_yields_nothing():
-    for lazy in (False, True):
-        planner, _ = pruning_planner(np.arange(9))  # 3 prompts left: fewer than a batch of 4
-        sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, planner=planner)
-        if lazy:
-            planner.plan_batch = ShiftingPlanner().plan_batch
-            sampler = batch_planning(12, planner, mini_repeat_count=2, batch_size=4, seed=0)
-        sampler.set_epoch(1)
-        with pytest.warns(LZEWarning, match=r"Epoch 1 has no generation batch.*3 of 12 prompts.*prune_solved_after"):
-            assert list(sampler) == []
+    planner, _ = pruning_planner(np.arange(9))  # 3 prompts left: fewer than a batch of 4
+    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, planner=planner)
+    sampler.set_epoch(1)
+    with pytest.warns(LZEWarning, match=r"Epoch 1 has no generation batch.*3 of 12 prompts.*prune_solved_after"):
+        assert list(sampler) == []
     # a pool of one batch or more does not warn
     planner, _ = pruning_planner(np.arange(8))
     sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, planner=planner)

@@ -18,7 +18,6 @@ from testing_utils import (
     run_torchrun,
 )
 
-from benchmarks.experimental.refill import fit_groups
 from benchmarks.peers.dapo import DAPOSelector
 from benchmarks.peers.reinforce_rej import ReinforceRejSelector
 from benchmarks.peers.uniform import UniformLiveSelector, UniformSelector
@@ -30,7 +29,6 @@ from lze_trl.selectors import SELECTORS, GroupBatch, Selector, get_selector
 def settings(**overrides):
     values = dict(
         selection_ratio=0.4,
-        dapo_max_resample=0,
     )
     values.update(overrides)
     return SimpleNamespace(**values)
@@ -115,20 +113,6 @@ def test_dapo_keeps_the_live_groups():
     np.testing.assert_array_equal(weights, [0, 0, 1, 0, 1, 0, 1])
 
 
-def test_fit_groups_fills_each_process_without_overflow():
-    # L = 8 rows per process, groups of 4: process 0 holds groups 0-1, process 1 groups 2-3
-    weights, used = fit_groups(np.array([1.0, 1.0, 1.0, 0.0]), np.zeros(2, dtype=int), 4, 8)
-    np.testing.assert_array_equal(weights, [1, 1, 1, 0])
-    np.testing.assert_array_equal(used, [8, 4])
-    weights, used = fit_groups(np.ones(4), used, 4, 8)  # process 0 is full: only one group of process 1 fits
-    np.testing.assert_array_equal(weights, [0, 0, 1, 0])
-    np.testing.assert_array_equal(used, [8, 8])
-    # L = 6, groups of 4: group 1 straddles the processes (2 rows on each)
-    weights, used = fit_groups(np.ones(3), np.array([4, 4]), 4, 6)
-    np.testing.assert_array_equal(weights, [0, 1, 0])
-    np.testing.assert_array_equal(used, [6, 6])
-
-
 def plan(selector, rows, ids=None, state=None, epoch=0):
     rows = np.asarray(rows)
     return list(selector.plan_epoch(epoch, rows, rows if ids is None else np.asarray(ids), state or PromptState()))
@@ -156,8 +140,6 @@ def test_reinforce_rej_rejects_extreme_groups_for_good():
 @pytest.mark.parametrize(
     "setting, value",
     [
-        ("dapo_max_resample", -1),
-        ("dapo_max_resample", 1.5),
         ("selector", "raft"),
     ],
 )
@@ -207,30 +189,7 @@ def test_dapo_run_filters_zero_variance_groups(tmp_path):
     log = trainer.selection_log.to_pandas()
     informative = (log["pass_rate"] > 0) & (log["pass_rate"] < 1)  # binary reward: std > 0 iff 0 < p < 1
     np.testing.assert_array_equal(log["weight"] > 0, informative)
-    assert len(log) == 2 * 4 and "lze/refill_rounds" not in trainer.state.log_history[0]
-
-
-@pytest.mark.slow
-def test_dapo_refill_fills_the_batch_with_fresh_informative_groups(tmp_path):
-    trainer = make_trainer(tmp_path, "dapo", gradient_accumulation_steps=2, max_steps=2, dapo_max_resample=2)
-    rows = count_grad_rows(trainer.model)
-    trainer.train()
-    log = trainer.selection_log.to_pandas()
-    refills = logged(trainer, "lze/refill_rounds")
-    assert len(refills) == 2 and max(refills) > 0
-    kept_total = 0
-    for (_, groups), refill in zip(log.groupby("generation"), refills):
-        assert len(groups) == 4 * (1 + refill)  # one generation batch of 4 groups per round
-        kept = int((groups["weight"] > 0).sum())
-        assert kept <= 4 and (kept == 4 or refill == 2)  # refilled until full, or out of rounds
-        informative = (groups["pass_rate"] > 0) & (groups["pass_rate"] < 1)
-        assert not (groups["weight"] > 0)[~informative].any()
-        if refill > 0:  # refill prompts are fresh: none of the batch's own prompts again
-            own, extra = groups["prompt_id"].iloc[:4], groups["prompt_id"].iloc[4:8]
-            assert not set(own) & set(extra)
-        kept_total += kept
-    assert rows["rows"] == kept_total * 4  # only kept rows reach the backward; no process grows past its batch
-    assert max(logged(trainer, "lze/update_rows")) <= 16
+    assert len(log) == 2 * 4
 
 
 @pytest.mark.slow
@@ -246,7 +205,7 @@ def test_reinforce_rej_never_rolls_rejected_prompts_out_again(tmp_path):
         assert later.empty, f"prompt {prompt} rolled out again after its rejection"
     np.testing.assert_array_equal(log["weight"] > 0, ~extreme)
     np.testing.assert_array_equal(trainer.lze.selector.rejected, sorted(first_rejection.index))
-    assert trainer.lze_state()[0]["selector.rejected"].tolist() == sorted(first_rejection.index)
+    assert trainer.lze_state_dict()[0]["selector.rejected"].tolist() == sorted(first_rejection.index)
     assert logged(trainer, "lze/rejected_prompts")[-1] == len(first_rejection)
 
 
@@ -255,7 +214,7 @@ def test_reinforce_rej_never_rolls_rejected_prompts_out_again(tmp_path):
     "selector, overrides",
     [
         ("reinforce_rej", dict(max_steps=7)),
-        ("dapo", dict(max_steps=6, dapo_max_resample=2)),
+        ("uniform", dict(max_steps=6)),
     ],
 )
 def test_resume_is_exact(tmp_path, selector, overrides):
@@ -270,14 +229,14 @@ def test_resume_is_exact(tmp_path, selector, overrides):
 
     full = run(tmp_path)
     resumed = run(tmp_path, resume=str(tmp_path / "out" / "checkpoint-5"))
-    keys = ("loss", "lze/selected_frac", "lze/energy_mean", "lze/refill_rounds", "lze/rejected_prompts")
+    keys = ("loss", "lze/selected_frac", "lze/energy_mean", "lze/rejected_prompts")
     after = [
         [{k: e[k] for k in keys if k in e} for e in t.state.log_history if e.get("step", 0) > 5]
         for t in (full, resumed)
     ]
     assert after[0] == after[1] and after[0]
-    full_arrays, full_counters = full.lze_state()
-    arrays, counters = resumed.lze_state()
+    full_arrays, full_counters = full.lze_state_dict()
+    arrays, counters = resumed.lze_state_dict()
     assert counters == full_counters and set(arrays) == set(full_arrays)
     for key in full_arrays:
         np.testing.assert_array_equal(arrays[key], full_arrays[key], err_msg=key)
@@ -301,90 +260,61 @@ def test_energy_ablations_end_to_end(tmp_path, terms):
         np.testing.assert_allclose(energy, 4 * p * (1 - p))
 
 
-def test_masking_and_refilling_selectors_need_a_map_style_dataset(tmp_path):
+def test_a_selector_that_plans_epochs_needs_a_map_style_dataset(tmp_path):
     iterable = IterableDataset.from_generator(lambda: iter([{"prompt": f"{i}+1="} for i in range(8)]))
-    for selector, extra, setting in [
-        ("reinforce_rej", {}, "selector='reinforce_rej'"),
-        ("dapo", {"dapo_max_resample": 1}, "dapo_max_resample=1"),
-    ]:
-        with pytest.raises(ValueError, match=f"{setting} needs a map-style train dataset"):
-            make_trainer(tmp_path, selector, dataset=iterable, **extra)
+    with pytest.raises(ValueError, match="selector='reinforce_rej' needs a map-style train dataset"):
+        make_trainer(tmp_path, "reinforce_rej", dataset=iterable)
 
 
 # ----------------------------------------------------------------------------------------------- two processes
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_processes_refill_agree(tmp_path):
+def test_two_processes_agree_on_a_selector_that_plans_epochs(tmp_path):
     result = run_torchrun(Path(__file__).with_name("dist_selectors.py"), tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
-    infos = [json.loads((tmp_path / "dapo" / f"rank{r}.json").read_text()) for r in range(2)]
+    infos = [json.loads((tmp_path / "reinforce_rej" / f"rank{r}.json").read_text()) for r in range(2)]
     assert [i["world"] for i in infos] == [2, 2]
     assert infos[0]["counters"] == infos[1]["counters"]
     assert infos[0]["log"] == infos[1]["log"] and infos[0]["selection"] == infos[1]["selection"]
     assert infos[0]["grad_rows"] == infos[1]["grad_rows"] > 0
-    ranks = [np.load(tmp_path / "dapo" / f"rank{r}.npz") for r in range(2)]
+    ranks = [np.load(tmp_path / "reinforce_rej" / f"rank{r}.npz") for r in range(2)]
     assert set(ranks[0].files) == set(ranks[1].files)
     for key in ranks[0].files:
         np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=key)
-    selection = infos[0]["selection"]
-    # 6 rows per process, groups of 4 straddling them; 3 groups per batch
-    refills = [e["lze/refill_rounds"] for e in infos[0]["log"] if "lze/refill_rounds" in e]
-    assert max(refills) > 0
-    assert sum(len([g for g in selection["generation"] if g == k]) for k in range(3)) == 3 * sum(
-        1 + r for r in refills
-    )
-    for k in range(3):
-        kept = sum(w > 0 for g, w in zip(selection["generation"], selection["weight"]) if g == k)
-        assert kept <= 3
     assert infos[0]["grad_rows"] <= 3 * 6  # no process ever held more than its 6 rows
 
 
 def test_a_selector_added_outside_the_package_brings_its_own_settings(tmp_path):
-    # registering a selector is all it takes: its settings come through `selector_kwargs` and it validates them
+    # registering a selector (and a config subclass with its settings) is all it takes: it validates its settings
+    from dataclasses import dataclass
+
     from lze_trl import LZEGRPOConfig
-    from lze_trl.commands.grpo import make_parser
     from lze_trl.selectors import register_selector
     from lze_trl.selectors.base import check_setting
+
+    @dataclass
+    class KeepFirstConfig(LZEGRPOConfig):
+        keep: int = 1
 
     class KeepFirst(Selector):
         name = "keep_first_test"
 
         @classmethod
         def check_args(cls, args):
-            if args.selector != cls.name:
-                return
-            k = (args.selector_kwargs or {}).get("keep", 1)
-            check_setting(isinstance(k, int) and k >= 1, "selector_kwargs['keep']", k, "use an integer >= 1.")
+            if args.selector == cls.name:
+                check_setting(args.keep >= 1, "keep", args.keep, "use an integer >= 1.")
 
         def select(self, batch):
             weights = np.zeros(batch.num_groups)
-            weights[: self.args.selector_kwargs["keep"]] = 1.0
+            weights[: self.args.keep] = 1.0
             return weights
 
     register_selector(KeepFirst)
     try:
         base = dict(output_dir=str(tmp_path), report_to="none", use_cpu=True, selector="keep_first_test")
-        with pytest.raises(ValueError, match=r"selector_kwargs\['keep'\]=0 is invalid: use an integer >= 1"):
-            LZEGRPOConfig(**base, selector_kwargs={"keep": 0})
-        args = LZEGRPOConfig(**base, selector_kwargs='{"keep": 2}')  # a JSON string, as from a YAML or the CLI
-        assert args.selector_kwargs == {"keep": 2}
+        with pytest.raises(ValueError, match=r"keep=0 is invalid: use an integer >= 1"):
+            KeepFirstConfig(**base, keep=0)
+        args = KeepFirstConfig(**base, keep=2)
         np.testing.assert_array_equal(get_selector(args.selector)(args).select(batch([0.5] * 4)), [1, 1, 0, 0])
-        parsed = make_parser().parse_args_and_config(
-            [
-                "--output_dir",
-                str(tmp_path),
-                "--use_cpu",
-                "true",
-                "--report_to",
-                "none",
-                "--selector",
-                "keep_first_test",
-                "--selector_kwargs",
-                '{"keep": 3}',
-            ]
-        )
-        assert parsed[1].selector_kwargs == {"keep": 3}
-        with pytest.raises(ValueError, match="selector_kwargs=.*is invalid: use a dict"):
-            LZEGRPOConfig(**base, selector_kwargs=[1])
     finally:
         SELECTORS.pop("keep_first_test")

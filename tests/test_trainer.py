@@ -85,10 +85,10 @@ def test_evaluation_neither_selects_nor_touches_state(tmp_path):
         trainer_kwargs=dict(eval_dataset=prompt_dataset(8)),
     )
     trainer.train()
-    arrays, counters = trainer.lze_state()
+    arrays, counters = trainer.lze_state_dict()
     metrics = trainer.evaluate()
     assert "eval_loss" in metrics and not any("lze" in k for k in metrics)
-    arrays_after, counters_after = trainer.lze_state()
+    arrays_after, counters_after = trainer.lze_state_dict()
     assert counters == counters_after
     for key in arrays:
         np.testing.assert_array_equal(arrays[key], arrays_after[key])
@@ -111,12 +111,12 @@ def test_none_and_nan_rewards_neither_crash_nor_poison_state(tmp_path):
 
     trainer = make_trainer(tmp_path, reward=patchy, max_steps=4)
     trainer.train()
-    state = trainer.lze.state.state_dict()
+    state = trainer.lze.prompts.state_dict()
     assert len(seen) == 4 * 2  # 4 steps x 2 groups, all different prompts in epoch 0
     assert any(i % 4 == 0 for i in seen) and any(i % 4 for i in seen)  # both kinds were rolled out
     assert np.isfinite(state["ema_pass_rate"]).all() and np.isfinite(state["initial_pass_rate"]).all()
     # every scorable prompt was scored, the unscorable ones (i % 4 == 0) never
-    assert sorted(trainer.lze.state.index.ids().tolist()) == sorted(i for i in seen if i % 4)
+    assert sorted(trainer.lze.prompts.index.ids().tolist()) == sorted(i for i in seen if i % 4)
     assert all(np.isfinite(v) for v in logged(trainer, "loss"))
 
 
@@ -172,7 +172,7 @@ def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
     )
     trainer.train()
     assert len(seen) == 2 * 2  # 2 steps x 2 groups
-    assert sorted(trainer.lze.state.index.ids().tolist()) == sorted(row_key({"prompt": p}) for p in seen)
+    assert sorted(trainer.lze.prompts.index.ids().tolist()) == sorted(row_key({"prompt": p}) for p in seen)
 
 
 def test_lora_run_updates_only_adapters(tmp_path):
@@ -210,7 +210,7 @@ def test_prompt_table_and_bounded_selection_log(tmp_path):
     trainer = make_trainer(tmp_path, max_steps=4, save_strategy="steps", save_steps=2, selection_log_max_rows=5)
     trainer.train()
     table = trainer.prompt_table()
-    assert len(table) == len(trainer.lze.state) == 8  # 4 steps x 2 groups, all different prompts in epoch 0
+    assert len(table) == len(trainer.lze.prompts) == 8  # 4 steps x 2 groups, all different prompts in epoch 0
     assert {"prompt_id", "prompt", "ema_pass_rate", "last_energy", "num_selected"} <= set(table.columns)
     assert table["prompt"].tolist() == [prompt_dataset()["prompt"][i] for i in table["prompt_id"]]
     assert table["num_selected"].sum() == round(sum(logged(trainer, "lze/selected_frac")) * 2)

@@ -13,7 +13,6 @@ from transformers import Qwen2Config
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from benchmarks.experimental.trainer import PRIVATE_NAMES as EXPERIMENTAL_PRIVATE_NAMES
 from lze_trl.config import as_lze_config, default_output_dir
 from lze_trl.sampler import LZERepeatSampler
 from lze_trl.trl_coupling import PRIVATE_NAMES
@@ -59,7 +58,6 @@ def test_script_arguments_are_trls_plus_ours():
 
 # ----------------------------------------------------------------------------------------------- private names
 PACKAGE = Path(__file__).resolve().parents[1] / "lze_trl"
-EXPERIMENTAL = Path(__file__).resolve().parents[1] / "benchmarks" / "experimental"
 
 
 def trl_private_names() -> set[str]:
@@ -97,20 +95,17 @@ def used_private_names(root: Path) -> tuple[set[str], set[str]]:
     return touched, imported
 
 
-@pytest.mark.parametrize("root, listed", [(PACKAGE, PRIVATE_NAMES), (EXPERIMENTAL, EXPERIMENTAL_PRIVATE_NAMES)])
-def test_the_private_names_lze_touches_are_exactly_the_listed_ones(root, listed):
-    # the experimental modes (outside the package) list only what they use beyond the package's names
-    touched, imported = used_private_names(root)
+def test_the_private_names_lze_touches_are_exactly_the_listed_ones():
+    touched, imported = used_private_names(PACKAGE)
     used = (touched & trl_private_names()) | imported
-    if root is EXPERIMENTAL:
-        used -= set(PRIVATE_NAMES)
-    assert used == set(listed), f"unlisted: {sorted(used - set(listed))}, unused: {sorted(set(listed) - used)}"
+    listed = set(PRIVATE_NAMES)
+    assert used == listed, f"unlisted: {sorted(used - listed)}, unused: {sorted(listed - used)}"
 
 
 def test_the_scan_sees_class_attributes_methods_and_attribute_access():
     # guards the test above against a scan that misses a kind of use
     touched, _ = used_private_names(PACKAGE)
-    assert {"_VALID_DICT_FIELDS", "_paper", "_calculate_rewards", "_metrics"} <= touched & trl_private_names()
+    assert {"_tag_names", "_paper", "_calculate_rewards", "_metrics"} <= touched & trl_private_names()
 
 
 @pytest.mark.parametrize(
@@ -128,13 +123,38 @@ def test_the_private_methods_lze_calls_or_overrides_keep_their_signature(name, p
     assert list(signature)[: len(parameters)] == parameters
 
 
-def test_the_replay_call_of_get_per_token_logps_and_entropies_binds():
-    # benchmarks.experimental.replay_plan.logps_of calls it as (model, input_ids, mask, logits_to_keep, batch_size=...)
-    # and unpacks (logps, entropies, aux). TRL 1.14 declares (self, model, *args, batch_size=None, ...), later ones
-    # name the arguments: the call binds to both.
-    method = GRPOTrainer._get_per_token_logps_and_entropies
-    inspect.signature(method).bind(None, "model", "input_ids", "mask", 1, batch_size=1)
-    assert "batch_size" in inspect.signature(method).parameters
+def test_trls_generate_returns_the_parts_lze_serves_again():
+    # `rollouts.GENERATED_PARTS` names the parts of `_generate`'s result, each one entry per row (see rollouts.py)
+    from lze_trl.rollouts import GENERATED_PARTS
+
+    code = source(GRPOTrainer._generate)
+    assert re.search(r"return " + r",\s*".join(GENERATED_PARTS) + r"\s*$", code.strip())
+
+
+def test_trl_generates_once_then_computes_log_probabilities_then_rewards():
+    # A generation round stops TRL's `_generate_and_score_completions` when it calls `_generate`: once per call,
+    # after it prepared the prompts and before any log-probability forward. A served call returns the same rollouts
+    # for the same prompts and the rewards computed before, in the one `_calculate_rewards` call.
+    code = source(GRPOTrainer._generate_and_score_completions)
+    assert code.count("self._generate(") == 1 and code.count("self._calculate_rewards(") == 1
+    generate = code.index("= self._generate(prompts)")
+    assert generate < code.index("self._get_per_token_logps_and_entropies(") < code.index("self._calculate_rewards(")
+    assert "environment.reset(" in code[:generate] and "prepare_multimodal_messages(" in code[:generate]
+
+
+@pytest.mark.parametrize("trainer_class", ["GRPOTrainer", "LZEGRPOTrainer"])
+def test_a_trainer_built_without_init_generates_as_grpo_trainer(trainer_class):
+    # TRL's own rollout-dispatch tests build trainers with `object.__new__` and call `_generate` on them
+    from lze_trl import LZEGRPOTrainer
+
+    cls = {"GRPOTrainer": GRPOTrainer, "LZEGRPOTrainer": LZEGRPOTrainer}[trainer_class]
+    trainer = object.__new__(cls)
+    trainer.accelerator = SimpleNamespace(device="cpu")
+    trainer.model = SimpleNamespace(training=True)
+    trainer.use_vllm = False
+    trainer.rollout_func = lambda prompts, trainer: {"prompt_ids": [[1]] * len(prompts)}
+    with pytest.raises(ValueError, match=r"rollout_func must return keys \['completion_ids', 'logprobs'\]"):
+        trainer._generate(["p"])
 
 
 def test_the_private_attributes_lze_reads_are_set_by_trl():

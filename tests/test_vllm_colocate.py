@@ -66,7 +66,7 @@ def record_vllm(trainer):
     def recording_generate(prompts, *args, **kwargs):
         calls["prompts"].append([prompt_number(tokenizer.decode(p)) for p in prompts])
         if trainer.lze.pruner is not None:
-            pruned = trainer.lze.pruner.pruned(np.arange(len(trainer.train_dataset)), trainer.lze.state)
+            pruned = trainer.lze.pruner.pruned(np.arange(len(trainer.train_dataset)), trainer.lze.prompts)
             calls["pruned"].append(set(np.flatnonzero(pruned).tolist()))
         return generate(prompts, *args, **kwargs)
 
@@ -128,27 +128,6 @@ def test_weight_sync_reaches_vllm(tmp_path, model_dir):
     trainer.vllm_generation.sync_weights()
     synced = max_logp_gap(vllm_sequence_logps(llm, sequences), model_sequence_logps(model, sequences))
     assert synced < SYNC_TOLERANCE, f"after sync: {synced:.4f} (before: {stale:.4f})"
-
-
-def test_dapo_refill_generates_with_vllm(tmp_path, model_dir):
-    trainer = vllm_trainer(
-        tmp_path, model_dir, "dapo", gradient_accumulation_steps=2, max_steps=2, dapo_max_resample=2
-    )
-    calls = record_vllm(trainer)
-    rows = count_grad_rows(trainer.model)
-    trainer.train()
-    refills = [int(r) for r in logged(trainer, "lze/refill_rounds")]
-    assert len(refills) == 2 and max(refills) > 0
-    assert len(calls["prompts"]) == 2 + sum(refills)  # each refill round is one more vLLM generation
-    log = trainer.selection_log.to_pandas()
-    rounds = iter(calls["prompts"])
-    for (_, groups), refill in zip(log.groupby("generation"), refills):
-        assert len(groups) == 4 * (1 + refill)
-        prompts = [n for _ in range(1 + refill) for n in next(rounds)]
-        assert set(prompts) == set(groups["prompt_id"])  # vLLM rolled out every scored group
-        informative = (groups["pass_rate"] > 0) & (groups["pass_rate"] < 1)
-        assert not (groups["weight"] > 0)[~informative].any()
-    assert rows["rows"] == expected_forward_rows(log, steps_per_generation=2)
 
 
 def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir):

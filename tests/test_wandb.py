@@ -391,8 +391,8 @@ def test_local_trackio_run_records_histograms_and_plots(tmp_path):
 
 def test_the_callback_plots_a_saved_run_without_any_trainer(tmp_path):
     # A finished run's (or a checkpoint's) files are enough: the callback reads RunTables, never the trainer.
+    from lze_trl.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError, save_table
     from lze_trl.plotting.callback import RunTables, SavedRunTables
-    from lze_trl.state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError, save_table
 
     live = FakeTrainer()
     live.select(0, [0.0, 0.25, 0.5, 1.0])

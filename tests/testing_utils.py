@@ -163,31 +163,9 @@ def tiny_config(output_dir, config_class=LZEGRPOConfig, **overrides):
     return config_class(**{**TINY_ARGS, "output_dir": str(output_dir), **overrides})
 
 
-def experimental(overrides: dict[str, Any]) -> bool:
-    """Whether `overrides` set a setting of the experimental modes (`benchmarks.experimental`) off its default."""
-    from dataclasses import fields
-
-    from benchmarks.experimental import ExperimentalConfig
-    from benchmarks.harness.specs import EXPERIMENTAL_FIELDS
-
-    defaults = {f.name: f.default for f in fields(ExperimentalConfig)}
-    return any(key in EXPERIMENTAL_FIELDS and value != defaults[key] for key, value in overrides.items())
-
-
 def lze_args(tmp_path, **overrides) -> LZEGRPOConfig:
-    """
-    The `LZEGRPOConfig` of a tiny run (`tiny_config`) in `tmp_path / "out"`, or in `overrides["output_dir"]`; an
-    `ExperimentalConfig` when `overrides` set an experimental mode's setting.
-    """
-    if "config_class" not in overrides:
-        if experimental(overrides):
-            from benchmarks.experimental import ExperimentalConfig
-
-            overrides["config_class"] = ExperimentalConfig
-        else:  # the core's config: drop the experimental settings left at their defaults
-            from benchmarks.harness.specs import EXPERIMENTAL_FIELDS
-
-            overrides = {k: v for k, v in overrides.items() if k not in EXPERIMENTAL_FIELDS}
+    """The `LZEGRPOConfig` (or `overrides["config_class"]`) of a tiny run (`tiny_config`) in `tmp_path / "out"`, or in
+    `overrides["output_dir"]`."""
     return tiny_config(overrides.pop("output_dir", Path(tmp_path) / "out"), **overrides)
 
 
@@ -226,12 +204,9 @@ def make_trainer(
             Config fields (see `lze_args`).
 
     Returns:
-        `LZEGRPOTrainer`: the trainer, not trained yet (an `ExperimentalLZETrainer` when `overrides` set an
-        experimental mode's setting).
+        `LZEGRPOTrainer`: the trainer, not trained yet.
     """
     tokenizer = char_tokenizer() if tokenizer is None else tokenizer
-    if trainer_class is None and experimental(overrides):
-        from benchmarks.experimental import ExperimentalLZETrainer as trainer_class
     trainer_class = trainer_class or LZEGRPOTrainer
     return trainer_class(
         model=tiny_qwen2(tokenizer) if model is None else model,
@@ -297,7 +272,7 @@ def save_rank_results(trainer, out_dir, params: np.ndarray, log_keys=("loss",), 
     """
     out_dir = Path(out_dir)
     rank = trainer.accelerator.process_index
-    arrays, counters = trainer.lze_state()
+    arrays, counters = trainer.lze_state_dict()
     np.savez(out_dir / f"rank{rank}.npz", params=params, **arrays)
     log = [{k: v for k, v in e.items() if k.startswith("lze/") or k in log_keys} for e in trainer.state.log_history]
     results = {"counters": counters, "world": trainer.accelerator.num_processes, "log": log, **info}

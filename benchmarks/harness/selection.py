@@ -88,7 +88,7 @@ def bench_selection(
         args = SimpleNamespace(**{**LZE_DEFAULTS, "selection_ratio": ratio})
         args.selection_noise, args.seed = noise, seed
         run = LZERun(args, num_generations, row_ids=None)
-        state = run.state
+        state = run.prompts
         observe_seconds = _observe_pool(run, ids, num_generations, rng)
         score_select, full = [], []
         for _ in range(repeats):

@@ -1,7 +1,5 @@
-"""Command-line specs of runs and overrides: `lze`, `grpo`, `lze:selection_ratio=0.2`, `prune_solved=true`, the
-peers' own settings (`softmax:temperature=0.3`, passed to the selector in `selector_kwargs`) and the settings of the
-experimental modes (`lze:fresh_fraction=0.25`, `dapo:dapo_max_resample=2`: the run then trains with
-[`benchmarks.experimental`]).
+"""Command-line specs of runs and overrides: `lze`, `grpo`, `lze:selection_ratio=0.2`, `prune_solved=true`, and the
+peers' own settings (`softmax:temperature=0.3`, passed to the selector in `selector_kwargs` of a [`PeerConfig`]).
 
 Importing this module registers the peers ([`benchmarks.peers`]), so that their names are run specs like the
 package's selectors.
@@ -10,7 +8,6 @@ package's selectors.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import json
 import re
@@ -24,17 +21,12 @@ from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec
 from lze_trl.selectors import SELECTORS
 
 from .. import peers
-from ..experimental import ExperimentalConfig, ExperimentalLZETrainer
+from ..peers.config import PeerConfig
 
 
 ALIASES: dict[str, dict[str, Any]] = {
     "grpo": {"selector": "none"},
     "lze+prune": {"selector": "lze", "prune_solved": True},
-    # Rollout-side selection (experimental): the rollout stage picks the learning zone before generation, and the
-    # update keeps every live group it paid for (the backward top-k would otherwise drop most of them again).
-    "lze+rollout": {"selector": "lze", "rollout_filter": "lze", "selection_ratio": 1.0},
-    # GRESO-like baseline: skip probability from consecutive dead observations only, dead groups filtered (DAPO).
-    "greso": {"selector": "dapo", "rollout_filter": "greso"},
 }
 
 
@@ -44,17 +36,9 @@ def _parser(config_class: type) -> HfArgumentParser:
     return HfArgumentParser(config_class, exit_on_error=False)
 
 
-EXPERIMENTAL_FIELDS = tuple(
-    f.name
-    for f in dataclasses.fields(ExperimentalConfig)
-    if f.name not in {g.name for g in dataclasses.fields(LZEGRPOConfig)}
-)
-"""The settings of the experimental modes: a run that sets one trains with [`MeteredExperimentalTrainer`]."""
-
-
-def parse_value(key: str, text: str, config_class: type = ExperimentalConfig) -> Any:
+def parse_value(key: str, text: str, config_class: type = LZEGRPOConfig) -> Any:
     """
-    Parses the value of a `key=text` override of a dataclass field (an [`ExperimentalConfig`] field by default) the way
+    Parses the value of a `key=text` override of a dataclass field (an [`LZEGRPOConfig`] field by default) the way
     `lze-trl grpo --key text` parses it: with transformers' `HfArgumentParser` over the dataclass, so by the field's
     type (`bool` fields take `true`/`false`/`1`/`0`/`yes`/`no`, fields with choices are checked against them).
 
@@ -65,7 +49,7 @@ def parse_value(key: str, text: str, config_class: type = ExperimentalConfig) ->
             Its value: a scalar (`0.2`, `true`, `lze`), `null` for a field that defaults to `None`, for list fields
             items joined by `+` or `,` (`uncertainty+momentum`) or a JSON list (`["anchor"]`), a JSON object for a
             dict.
-        config_class (`type`, *optional*, defaults to [`ExperimentalConfig`]):
+        config_class (`type`, *optional*, defaults to [`LZEGRPOConfig`]):
             The dataclass the field belongs to (e.g. [`DemoConfig`] or [`WarmStartConfig`]).
 
     Returns:
@@ -74,11 +58,8 @@ def parse_value(key: str, text: str, config_class: type = ExperimentalConfig) ->
     parser = _parser(config_class)
     action = parser._option_string_actions.get(f"--{key}")
     if action is None or action.dest != key:
-        if config_class is ExperimentalConfig:
-            raise ValueError(
-                f"{key!r} is not an LZEGRPOConfig field: see `LZEGRPOConfig` (TRL's GRPOConfig + LZE) and, for the "
-                "experimental modes, `benchmarks.experimental.ExperimentalConfig`."
-            )
+        if config_class is LZEGRPOConfig:
+            raise ValueError(f"{key!r} is not an LZEGRPOConfig field: see `LZEGRPOConfig` (TRL's GRPOConfig + LZE).")
         raise ValueError(f"{key!r} is not a {config_class.__name__} field.")
     text = text.strip()
     if text.lower() in ("null", "none") and action.default is None:
@@ -115,10 +96,6 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
         key, text = item.split("=", 1)
         overrides[key.strip()] = parse_value(key.strip(), text)
     return overrides
-
-
-class MeteredExperimentalTrainer(ExperimentalLZETrainer, MeteredLZEGRPOTrainer):
-    """The demo's metered trainer with the experimental modes ([`benchmarks.experimental`])."""
 
 
 class PeerTrainer(MeteredLZEGRPOTrainer):
@@ -165,8 +142,7 @@ def parse_method(spec: str) -> MethodSpec:
     followed by `:key=value,key=value` overrides of this run only (e.g. `lze:selection_ratio=0.2`,
     `lze:energy_terms=uncertainty+momentum`). A peer's own settings go to `selector_kwargs`
     (`softmax:temperature=0.3,allocate_rollouts=true`, `prefilter:mode=remove_all_wrong`), every other key is an
-    [`LZEGRPOConfig`] field or a setting of the experimental modes ([`ExperimentalConfig`]: the run then trains with
-    [`MeteredExperimentalTrainer`]). The spec is the run's label; a peer that prepares before training (the
+    [`LZEGRPOConfig`] field. The spec is the run's label; a peer that prepares before training (the
     prefilter) trains with [`PeerTrainer`].
     """
     name, _, rest = spec.partition(":")
@@ -191,7 +167,5 @@ def parse_method(spec: str) -> MethodSpec:
     overrides.update(parse_overrides(items))
     if settings:
         overrides["selector_kwargs"] = {**(overrides.get("selector_kwargs") or {}), **settings}
-    if any(key in EXPERIMENTAL_FIELDS for key in overrides):
-        return MethodSpec(spec, overrides, MeteredExperimentalTrainer, ExperimentalConfig)
     trainer_cls = PeerTrainer if peers.needs_preparation(overrides["selector"]) else None
-    return MethodSpec(spec, overrides, trainer_cls)
+    return MethodSpec(spec, overrides, trainer_cls, PeerConfig if settings else None)

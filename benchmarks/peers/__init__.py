@@ -1,10 +1,10 @@
 """The paper's peers and the random controls, outside the package (the peers lost their benchmarks, BENCHMARKS.md
 section 2; the controls only serve the benchmarks), kept working as selectors registered from outside it: importing
-this package registers `"uniform"` and `"uniform_live"` (the random controls), `"dapo"` (DAPO's dynamic filtering;
-its refill rounds are in `benchmarks.experimental`), `"reinforce_rej"` (online rejection), `"prefilter"`
+this package registers `"uniform"` and `"uniform_live"` (the random controls), `"dapo"` (DAPO's dynamic filtering,
+without its refill rounds), `"reinforce_rej"` (online rejection), `"prefilter"`
 (Pre-Filter) and `"softmax"` (the skill card's soft weighting) with [`~lze_trl.selectors.register_selector`].
 
-The prefilter and softmax read their settings from `args.selector_kwargs` (e.g. `LZEGRPOConfig(selector="softmax",
+The prefilter and softmax read their settings from `args.selector_kwargs` (e.g. `PeerConfig(selector="softmax",
 selector_kwargs={"temperature": 0.2, "allocate_rollouts": True})`, or `{"mode": "remove_both", "cache_dir": ...}` for
 the prefilter) and validates them in its `check_args`. The prefilter judges the prompts before training: call
 [`prepare`]`(trainer)` on the built trainer before `trainer.train()`.

@@ -1,5 +1,6 @@
 """What the peers share as selectors registered from outside the package: their settings come from
-`args.selector_kwargs` (a dict), merged over each peer's defaults and validated by its `check_args`."""
+`args.selector_kwargs` (a dict, a field of [`~benchmarks.peers.config.PeerConfig`]), merged over each peer's defaults
+and validated by its `check_args`."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ class PeerSelector(Selector):
     @classmethod
     def resolve(cls, args: Any) -> dict[str, Any]:
         """`defaults` updated with `args.selector_kwargs`; a `ValueError` names an unknown key and the valid ones."""
-        given = dict(getattr(args, "selector_kwargs", None) or {})
+        given = getattr(args, "selector_kwargs", None) or {}
+        check_setting(isinstance(given, dict), "selector_kwargs", given, 'use a dict, e.g. {"temperature": 0.3}.')
         unknown = sorted(set(given) - set(cls.defaults))
         check_setting(
             not unknown,

@@ -1,5 +1,5 @@
-"""`"dapo"`: DAPO's dynamic filtering of groups whose rewards do not vary (its refill rounds are a rollout plan of
-[`benchmarks.experimental`], `dapo_max_resample`)."""
+"""`"dapo"`: DAPO's dynamic filtering of groups whose rewards do not vary (its refill rounds lost their benchmark,
+BENCHMARKS.md section 2, and left the repository)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,7 @@ class DAPOSelector(Selector):
     """
     `"dapo"`: DAPO's dynamic filtering. A group that is not live ([`~lze_trl.selection.live_groups`]: for binary
     rewards, all rollouts right or all wrong) carries no GRPO signal and is dropped; every live group is kept with
-    weight 1. Without refill the update simply has fewer groups; with [`ExperimentalConfig`]`(dapo_max_resample=k)`
-    the [`ExperimentalLZETrainer`] oversamples as DAPO (and verl's `max_num_gen_batches`) does
-    ([`benchmarks.experimental.refill.RefillPlan`]).
+    weight 1. Without DAPO's refill rounds the update simply has fewer groups.
     """
 
     name = "dapo"

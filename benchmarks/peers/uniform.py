@@ -25,7 +25,7 @@ class UniformSelector(Selector):
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         n = batch.num_groups
-        k = min(num_to_select(batch.quota_groups, n, self.args.selection_ratio), n)
+        k = min(num_to_select(batch.num_groups, n, self.args.selection_ratio), n)
         weights = np.zeros(n)
         weights[batch.rng.choice(n, size=k, replace=False)] = 1.0
         return weights
@@ -48,7 +48,7 @@ class UniformLiveSelector(Selector):
     def select(self, batch: GroupBatch) -> np.ndarray:
         live = np.flatnonzero(batch.live)
         n = batch.num_groups
-        k = num_to_select(batch.quota_groups, len(live), self.args.selection_ratio)
+        k = num_to_select(batch.num_groups, len(live), self.args.selection_ratio)
         weights = np.zeros(n)
         if k:
             weights[batch.rng.choice(live, size=k, replace=False)] = 1.0

@@ -38,8 +38,9 @@ from typing import Any
 
 from trl.scripts.grpo import GRPOScriptArguments
 
+from ..checkpoint import LZEStateError
 from ..data import load_datasets
-from ..state import LZEStateError
+from ..plotting.callback import add_plot_callback
 
 
 logger = logging.getLogger(__name__)
@@ -227,6 +228,7 @@ def train(script_args: LZEGRPOScriptArguments, training_args: Any, model_args: A
         )
     except ValueError as error:  # a setting or the data does not fit: say so, no traceback
         raise UsageError(str(error)) from error
+    add_plot_callback(trainer)  # learning-zone histograms and plots in wandb/trackio, when either is a reporter
     try:
         trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     except LZEStateError as error:  # the checkpoint's LZE state does not fit this run

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trl import GRPOTrainer
+
 from ..trainer import LZEGRPOTrainer
 
 
@@ -134,28 +136,35 @@ def _timed(fn: Callable, meter: RunMeter, attribute: str) -> Callable:
     return wrapper
 
 
-class MeteredLZEGRPOTrainer(LZEGRPOTrainer):
-    """
-    [`LZEGRPOTrainer`] that counts rollout and update tokens and times rollouts, selection and steps in `self.meter`.
+class _GenerationMeter(GRPOTrainer):
+    """Counts the rollouts TRL's `_generate` really generates in training (below [`LZEGRPOTrainer`] in the method
+    order of [`MeteredLZEGRPOTrainer`], so rollouts served again to TRL's update rows are not counted)."""
 
-    It changes nothing in the training: it reads the rollouts as they are generated and each micro-batch as it enters
-    the loss, and wraps the LZE state's scoring, selection and recording with timers.
-    """
+    meter: RunMeter
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.meter = RunMeter()
-        for name in ("score", "select", "record"):
-            setattr(self.lze, name, _timed(getattr(self.lze, name), self.meter, "selection_seconds"))
-
-    def generate_rollouts(self, prompts: list):
-        result = super().generate_rollouts(prompts)  # only the rollouts really generated (not a probe's reused ones)
+    def _generate(self, prompts: list):
+        result = super()._generate(prompts)
         if self.model.training:
             prompt_ids, completion_ids = result[0], result[1]
             self.meter.rollout_prompt_tokens += sum(len(ids) for ids in prompt_ids)
             self.meter.rollout_completion_tokens += sum(len(ids) for ids in completion_ids)
             self.meter.rollouts += len(completion_ids)
         return result
+
+
+class MeteredLZEGRPOTrainer(LZEGRPOTrainer, _GenerationMeter):
+    """
+    [`LZEGRPOTrainer`] that counts rollout and update tokens and times rollouts, selection and steps in `self.meter`.
+
+    It changes nothing in the training: it reads the rollouts as TRL generates them and each micro-batch as it enters
+    the loss, and wraps the LZE state's scoring, selection and recording with timers.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.meter = RunMeter()
+        super().__init__(*args, **kwargs)
+        for name in ("score", "select", "record"):
+            setattr(self.lze, name, _timed(getattr(self.lze, name), self.meter, "selection_seconds"))
 
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:
@@ -164,9 +173,6 @@ class MeteredLZEGRPOTrainer(LZEGRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         self.meter.rollout_seconds += time.perf_counter() - start
         self.meter.generation_batches += 1
-        forward = self._metrics["train"].get("lze/replay_forward_tokens")
-        if forward:  # logged (over all processes) by this generation batch
-            self.meter.forward_tokens += int(forward[-1] / self.accelerator.num_processes)
         return output
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):

@@ -34,7 +34,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def dead_shares(log: Any) -> dict[str, float | None]:
     """
-    Share of the generated groups (every generation round, refills included) that were dead (scorable and not live,
+    Share of the generated groups (probed ones included) that were dead (scorable and not live,
     [`~lze_trl.selection.live_groups`]), over the run and over its last quarter of optimizer steps, from a selection
     log (`None` values without one).
     """

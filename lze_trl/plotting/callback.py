@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from transformers import TrainerCallback
 
-from ..state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
+from ..checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 
 
 PLOT_REPORTERS = ("wandb", "trackio")

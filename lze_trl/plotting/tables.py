@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from ..selection import in_learning_zone
-from ..state import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from .base import PathLike
 
 

@@ -33,10 +33,7 @@ class GroupBatch:
         ema_pass_rates (`np.ndarray`):
             Each prompt's pass-rate EMA after this observation (the per-prompt table's).
         rng (`np.random.Generator`):
-            Generator seeded from `(seed, generation index)`: identical on every process and on resume.
-        quota_groups (`int`, *optional*):
-            The number of groups a quota (`selection_ratio`) is a share of: the groups given, unless a rollout plan
-            says otherwise (the prompts the generation batch brought, when it selects among fewer or more groups).
+            Generator seeded from `(seed, index of the generation batch)`: identical on every process and on resume.
     """
 
     prompt_ids: np.ndarray
@@ -46,20 +43,6 @@ class GroupBatch:
     live: np.ndarray
     ema_pass_rates: np.ndarray
     rng: np.random.Generator
-    quota_groups: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.quota_groups is None:
-            self.quota_groups = len(self.prompt_ids)
-
-    @classmethod
-    def concat(cls, batches: list[GroupBatch]) -> GroupBatch:
-        """The groups of several rounds of one generation batch, in order (the first round's generator)."""
-        arrays = {
-            name: np.concatenate([getattr(b, name) for b in batches])
-            for name in ("prompt_ids", "pass_rates", "rewards", "energies", "live", "ema_pass_rates")
-        }
-        return cls(**arrays, rng=batches[0].rng, quota_groups=sum(b.quota_groups for b in batches))
 
     @property
     def num_groups(self) -> int:
@@ -101,8 +84,8 @@ class Selector:
         Validates this selector's own settings in `args`, raising a `ValueError` that names the setting and the fix.
 
         Called by [`LZEGRPOConfig`] for every registered selector. A selector registered outside the package reads
-        its settings from `args.selector_kwargs` (a dict) and checks them here: adding one touches neither the
-        trainer nor the config.
+        its settings from fields of a config subclass of its own and checks them here: adding one touches neither the
+        trainer nor [`LZEGRPOConfig`].
 
         Args:
             args ([`LZEGRPOConfig`]):

@@ -30,12 +30,5 @@ class LZESelector(Selector):
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         args = self.args
-        mask = select_top_k(
-            batch.energies,
-            batch.live,
-            args.selection_ratio,
-            args.selection_noise,
-            batch.rng,
-            quota_groups=batch.quota_groups,
-        )
+        mask = select_top_k(batch.energies, batch.live, args.selection_ratio, args.selection_noise, batch.rng)
         return mask.astype(np.float64)

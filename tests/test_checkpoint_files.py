@@ -16,9 +16,9 @@ import pytest
 import torch
 from testing_utils import make_trainer, mixed_reward, prompt_dataset
 
-from lze_trl import state as lze_state
+from lze_trl import checkpoint as lze_state
+from lze_trl.checkpoint import LZEStateError
 from lze_trl.guards import LZEWarning
-from lze_trl.state import LZEStateError
 
 
 # ----------------------------------------------------------------------------------------------- the state file
@@ -57,7 +57,7 @@ SAVE_LOOP = textwrap.dedent(
     """
     import sys
     import numpy as np
-    from lze_trl import state
+    from lze_trl import checkpoint as state
 
     folder = sys.argv[1]
     version = 0
@@ -158,7 +158,7 @@ def test_resume_refuses_a_checkpoint_whose_lze_state_is_gone(full_run, tmp_path)
     with pytest.warns(LZEWarning, match="fresh LZE state"):
         trainer.train(resume_from_checkpoint=str(checkpoint))
     assert trainer.state.global_step == 8
-    assert trainer.lze.state.table()["num_observations"].sum() == 4 * 2  # only the 4 steps after the checkpoint
+    assert trainer.lze.prompts.table()["num_observations"].sum() == 4 * 2  # only the 4 steps after the checkpoint
     # Plain GRPO's state decides nothing: a missing one only warns.
     trainer = saving_trainer(tmp_path / "c", selector="none")
     with pytest.warns(LZEWarning, match="fresh LZE state"):
