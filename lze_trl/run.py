@@ -242,7 +242,7 @@ class LZERun:
         """The selector's weight of each group of `batch` (0 removes the group from the update)."""
         return np.asarray(self.selector.select(batch), dtype=np.float64)
 
-    def record(self, batch: GroupBatch, weights: np.ndarray, step: int) -> dict[str, float]:
+    def record(self, batch: GroupBatch, weights: np.ndarray, global_step: int) -> dict[str, float]:
         """
         Closes a generation batch (all its groups in `batch`): counts the selections, appends to the selection log,
         advances `batches_recorded`, and returns the batch's metrics (`lze/...` keys).
@@ -250,7 +250,7 @@ class LZERun:
         selected = weights > 0
         self.prompts.record(batch.prompt_ids, batch.energies, selected)
         self.selection_log.append(
-            step, self.batches_recorded, batch.prompt_ids, batch.pass_rates, batch.energies, weights, batch.live
+            global_step, self.batches_recorded, batch.prompt_ids, batch.pass_rates, batch.energies, weights, batch.live
         )
         self.batches_recorded += 1
         scorable = np.isfinite(batch.pass_rates)

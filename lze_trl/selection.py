@@ -93,7 +93,7 @@ def reward_spread(totals: Any, num_groups: int) -> np.ndarray:
 
 
 def num_to_select(num_groups: int, num_active: int, selection_ratio: float) -> int:
-    """`k = min(max(int(n * selection_ratio), 1), n_active)`, the paper's quota (its floor `rho_min` <= `rho`
+    """`quota = min(max(int(n * selection_ratio), 1), n_active)`, the paper's quota (its floor `rho_min` <= `rho`
     never changes it)."""
     if num_active == 0:
         return 0
@@ -112,7 +112,7 @@ def select_top_k(
     config's fields of the same names).
 
     Only live groups ([`live_groups`]) are selected, and only they count against the quota. Among them,
-    `k = min(max(int(n * selection_ratio), 1), n_live)` are kept, ranked by
+    `quota = min(max(int(n * selection_ratio), 1), n_live)` are kept, ranked by
     `energy + g` with `g ~ Gumbel(0, s)` and `s = selection_noise * max(max(E_live) - min(E_live), 0.01)`.
 
     Args:
@@ -134,8 +134,8 @@ def select_top_k(
     energies = np.nan_to_num(np.asarray(energies, dtype=np.float64).reshape(-1), nan=0.0)
     active = np.asarray(live, dtype=bool).reshape(-1)
     selected = np.zeros(len(energies), dtype=bool)
-    k = num_to_select(len(energies), int(active.sum()), selection_ratio)
-    if k == 0:
+    quota = num_to_select(len(energies), int(active.sum()), selection_ratio)
+    if quota == 0:
         return selected
     active_idx = np.flatnonzero(active)
     keys = energies[active_idx]
@@ -144,7 +144,7 @@ def select_top_k(
         scale = selection_noise * max(keys.max() - keys.min(), 0.01)
         keys = keys + rng.gumbel(0.0, scale, size=len(keys))
     # Stable sort on -key: ties resolved by group order, identically on every process.
-    chosen = active_idx[np.argsort(-keys, kind="stable")[:k]]
+    chosen = active_idx[np.argsort(-keys, kind="stable")[:quota]]
     selected[chosen] = True
     return selected
 

@@ -9,11 +9,11 @@ from testing_utils import even_solved_reward, make_trainer, mixed_reward, prompt
 pytestmark = pytest.mark.slow
 
 
-def pruning_trainer(out_dir, prune, rollout_filter="none", granularity="batch"):
+def pruning_trainer(out_dir, prune):
     """10 steps on 8 prompts (2 groups per step: 4 steps per unpruned epoch), a checkpoint at every step."""
     return make_trainer(
         out_dir,
-        reward=even_solved_reward if prune or rollout_filter != "none" else mixed_reward,
+        reward=even_solved_reward if prune else mixed_reward,
         dataset=prompt_dataset(8),
         max_steps=10,
         save_strategy="steps",
@@ -22,9 +22,6 @@ def pruning_trainer(out_dir, prune, rollout_filter="none", granularity="batch"):
         prune_solved=prune,
         prune_solved_after=1,
         prune_revisit_fraction=0.5,
-        rollout_filter=rollout_filter,
-        rollout_filter_granularity=granularity,
-        rollout_filter_audit=0.5,  # audits draw random numbers: resume must replay them too
     )
 
 
@@ -35,36 +32,20 @@ def history(trainer, after_step):
     ]
 
 
-@pytest.mark.parametrize(
-    "prune, rollout_filter, granularity, checkpoints",
-    [
-        (False, "none", "batch", (3, 4, 6)),
-        (True, "none", "batch", (4, 6, 7)),
-        (False, "lze", "epoch", (4, 6, 7)),
-        (False, "lze", "batch", (2, 3, 5, 8)),
-        (True, "lze", "batch", (3, 6)),
-    ],
-)
-def test_resume_is_exact(tmp_path, prune, rollout_filter, granularity, checkpoints):
-    full = pruning_trainer(tmp_path / "full", prune, rollout_filter, granularity)
+@pytest.mark.parametrize("prune, checkpoints", [(False, (3, 4, 6)), (True, (4, 6, 7))])
+def test_resume_is_exact(tmp_path, prune, checkpoints):
+    full = pruning_trainer(tmp_path / "full", prune)
     full.train()
-    if prune and rollout_filter == "none":
+    if prune:
         # The even prompts (always solved) were pruned after epoch 0 and no odd one (never 4 of 4 in this seeded run),
         # so later epochs are shorter than the Trainer's arithmetic assumes: in epochs 1 and 2, half of the 4 pruned
         # prompts are revisited and the other 2 skip their 4 rollouts.
         assert np.flatnonzero(full.lze.pruner.pruned(np.arange(8), full.lze.prompts)).tolist() == [0, 2, 4, 6]
         assert full.lze.position.groups_skipped(8) * 4 == 2 * 2 * 4
-    if rollout_filter != "none" and granularity == "epoch":
-        # even prompts (always solved) were predicted dead and skipped, 4 rollouts each: later epochs are shorter too
-        assert full.lze.position.groups_skipped(8) == full.rollout_filter.totals["skipped"] > 0
-    if rollout_filter != "none" and not prune:
-        # per batch, the skips are counted as the batches are filled; the logged total says the same
-        skipped = [e["lze/rollouts_skipped"] for e in full.state.log_history if "lze/rollouts_skipped" in e]
-        assert skipped[-1] == 4 * full.rollout_filter.totals["skipped"] > 0
     full_arrays, full_counters = full.lze_state_dict()
     for step in checkpoints:
         # same output_dir: checkpoints are read from it
-        resumed = pruning_trainer(tmp_path / "full", prune, rollout_filter, granularity)
+        resumed = pruning_trainer(tmp_path / "full", prune)
         resumed.args.output_dir = str(tmp_path / f"resumed-{step}")
         resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / f"checkpoint-{step}"))
         assert history(resumed, step) == history(full, step), f"resumed from checkpoint-{step}"

@@ -254,7 +254,12 @@ def test_softmax_run_weights_every_group(tmp_path):
 @pytest.mark.slow
 def test_softmax_allocation_rolls_prompts_out_as_often_as_their_counts(tmp_path):
     trainer = make_trainer(
-        tmp_path, "softmax", dataset=prompt_dataset(8), max_steps=8, selector_kwargs={"allocate_rollouts": True}
+        tmp_path,
+        "softmax",
+        dataset=prompt_dataset(8),
+        max_steps=8,
+        selector_kwargs={"allocate_rollouts": True},
+        config_class=PeerConfig,
     )
     trainer.train()
     log = trainer.selection_log.to_pandas()

@@ -77,7 +77,7 @@ def judge_key(trainer: Any) -> str:
             len(tokenizer) if hasattr(tokenizer, "__len__") else None,
         ],
         "pass_threshold": args.pass_threshold,
-        "correctness_reward": list(trainer.reward_func_names)[trainer._correctness_index],
+        "correctness_reward": list(trainer.reward_func_names)[trainer.lze.correctness_index],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -116,7 +116,7 @@ def judge_pass_rates(trainer: Any) -> np.ndarray:
                 generated = trainer._generate(prompts)
                 completion_ids, completions = generated[1], generated[3]
                 rewards = trainer._calculate_rewards(inputs, prompts, completions, completion_ids)
-                rates = group_pass_rates(rewards[:, trainer._correctness_index], G, args.pass_threshold)
+                rates = group_pass_rates(rewards[:, trainer.lze.correctness_index], G, args.pass_threshold)
                 real = min(num_prompts - start, P * per_process)
                 pass_rates[start : start + real] = rates[:real]
     finally:

@@ -29,7 +29,9 @@ class GroupBatch:
         energies (`np.ndarray`):
             Learning-Zone Energy of each group (scored before the per-prompt table absorbs this observation).
         live (`np.ndarray`):
-            Whether each group is live ([`~lze_trl.selection.live_groups`]): GRPO can learn from it.
+            Whether each group may take part in the update: GRPO can learn from it
+            ([`~lze_trl.selection.live_groups`]); for a probe, whether its completed group is expected to be live
+            (a positive expected energy).
         ema_pass_rates (`np.ndarray`):
             Each prompt's pass-rate EMA after this observation (the per-prompt table's).
         rng (`np.random.Generator`):
