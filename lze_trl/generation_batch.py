@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from .batching import Batch, pad_rows
-from .rollouts import Rollouts, merge_rows
+from .rollouts import Rollouts, Rows, merge_rows
 
 
 class LZETrainerCalls(Protocol):
@@ -41,7 +41,7 @@ class LZETrainerCalls(Protocol):
 
     def generate_rollouts(self, inputs: list[dict], num_rollouts: int) -> Rollouts: ...
 
-    def update_rows(self, inputs: list[dict], served: tuple | None = None) -> tuple[Batch, Rollouts | None]: ...
+    def update_rows(self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None) -> tuple[Batch, Any]: ...
 
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray: ...
 
@@ -87,7 +87,7 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
         groups = [(probe.take(range(g * k, (g + 1) * k)), rest.take(range(i * (G - k), (i + 1) * (G - k))))
                   for i, g in enumerate(mine)]  # fmt: skip
         served = merge_rows([part for group in groups for part in group])
-        rows, _ = trainer.update_rows(served[0], (*served[1:], rewards[complete].reshape(-1, rewards.shape[-1])))
+        rows, _ = trainer.update_rows(served.inputs, (served, rewards[complete].reshape(-1, rewards.shape[-1])))
     # 5. Score every prompt once into the per-prompt state, select among the complete groups, record
     groups = run.score(prompt_ids, rewards[:, :, correct], trainer.total_rewards(rewards), complete)
     weights = run.select(dataclasses.replace(groups, live=groups.live & complete))

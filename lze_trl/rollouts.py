@@ -8,6 +8,7 @@ installed TRL. Plain Python/numpy, no TRL import.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,39 +54,57 @@ def _concat(first: Any, second: Any, name: str) -> Any:
 
 
 @dataclass
-class Rollouts:
+class Rows:
     """
-    Rollouts generated and rewarded in one TRL generation call: this process's rows (`inputs` as the sampler drew
-    them, `prompts` as TRL prepared them for `_generate`, `generated`: TRL's `_generate` result), and every
-    process's `prompt_ids` and `rewards` (rows x reward functions, NaN where a function returned `None`), gathered in
-    TRL's order (process 0's rows, then process 1's, ...).
+    This process's rows of rollouts generated before: the `inputs` as the sampler drew them, the `prompts` as TRL
+    prepared them for `_generate`, TRL's `_generate` result for them (`generated`), and the values reward functions
+    logged for them through `log_extra` (`extra_logs`, one list per column, `None` where a row has none).
     """
 
     inputs: list[dict]
     prompts: list
     generated: tuple
+    extra_logs: dict[str, list]
+
+
+@dataclass
+class Rollouts:
+    """
+    Rollouts generated and rewarded in one TRL generation call: this process's [`Rows`] and every process's
+    `prompt_ids` and `rewards` (rows x reward functions, NaN where a function returned `None`), gathered in TRL's
+    order (process 0's rows, then process 1's, ...).
+    """
+
+    rows: Rows
     prompt_ids: np.ndarray
     rewards: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.prompts)
 
     def groups(self, size: int) -> tuple[np.ndarray, np.ndarray]:
         """The prompt id of each group of `size` consecutive rows (all processes), and the rewards by group, shape
         `(groups, size, reward functions)`."""
         return self.prompt_ids[::size], self.rewards.reshape(-1, size, self.rewards.shape[-1])
 
-    def take(self, index: Sequence[int]) -> tuple[list[dict], list, tuple]:
-        """This process's rows `index`: their inputs, prompts and `_generate` result."""
-        n = len(self)
-        generated = tuple(_rows(p, index, n, name) for p, name in zip(self.generated, GENERATED_PARTS))
-        return [self.inputs[i] for i in index], [self.prompts[i] for i in index], generated
+    def take(self, index: Sequence[int]) -> Rows:
+        """This process's rows `index`."""
+        rows, n = self.rows, len(self.rows.prompts)
+        return Rows(
+            [rows.inputs[i] for i in index],
+            [rows.prompts[i] for i in index],
+            tuple(_rows(part, index, n, name) for part, name in zip(rows.generated, GENERATED_PARTS)),
+            {column: [values[i] for i in index] for column, values in rows.extra_logs.items()},
+        )
 
 
-def merge_rows(rounds: list[tuple[list[dict], list, tuple]]) -> tuple[list[dict], list, tuple]:
+def merge_rows(parts: list[Rows]) -> Rows:
     """Rows of several rounds ([`Rollouts.take`]) one after the other, as one `_generate` call of TRL returns them."""
-    inputs, prompts, generated = rounds[0]
-    for more_inputs, more_prompts, more_generated in rounds[1:]:
-        inputs, prompts = inputs + more_inputs, prompts + more_prompts
-        generated = tuple(_concat(a, b, n) for a, b, n in zip(generated, more_generated, GENERATED_PARTS))
-    return inputs, prompts, generated
+    columns = sorted({column for part in parts for column in part.extra_logs})
+    merged = parts[0]
+    for part in parts[1:]:
+        merged = Rows(
+            merged.inputs + part.inputs,
+            merged.prompts + part.prompts,
+            tuple(_concat(a, b, n) for a, b, n in zip(merged.generated, part.generated, GENERATED_PARTS)),
+            merged.extra_logs,
+        )
+    logs = {c: [v for p in parts for v in p.extra_logs.get(c, [None] * len(p.prompts))] for c in columns}
+    return dataclasses.replace(merged, extra_logs=logs)

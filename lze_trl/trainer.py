@@ -13,6 +13,7 @@ import os
 import sys
 import textwrap
 import warnings
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,7 @@ from .guards import (
     warn_if_diluted,
 )
 from .prompt_ids import PromptIds
-from .rollouts import Rollouts
+from .rollouts import Rollouts, Rows
 from .run import LZERun
 from .sampler import LZERepeatSampler
 
@@ -54,13 +55,13 @@ class _TRLCall:
     """
     How the overrides of TRL's `_generate` and `_calculate_rewards` act during one call of TRL's
     `_generate_and_score_completions` inside a generation batch: stop after generating (`stop_after_generation`),
-    or return `served` rollouts (`(prompts, _generate result, gathered rewards)`) instead of generating and rewarding;
+    or return `served` rollouts (their [`Rows`] and every process's rewards) instead of generating and rewarding;
     what TRL prepared, generated and rewarded is kept (`prompts`, `generated`, `rewards`). TRL has no hook for either
     (`docs/upstream/score-generated-rollouts.md`).
     """
 
     stop_after_generation: bool = False
-    served: tuple | None = None
+    served: tuple[Rows, np.ndarray] | None = None
     prompts: list | None = None
     generated: tuple | None = None
     rewards: torch.Tensor | None = None
@@ -200,35 +201,44 @@ class LZEGRPOTrainer(GRPOTrainer):
         if call.generated is None:
             raise RuntimeError("TRL's _generate_and_score_completions returned without calling _generate.")
         completions, completion_ids = call.generated[3], call.generated[1]
+        logged, self._pending_extra_logs = self._pending_extra_logs, defaultdict(list)
         rewards = super()._calculate_rewards(inputs, call.prompts, completions, completion_ids)
-        return Rollouts(inputs, call.prompts, call.generated, self._gathered_prompt_ids(inputs), _numpy(rewards))
+        # What reward functions log for these rows (`log_extra`) is kept with them, for the update rows they reach
+        extra_logs, self._pending_extra_logs = dict(self._pending_extra_logs), logged
+        rows = Rows(inputs, call.prompts, call.generated, extra_logs)
+        return Rollouts(rows, self._gathered_prompt_ids(inputs), _numpy(rewards))
 
-    def update_rows(self, inputs: list[dict], served: tuple | None = None) -> tuple[dict, Rollouts | None]:
+    def update_rows(
+        self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None
+    ) -> tuple[dict, Rollouts | None]:
         """
         TRL's update rows of `inputs` (`_generate_and_score_completions`: token tensors, log-probabilities,
-        advantages over each group of `num_generations` rows, TRL's metrics). With `served` (the prompts TRL prepares
-        for them, their `_generate` result and all processes' rewards), nothing is generated or rewarded: the rows
-        come from rollouts generated before; without, TRL generates and rewards them, and their [`Rollouts`] are
-        returned too.
+        advantages over each group of `num_generations` rows, TRL's metrics). With `served` (the [`Rows`] of rollouts
+        generated before and every process's rewards), nothing is generated or rewarded again; without, TRL generates
+        and rewards the rows, and their [`Rollouts`] are returned too.
         """
         call = _TRLCall(served=served)
+        if served is not None:  # the values reward functions logged for these rows, in their order
+            self._pending_extra_logs.update(served[0].extra_logs)
         with self._calling(call):
             rows = super()._generate_and_score_completions(inputs)
         if served is not None:
             return rows, None
-        rollouts = Rollouts(inputs, call.prompts, (), self._gathered_prompt_ids(inputs), _numpy(call.rewards))
+        rollouts = Rollouts(
+            Rows(inputs, call.prompts, (), {}), self._gathered_prompt_ids(inputs), _numpy(call.rewards)
+        )
         return rows, rollouts
 
     def _generate(self, prompts):
         call = self._call
         if call is not None and call.served is not None:
-            served_prompts, generated, _ = call.served
-            if prompts != served_prompts:
+            served = call.served[0]
+            if prompts != served.prompts:
                 raise RuntimeError(
                     "TRL prepared other prompts for its update rows than those the served rollouts were generated "
                     "for: lze-trl cannot tell which rollout belongs to which row (trl_coupling.py, `_generate`)."
                 )
-            return generated
+            return served.generated
         result = super()._generate(prompts)
         if call is not None:
             call.prompts, call.generated = prompts, result
@@ -239,7 +249,7 @@ class LZEGRPOTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         call = self._call
         if call is not None and call.served is not None:
-            return torch.as_tensor(call.served[2], dtype=torch.float32, device=self.accelerator.device)
+            return torch.as_tensor(call.served[1], dtype=torch.float32, device=self.accelerator.device)
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if call is not None:
             call.rewards = rewards

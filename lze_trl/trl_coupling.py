@@ -16,6 +16,8 @@ PRIVATE_NAMES: dict[str, str] = {
     "counts the rollouts it really generates",
     "_calculate_rewards": "called once per generation round (each rollout rewarded once), overridden to return those "
     "rewards for served rollouts, and to keep the rewards of a batch TRL generates itself",
+    "_pending_extra_logs": "what reward functions log with `log_extra` during a generation round, kept with the "
+    "rows it describes and handed back, in the update rows' order, before TRL's call that logs them",
     "_get_train_sampler": "overridden to return LZERepeatSampler",
     "_metrics": "the per-step metric lists that TRL's `log` averages: the `lze/` metrics are appended to them",
     "_step": "TRL's micro-step counter that paces generation: saved with the LZE state and restored on resume",

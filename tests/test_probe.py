@@ -21,7 +21,7 @@ from trl import GRPOTrainer
 
 from lze_trl import LZEGRPOTrainer, LZEWarning
 from lze_trl.generation_batch import even_out
-from lze_trl.rollouts import Rollouts, merge_rows
+from lze_trl.rollouts import Rollouts, Rows, merge_rows
 
 
 # ----------------------------------------------------------------------------------------------- pieces
@@ -52,20 +52,22 @@ def generate_result(rows):
     )
 
 
-def rollouts(rows):
-    return Rollouts([{"prompt": f"p{r}"} for r in rows], [f"p{r}" for r in rows], generate_result(rows), None, None)
+def rollouts(rows, logs=None):
+    prompts = [f"p{r}" for r in rows]
+    return Rollouts(Rows([{"prompt": p} for p in prompts], prompts, generate_result(rows), logs or {}), None, None)
 
 
 def test_rows_of_generate_results_are_taken_and_merged_as_one_call_returns_them():
-    probe, rest = rollouts([3, 4]), rollouts([5, 6, 7])
-    inputs, prompts, generated = merge_rows([probe.take([1]), rest.take([0, 2])])
-    assert [x["prompt"] for x in inputs] == prompts == ["p4", "p5", "p7"]
-    assert generated == generate_result([4, 5, 7])  # per-row parts taken, `None` and empty parts kept
+    probe, rest = rollouts([3, 4], {"judge": ["a", "b"]}), rollouts([5, 6, 7])
+    merged = merge_rows([probe.take([1]), rest.take([0, 2])])
+    assert [x["prompt"] for x in merged.inputs] == merged.prompts == ["p4", "p5", "p7"]
+    assert merged.generated == generate_result([4, 5, 7])  # per-row parts taken, `None` and empty parts kept
+    assert merged.extra_logs == {"judge": ["b", None, None]}  # a reward function's log_extra values follow their rows
     extra = (*generate_result([1, 2])[:5], {"env_mask": [[1], [0]], "shared": 3}, None, [])
-    taken = Rollouts([{}, {}], ["a", "b"], extra, None, None).take([1])[2]
+    taken = Rollouts(Rows([{}, {}], ["a", "b"], extra, {}), None, None).take([1]).generated
     assert taken[5] == {"env_mask": [[0]], "shared": 3}
     with pytest.raises(TypeError, match="completion_ids=list of length 1 for 2 rows"):
-        Rollouts([{}, {}], ["a", "b"], (*extra[:1], [[1]], *extra[2:]), None, None).take([0])
+        Rollouts(Rows([{}, {}], ["a", "b"], (*extra[:1], [[1]], *extra[2:]), {}), None, None).take([0])
 
 
 # ----------------------------------------------------------------------------------------------- trainer runs
@@ -151,8 +153,9 @@ def test_only_completed_groups_reach_the_update_with_trls_advantages_over_the_wh
 def test_each_rollout_is_rewarded_once_and_only_completed_groups_get_log_probabilities(tmp_path):
     scored = []
 
-    def counting_reward(prompts, completions, **kwargs):
+    def counting_reward(prompts, completions, log_extra, **kwargs):
         scored.append(len(completions))
+        log_extra("scored", [f"{p}|{c}" for p, c in zip(prompts, completions)])  # one value per row it rewarded
         return bucket_reward(prompts, completions)
 
     trainer = make_trainer(
@@ -164,9 +167,14 @@ def test_each_rollout_is_rewarded_once_and_only_completed_groups_get_log_probabi
         steps_per_generation=2,  # 8 prompts x 4 rollouts per generation batch, two micro-steps
         num_iterations=2,  # TRL computes old log-probabilities (its update is not on-policy): counted here
         max_steps=2,
+        log_completions=True,
         trainer_class=RecordingTrainer,
     )
     trainer.train()
+    # the completions table TRL logs: the update rows' prompts and completions, each beside its own log_extra value
+    table = trainer._logs
+    text = [f"{p}|{c}" for p, c in zip(table["prompt"], table["completion"])]
+    assert len(text) == len(table["extra"]["scored"]) > 0 and list(table["extra"]["scored"]) == text
     completed = logged(trainer, "lze/completed_groups")[::2]  # logged with each of the generation batch's 2 steps
     fresh = logged(trainer, "lze/fresh_rollouts")[::2]
     assert 0 < sum(completed) < 8 * len(completed)
