@@ -8,7 +8,7 @@ from collections import deque
 import numpy as np
 
 
-COLUMNS = ("step", "generation", "prompt_id", "pass_rate", "energy", "weight", "live")
+COLUMNS = ("step", "batch", "prompt_id", "pass_rate", "energy", "weight", "live")
 
 
 class SelectionLog:
@@ -31,7 +31,7 @@ class SelectionLog:
     def append(
         self,
         step: int,
-        generation: int,
+        batch: int,
         prompt_ids: np.ndarray,
         pass_rates: np.ndarray,
         energies: np.ndarray,
@@ -44,7 +44,7 @@ class SelectionLog:
         n = len(prompt_ids)
         batch = {
             "step": np.full(n, step, dtype=np.int64),
-            "generation": np.full(n, generation, dtype=np.int64),
+            "batch": np.full(n, batch, dtype=np.int64),
             "prompt_id": np.asarray(prompt_ids, dtype=np.int64),
             "pass_rate": np.asarray(pass_rates, dtype=np.float32),
             "energy": np.asarray(energies, dtype=np.float32),
@@ -76,13 +76,13 @@ class SelectionLog:
         self.num_rows = 0
         if self.max_rows <= 0 or len(frame) == 0:
             return
-        generation = frame["generation"].to_numpy()
-        starts = np.flatnonzero(np.r_[True, generation[1:] != generation[:-1]])
-        for start, stop in zip(starts, [*starts[1:], len(generation)]):
+        batches = frame["batch"].to_numpy()
+        starts = np.flatnonzero(np.r_[True, batches[1:] != batches[:-1]])
+        for start, stop in zip(starts, [*starts[1:], len(batches)]):
             rows = frame.iloc[start:stop]
             self.append(
                 int(rows["step"].iloc[0]),
-                int(rows["generation"].iloc[0]),
+                int(rows["batch"].iloc[0]),
                 rows["prompt_id"].to_numpy(),
                 rows["pass_rate"].to_numpy(),
                 rows["energy"].to_numpy(),

@@ -255,7 +255,7 @@ def run(out_dir: Path, engine: str, case: str) -> None:
         engine=engine_counters(trainer),
         not_sharded_warning=warn_if_not_sharded(trainer),
         window_rows=windows.per_window,
-        selection=selection[["generation", "prompt_id", "weight"]].to_dict("list"),
+        selection=selection[["batch", "prompt_id", "weight"]].to_dict("list"),
     )
     trainer.accelerator.wait_for_everyone()
     del trainer, model

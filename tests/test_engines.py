@@ -106,7 +106,7 @@ def forward_rows(selection: dict, generation: int) -> int:
     Rows each rank hands the update for one generation batch: its kept rows, padded to the rank that keeps most and
     to a multiple of `steps_per_generation` (at least one row per micro-step).
     """
-    weights = [w for g, w in zip(selection["generation"], selection["weight"]) if g == generation]
+    weights = [w for g, w in zip(selection["batch"], selection["weight"]) if g == generation]
     groups_per_rank = ROWS_PER_RANK // GROUP
     kept = [sum(w > 0 for w in weights[r * groups_per_rank : (r + 1) * groups_per_rank]) * GROUP for r in range(2)]
     return padded_forward_rows(max(kept), STEPS_PER_GENERATION)

@@ -243,7 +243,7 @@ def test_softmax_run_weights_every_group(tmp_path):
     rows = count_grad_rows(trainer.model)
     trainer.train()
     log = trainer.selection_log.to_pandas()
-    for _, groups in log.groupby("generation"):
+    for _, groups in log.groupby("batch"):
         assert groups["weight"].mean() == pytest.approx(1.0)
         assert (groups["weight"] > 0).all()
         closest = np.abs(groups["pass_rate"] - 0.5)  # first observation of each prompt: the EMA is the pass rate
@@ -379,7 +379,7 @@ def test_two_processes_prefilter_and_softmax_agree(tmp_path):
         if selector == "softmax":  # 8 prompts, 4 groups per generation batch: epochs of 2 steps
             counts = np.bincount(ranks[0]["position.rows"], minlength=8)
             assert counts.sum() == 8 and counts.max() >= 2
-            last_epoch = [i for g, i in zip(selection["generation"], selection["prompt_id"]) if g >= 2]
+            last_epoch = [i for g, i in zip(selection["batch"], selection["prompt_id"]) if g >= 2]
             np.testing.assert_array_equal(np.bincount(last_epoch, minlength=8), counts)
         else:
             p = ranks[0]["selector.pass_rates"]

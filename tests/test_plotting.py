@@ -40,7 +40,7 @@ def synthetic_run(num_prompts: int = 30, steps: int = 20, per_step: int = 10, se
         for pid in rng.choice(num_prompts, per_step, replace=False):
             p = rng.binomial(8, np.clip(1 - difficulty[pid] / 3 + step / steps - 0.3, 0, 1)) / 8
             rows.append((step, step, pid, p, 4 * p * (1 - p) * max(difficulty[pid] / 3, 0.05)))
-    log = pd.DataFrame(rows, columns=["step", "generation", "prompt_id", "pass_rate", "energy"])
+    log = pd.DataFrame(rows, columns=["step", "batch", "prompt_id", "pass_rate", "energy"])
     log["weight"] = 0.0
     for _, group in log.groupby("step"):
         log.loc[group[group["energy"] > 0]["energy"].nlargest(4).index, "weight"] = 1.0
@@ -62,7 +62,7 @@ def handmade_log(pass_rates: dict[int, list[float]]) -> pd.DataFrame:
         for pid, series in pass_rates.items()
         for step, p in enumerate(series)
     ]
-    return pd.DataFrame(rows, columns=["step", "generation", "prompt_id", "pass_rate", "energy", "weight"])
+    return pd.DataFrame(rows, columns=["step", "batch", "prompt_id", "pass_rate", "energy", "weight"])
 
 
 def artists_with_data(fig) -> int:
@@ -135,7 +135,7 @@ def test_learning_zone_histogram_fractions(tmp_path):
     log = pd.DataFrame(
         {
             "step": [0, 0, 0, 0, 1, 1],
-            "generation": [0, 0, 0, 0, 1, 1],
+            "batch": [0, 0, 0, 0, 1, 1],
             "prompt_id": [1, 2, 3, 4, 1, 2],
             "pass_rate": [0.0, 0.5, 1.0, 1.0, 0.25, 0.25],
             "energy": [0.0, 1.0, 0.0, 0.0, 0.75, 0.75],

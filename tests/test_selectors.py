@@ -161,7 +161,7 @@ def test_uniform_run_keeps_the_draw_of_each_generation(tmp_path):
     rows = count_grad_rows(trainer.model)
     trainer.train()
     log = trainer.selection_log.to_pandas()
-    for generation, groups in log.groupby("generation"):
+    for generation, groups in log.groupby("batch"):
         expected = np.zeros(8, dtype=bool)
         expected[np.random.default_rng([0, generation]).choice(8, size=3, replace=False)] = True
         np.testing.assert_array_equal(groups["selected"].to_numpy(), expected)
@@ -176,8 +176,8 @@ def test_uniform_live_run_updates_only_live_groups(tmp_path):
     log = trainer.selection_log.to_pandas()
     live = (log["pass_rate"] > 0) & (log["pass_rate"] < 1)
     assert not (log["selected"] & ~live).any()
-    kept = log.groupby("generation")["selected"].sum().to_numpy()
-    np.testing.assert_array_equal(kept, np.minimum(3, live.groupby(log["generation"]).sum().to_numpy()))
+    kept = log.groupby("batch")["selected"].sum().to_numpy()
+    np.testing.assert_array_equal(kept, np.minimum(3, live.groupby(log["batch"]).sum().to_numpy()))
     assert kept.sum() > 0 and (live.sum() > kept.sum() or kept.max() == 3)
     assert rows["rows"] == expected_forward_rows(log)  # only the kept groups' rollouts reach the backward
 
@@ -199,9 +199,9 @@ def test_reinforce_rej_never_rolls_rejected_prompts_out_again(tmp_path):
     log = trainer.selection_log.to_pandas()
     extreme = (log["pass_rate"] == 0) | (log["pass_rate"] == 1)
     assert extreme.any()
-    first_rejection = log[extreme].groupby("prompt_id")["generation"].min()
+    first_rejection = log[extreme].groupby("prompt_id")["batch"].min()
     for prompt, generation in first_rejection.items():
-        later = log[(log["prompt_id"] == prompt) & (log["generation"] > generation)]
+        later = log[(log["prompt_id"] == prompt) & (log["batch"] > generation)]
         assert later.empty, f"prompt {prompt} rolled out again after its rejection"
     np.testing.assert_array_equal(log["weight"] > 0, ~extreme)
     np.testing.assert_array_equal(trainer.lze.selector.rejected, sorted(first_rejection.index))

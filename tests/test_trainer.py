@@ -216,14 +216,14 @@ def test_prompt_table_and_bounded_selection_log(tmp_path):
     assert table["num_selected"].sum() == round(sum(logged(trainer, "lze/selected_frac")) * 2)
     log = trainer.selection_log.to_pandas()
     # 4 batches of 2 rows: whole batches are dropped, oldest first, until at most 5 rows are left
-    assert log["generation"].tolist() == [2, 2, 3, 3]
+    assert log["batch"].tolist() == [2, 2, 3, 3]
     # the checkpoint at step 2 holds the 2 prompts of each of its 2 steps and their batches; the end, everything
     for folder, prompts, generations in [
         (tmp_path / "out" / "checkpoint-2", 4, [0, 0, 1, 1]),
         (tmp_path / "out", 8, [2, 2, 3, 3]),
     ]:
         assert len(pd.read_parquet(folder / "lze_prompts.parquet")) == prompts
-        assert pd.read_parquet(folder / "lze_selection_log.parquet")["generation"].tolist() == generations
+        assert pd.read_parquet(folder / "lze_selection_log.parquet")["batch"].tolist() == generations
 
 
 def test_skipped_update_keeps_the_generation_pace(tmp_path):

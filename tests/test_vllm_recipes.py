@@ -81,7 +81,7 @@ def test_colocate_recipe_runs_two_steps(tmp_path, model_dir, path):
     for key in ("selector", "loss_type", "scale_rewards", "beta", "temperature", "num_generations"):
         assert getattr(args, key) == raw[key], key
     log = trainer.selection_log.to_pandas()
-    assert len(log) == 2 * 2 and log["generation"].nunique() == 2  # two generations of 2 groups
+    assert len(log) == 2 * 2 and log["batch"].nunique() == 2  # two generations of 2 groups
     if raw["selector"] == "none":
         assert log["selected"].all()
     saved = "adapter_model.safetensors" if raw.get("use_peft") else "model.safetensors"

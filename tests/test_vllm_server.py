@@ -131,7 +131,7 @@ def test_server_training(tmp_path, server, selector):
     if selector == "none":
         assert log["selected"].all() and rows["rows"] == 2 * 8
     else:  # 2 equal-energy groups per step: LZE keeps one (ties broken by order), only its rollouts reach the backward
-        assert log.groupby("generation")["selected"].sum().tolist() == [1, 1]
+        assert log.groupby("batch")["selected"].sum().tolist() == [1, 1]
         assert rows["rows"] == expected_forward_rows(log) == 2 * 4
 
 

@@ -141,7 +141,7 @@ def expected_forward_rows(log, group_size: int = 4, steps_per_generation: int = 
     Returns:
         `int`: the number of rows through a forward pass with gradients.
     """
-    kept = log.groupby("generation")["selected"].sum() * group_size
+    kept = log.groupby("batch")["selected"].sum() * group_size
     return sum(padded_forward_rows(int(k), steps_per_generation) for k in kept)
 
 

@@ -80,10 +80,10 @@ def plot_distributions(results: dict[str, Any], runs: dict[str, dict[str, Any]],
         ax = axes[1][col]
         log = runs[name]["selection_log"]
         if len(log):
-            generations = np.sort(log["generation"].unique())
+            generations = np.sort(log["batch"].unique())
             quarter = max(len(generations) // 4, 1)
-            early = log[log["generation"].isin(generations[:quarter])]["energy"].to_numpy()
-            late = log[log["generation"].isin(generations[-quarter:])]["energy"].to_numpy()
+            early = log[log["batch"].isin(generations[:quarter])]["energy"].to_numpy()
+            late = log[log["batch"].isin(generations[-quarter:])]["energy"].to_numpy()
             top = max(float(log["energy"].max()), 1e-6)
             ebins = np.linspace(0, top, 21)
             # Dead groups (energy 0) are most groups: show the active ones and give the dead share in the legend.

@@ -101,7 +101,7 @@ class LZEPlotCallback(TrainerCallback):
         self.save_dir = save_dir
         self.dpi = dpi
         self.bins = bins
-        self.last_generation = -1  # generations up to this one are already in a logged histogram
+        self.last_batch = -1  # generation batches up to this one are already in a logged histogram
         self.last_histogram_step: int | None = None
         self.last_plot_step: int | None = None
         self.num_plot_logs = 0
@@ -163,10 +163,10 @@ class LZEPlotCallback(TrainerCallback):
         from . import selection_histograms
 
         columns = self.tables.selection_log.columns()
-        new = columns["generation"] > self.last_generation
+        new = columns["batch"] > self.last_batch
         if not new.any():
             return {}
-        self.last_generation = int(columns["generation"][new].max())
+        self.last_batch = int(columns["batch"][new].max())
         recent = pd.DataFrame({name: values[new] for name, values in columns.items()})
         histograms = selection_histograms(recent, bins=self.bins)
         return {f"{self.prefix}hist/{name}": ("histogram", value) for name, value in histograms.items()}

@@ -100,11 +100,11 @@ def zone_state(pass_rate: np.typing.ArrayLike) -> np.ndarray:
 
 
 def _sorted_log(selection_log: pd.DataFrame) -> pd.DataFrame:
-    """The log ordered by generation (then step), with a `selected` column."""
+    """The log ordered by generation batch (then step), with a `selected` column."""
     log = selection_log
     if "selected" not in log.columns:
         log = log.assign(selected=log["weight"] > 0)
-    order = ["generation", "step"] if "generation" in log.columns else ["step"]
+    order = ["batch", "step"] if "batch" in log.columns else ["step"]
     return log.sort_values(order, kind="stable").reset_index(drop=True)
 
 
@@ -118,17 +118,17 @@ def learning_zone_events(selection_log: pd.DataFrame) -> pd.DataFrame:
 
     Args:
         selection_log (`pandas.DataFrame`):
-            The selection log (columns `step`, `generation`, `prompt_id`, `pass_rate`, `weight`).
+            The selection log (columns `step`, `batch`, `prompt_id`, `pass_rate`, `weight`).
 
     Returns:
-        `pandas.DataFrame`: one row per event, ordered by step: `prompt_id`, `step`, `generation`, `event`
+        `pandas.DataFrame`: one row per event, ordered by step: `prompt_id`, `step`, `batch`, `event`
         (`"entered"`, `"left_solved"` or `"left_unsolved"`), `pass_rate` and `previous_pass_rate`.
     """
     import pandas as pd
 
     log = _sorted_log(selection_log)
     log = log[np.isfinite(log["pass_rate"].to_numpy(dtype=np.float64))]
-    columns = ["prompt_id", "step", "generation", "event", "pass_rate", "previous_pass_rate"]
+    columns = ["prompt_id", "step", "batch", "event", "pass_rate", "previous_pass_rate"]
     if log.empty:
         return pd.DataFrame({c: [] for c in columns})
     zone = in_learning_zone(log["pass_rate"])
@@ -141,7 +141,7 @@ def learning_zone_events(selection_log: pd.DataFrame) -> pd.DataFrame:
     event = np.where(entered, "entered", np.where(p >= 1, "left_solved", "left_unsolved"))
     keep = entered | left
     events = log.loc[keep, ["prompt_id", "step"]].copy()
-    events["generation"] = log.loc[keep, "generation"] if "generation" in log.columns else events["step"]
+    events["batch"] = log.loc[keep, "batch"] if "batch" in log.columns else events["step"]
     events["event"] = event[keep]
     events["pass_rate"] = p[keep]
     events["previous_pass_rate"] = previous[keep].to_numpy()
@@ -208,14 +208,14 @@ def revisit_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.Dat
             The run's `prune_solved_after`.
 
     Returns:
-        `pandas.DataFrame`: one row per revisit: `prompt_id`, `step`, `generation`, `pass_rate`, `streak_before` and
+        `pandas.DataFrame`: one row per revisit: `prompt_id`, `step`, `batch`, `pass_rate`, `streak_before` and
         `outcome`.
     """
     import pandas as pd
 
     log = _sorted_log(selection_log)
     log = log[np.isfinite(log["pass_rate"].to_numpy(dtype=np.float64))]
-    columns = ["prompt_id", "step", "generation", "pass_rate", "streak_before", "outcome"]
+    columns = ["prompt_id", "step", "batch", "pass_rate", "streak_before", "outcome"]
     if log.empty:
         return pd.DataFrame({c: [] for c in columns})
     solved = (log["pass_rate"] >= 1).astype(int)
@@ -226,8 +226,8 @@ def revisit_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.Dat
     revisits = log[streak_before.to_numpy() >= solved_after].copy()
     revisits["streak_before"] = streak_before[revisits.index]
     revisits["outcome"] = np.where(revisits["pass_rate"] >= 1, "still_solved", "forgotten")
-    if "generation" not in revisits.columns:
-        revisits["generation"] = revisits["step"]
+    if "batch" not in revisits.columns:
+        revisits["batch"] = revisits["step"]
     return revisits[columns].reset_index(drop=True)
 
 
