@@ -69,7 +69,6 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
         rows, rollouts = trainer.update_rows(inputs)
         prompt_ids, rewards = rollouts.groups(G)
         complete = np.ones(len(prompt_ids), dtype=bool)
-        mine = np.arange(local_groups)
         metrics = {"lze/fresh_rollouts": len(rollouts.prompt_ids)}
     else:
         # 1. Probe: the first k rollouts of every prompt
@@ -84,9 +83,9 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
         rewards = np.full((len(prompt_ids), G, probe_rewards.shape[-1]), np.nan)
         rewards[:, :k], rewards[complete, k:] = probe_rewards, rest.groups(G - k)[1]
         # 4. TRL's update rows of the completed groups, every rollout served (probe first, then the rest)
-        groups = [(probe.take(range(g * k, (g + 1) * k)), rest.take(range(i * (G - k), (i + 1) * (G - k))))
-                  for i, g in enumerate(mine)]  # fmt: skip
-        served = merge_rows([part for group in groups for part in group])
+        parts = [(probe.take(range(g * k, (g + 1) * k)), rest.take(range(i * (G - k), (i + 1) * (G - k))))
+                 for i, g in enumerate(mine)]  # fmt: skip
+        served = merge_rows([part for pair in parts for part in pair])
         rows, _ = trainer.update_rows(served.inputs, (served, rewards[complete].reshape(-1, rewards.shape[-1])))
     # 5. Score every prompt once into the per-prompt state, select among the complete groups, record
     groups = run.score(prompt_ids, rewards[:, :, correct], trainer.total_rewards(rewards), complete)
@@ -97,9 +96,11 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
     # 6. Keep the positively weighted rows (advantages scaled by the weight), padded alike on every process
     generated_tokens = rows["num_items_in_batch"].item()
     if k or not np.all(weights == 1.0):
-        local = torch.as_tensor(np.repeat(weights.reshape(processes, -1)[process][mine], G), dtype=torch.float32)
+        # TRL's rows of the complete groups, in order, split evenly over the processes (a group may straddle two)
+        every = np.repeat(weights[complete], G).reshape(processes, -1)
+        local = torch.as_tensor(every[process], dtype=torch.float32)
         rows["advantages"] = rows["advantages"] * local.to(rows["advantages"].device)
-        max_kept = int((weights.reshape(processes, -1) > 0).sum(axis=1).max()) * G
+        max_kept = int((every > 0).sum(axis=1).max())
         rows = pad_rows(rows, local > 0, max_kept, run.args.steps_per_generation, trainer.accelerator)
     metrics["lze/update_tokens"] = rows["num_items_in_batch"].item()
     metrics["lze/update_tokens_saved_frac"] = 1.0 - metrics["lze/update_tokens"] / max(generated_tokens, 1.0)

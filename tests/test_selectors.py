@@ -281,7 +281,7 @@ def test_two_processes_agree_on_a_selector_that_plans_epochs(tmp_path):
     assert set(ranks[0].files) == set(ranks[1].files)
     for key in ranks[0].files:
         np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=key)
-    assert infos[0]["grad_rows"] <= 3 * 6  # no process ever held more than its 6 rows
+    assert infos[0]["grad_rows"] <= 6 * 6  # 6 steps: no process ever held more than its 6 rows (groups straddle)
 
 
 def test_a_selector_added_outside_the_package_brings_its_own_settings(tmp_path):
