@@ -93,11 +93,11 @@ class LZEGRPOTrainer(GRPOTrainer):
     """
     Trainer for GRPO with Learning-Zone Energy (LZE) prompt selection.
 
-    Rollouts are generated and rewarded for every prompt as in [`~trl.GRPOTrainer`]; then each prompt group is scored
-    by its energy (difficulty anchor x outcome uncertainty x pass-rate momentum) and only the top `selection_ratio` of
-    the groups take part in the policy update: the other rows are removed before TRL splits the batch into
-    micro-batches. With `prune_solved=True`, prompts that stay fully solved are no longer rolled out, and a few are
-    revisited each epoch.
+    Each prompt group is scored by its energy (difficulty anchor x outcome uncertainty x pass-rate momentum) and only
+    the top `selection_ratio` of the groups take part in the policy update: the other rows are removed before TRL
+    splits the batch into micro-batches. With `probe_generations=k`, every prompt first gets `k` rollouts and only the
+    groups the selector would keep are completed; with `prune_solved=True`, prompts that stay fully solved are no
+    longer rolled out, and a few are revisited each epoch.
 
     Takes the arguments of [`~trl.GRPOTrainer`]; `args` may be an [`LZEGRPOConfig`] or a plain `GRPOConfig` (which
     then gets the LZE defaults); the trainer works on its own copy of it. With `selector="none"` it trains exactly as

@@ -98,7 +98,7 @@ def bench_selection(
             scored = run.score(batch, rewards, rewards)
             weights = run.select(scored)
             t1 = time.perf_counter()
-            run.record(scored, weights, step=0)
+            run.record(scored, weights, global_step=0)
             t2 = time.perf_counter()
             score_select.append(1e3 * (t1 - t0))
             full.append(1e3 * (t2 - t0))
