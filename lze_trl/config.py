@@ -64,6 +64,11 @@ class LZEGRPOConfig(GRPOConfig):
             `lze_trl.selection.live_groups` and `spread_energies`).
         correctness_reward (`str` or `int`, *optional*):
             Name or index of the reward function that defines correctness. Defaults to the first one.
+        max_unscorable_batches (`int`, *optional*, defaults to `3`):
+            Generation batches in a row in which every reward function returned `None` (or NaN) for every rollout
+            after which training stops with an error naming the functions: such rollouts get a zero advantage, so
+            the run learns nothing (stock `GRPOTrainer` trains on). A function that scores nothing in a batch is
+            named in a warning, once. 0 never stops.
         > Parameters that control forward pruning
 
         prune_solved (`bool`, *optional*, defaults to `False`):
@@ -129,6 +134,10 @@ class LZEGRPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Name or index of the reward function that defines correctness (default: the first)."},
     )
+    max_unscorable_batches: int = field(
+        default=3,
+        metadata={"help": "Generation batches in a row with no scorable rollout before training stops (0: never)."},
+    )
     prune_solved: bool = field(
         default=False, metadata={"help": "Stop rolling out prompts that stay fully solved, revisiting a few."}
     )
@@ -174,6 +183,11 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("energy_d_init_min", within(0, 1), "use a value in [0, 1], e.g. 0.05."),
     ("pass_threshold", _finite, "use a finite reward threshold."),
     ("prune_solved_after", lambda v: is_integer_at_least(v, 1), "use an integer >= 1, e.g. 2."),
+    (
+        "max_unscorable_batches",
+        lambda v: is_integer_at_least(v, 0),
+        "use an integer >= 0, e.g. 3 (0 trains on however long nothing is scored).",
+    ),
     ("selection_log_max_rows", lambda v: is_integer_at_least(v, 0), "use an integer >= 0 (0 disables the log)."),
     ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
     ("probe_generations", lambda v: is_integer_at_least(v, 0), "use an integer >= 0, e.g. 2 (0 turns the probe off)."),

@@ -69,6 +69,7 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
         rows, rollouts = trainer.update_rows(inputs)
         prompt_ids, rewards = rollouts.groups(G)
         complete = np.ones(len(prompt_ids), dtype=bool)
+        generated = rollouts.rewards
         metrics = {"lze/fresh_rollouts": len(rollouts.prompt_ids)}
     else:
         # 1. Probe: the first k rollouts of every prompt
@@ -82,12 +83,14 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
         rest = trainer.generate_rollouts([inputs[g * G + j] for g in mine for j in range(k, G)], G - k)
         rewards = np.full((len(prompt_ids), G, probe_rewards.shape[-1]), np.nan)
         rewards[:, :k], rewards[complete, k:] = probe_rewards, rest.groups(G - k)[1]
+        generated = np.concatenate([probe.rewards, rest.rewards])
         # 4. TRL's update rows of the completed groups, every rollout served (probe first, then the rest)
         parts = [(probe.take(range(g * k, (g + 1) * k)), rest.take(range(i * (G - k), (i + 1) * (G - k))))
                  for i, g in enumerate(mine)]  # fmt: skip
         served = merge_rows([part for pair in parts for part in pair])
         rows, _ = trainer.update_rows(served.inputs, (served, rewards[complete].reshape(-1, rewards.shape[-1])))
     # 5. Score every prompt once into the per-prompt state, select among the complete groups, record
+    run.unscorable_guard.observe(generated)
     groups = run.score(prompt_ids, rewards[:, :, correct], trainer.total_rewards(rewards), complete)
     weights = run.select(dataclasses.replace(groups, live=groups.live & complete))
     if k:

@@ -135,6 +135,8 @@ class LearningZoneGuard:
             return None
         pass_rates = np.asarray(pass_rates, dtype=np.float64)
         rewards = np.asarray(rewards, dtype=np.float64)
+        if not np.isfinite(rewards).any():
+            return None  # nothing scored: [`UnscorableGuard`] says so, naming the reward function
         self.seen += 1
         self.live += int(in_learning_zone(pass_rates).sum())
         finite = rewards[np.isfinite(rewards)]
@@ -146,9 +148,7 @@ class LearningZoneGuard:
         if self.seen < self.num_batches:
             return None
         self.done = True
-        if self.low > self.high:
-            observed = "no finite value (every reward was None or NaN)"
-        elif self.low == self.high:
+        if self.low == self.high:
             observed = f"the constant {self.low:g}"
         else:
             observed = f"values in [{self.low:g}, {self.high:g}]"
@@ -167,6 +167,57 @@ class LearningZoneGuard:
             "correctness signal, set `correctness_reward` to the reward function that is, or `pass_threshold` to a "
             "value inside its range."
         )
+
+
+# ----------------------------------------------------------------------------------------------- unscorable rewards
+class UnscorableGuard:
+    """
+    Says once, naming the reward function, when a reward function returns `None` (or NaN) for every rollout of a
+    generation batch, and raises a `RuntimeError` after `max_unscorable_batches` generation batches in a row in which
+    no rollout could be scored by any function: TRL gives such rollouts a zero advantage, so the run would go on
+    training on nothing (stock `GRPOTrainer` does, logging a warning per batch). `max_unscorable_batches=0` never
+    raises. Its count of such batches in a row is saved with the run, so a resumed run stops where the uninterrupted
+    one would.
+
+    Args:
+        reward_names (`list[str]`):
+            The reward functions' names, in TRL's order.
+        max_unscorable_batches (`int`):
+            The run's `max_unscorable_batches`.
+        warn (`Callable[[str], None]`):
+            How a warning is given.
+    """
+
+    def __init__(self, reward_names: list[str], max_unscorable_batches: int, warn: Callable[[str], None]) -> None:
+        self.reward_names, self.limit, self.warn = list(reward_names), max_unscorable_batches, warn
+        self.warned: set[str] = set()
+        self.unscorable_batches = 0  # generation batches in a row with no scorable rollout
+
+    def observe(self, rewards: np.ndarray) -> None:
+        """Records the rewards of one generation batch's rollouts (all processes'), shape `(rollouts, reward
+        functions)`, NaN where a function returned `None`."""
+        generated = np.asarray(rewards, dtype=np.float64).reshape(-1, len(self.reward_names))
+        for name, column in zip(self.reward_names, generated.T):
+            if np.isnan(column).all() and name not in self.warned:
+                self.warned.add(name)
+                self.warn(
+                    f"Reward function {name!r} returned None (or NaN) for every rollout of a generation batch: it "
+                    "scored nothing. Check that it can read the completions and the dataset columns it needs."
+                )
+        self.unscorable_batches = self.unscorable_batches + 1 if np.isnan(generated).all() else 0
+        if self.limit and self.unscorable_batches >= self.limit:
+            raise RuntimeError(
+                f"No rollout could be scored in {self.unscorable_batches} generation batches in a row: every reward "
+                f"function ({', '.join(repr(n) for n in self.reward_names)}) returned None (or NaN) for every "
+                "rollout, so every advantage is 0 and the run learns nothing. Fix the reward functions, or set "
+                "max_unscorable_batches=0 to train on anyway."
+            )
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {"unscorable_batches": np.asarray(self.unscorable_batches)}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.unscorable_batches = int(state["unscorable_batches"])
 
 
 # ----------------------------------------------------------------------------------------------- probes

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .energy import compute_energy, expected_energy
-from .guards import LearningZoneGuard, LZEWarning, ProbeGuard
+from .guards import LearningZoneGuard, LZEWarning, ProbeGuard, UnscorableGuard
 from .prompt_state import PromptState
 from .pruning import PromptPruner
 from .selection import group_pass_rates, live_groups, spread_energies
@@ -82,10 +82,10 @@ class LZERun:
         row_ids (`np.ndarray` or `None`):
             The prompt id of every row of a map-style train dataset ([`~lze_trl.prompt_ids.PromptIds.row_ids`]);
             `None` for an iterable one (nothing is planned per epoch then).
-        correctness_name (`str`, *optional*, defaults to `"correctness"`):
-            Name of the correctness reward function, for the warning of a run that cannot learn.
+        reward_names (`list[str]`, *optional*, defaults to `["correctness"]`):
+            The reward functions' names, in TRL's order (for the warnings of a run that cannot learn).
         correctness_index (`int`, *optional*, defaults to `0`):
-            Index of the correctness reward function among the reward functions.
+            Index of the correctness reward function among them.
         warn (`Callable[[str], None]`, *optional*):
             How a warning is given (the trainer warns on the main process only). Defaults to `warnings.warn`.
 
@@ -101,7 +101,7 @@ class LZERun:
         args: Any,
         num_generations: int,
         row_ids: np.ndarray | None,
-        correctness_name: str = "correctness",
+        reward_names: list[str] | None = None,
         correctness_index: int = 0,
         warn: Callable[[str], None] | None = None,
     ) -> None:
@@ -115,8 +115,10 @@ class LZERun:
         if args.prune_solved and row_ids is not None:
             self.pruner = PromptPruner(args.prune_solved_after, args.prune_revisit_fraction, args.seed)
         self.selection_log = SelectionLog(args.selection_log_max_rows)
-        self.learning_zone_guard = LearningZoneGuard(args.pass_threshold, correctness_name)
+        reward_names = reward_names or ["correctness"]
+        self.learning_zone_guard = LearningZoneGuard(args.pass_threshold, reward_names[correctness_index])
         self.warn = warn or (lambda message: warnings.warn(message, LZEWarning, stacklevel=3))
+        self.unscorable_guard = UnscorableGuard(reward_names, args.max_unscorable_batches, self.warn)
         self.position = DataPosition()
         self.probe_guard = ProbeGuard(args.probe_generations, self.warn) if args.probe_generations else None
         self.batches_recorded = 0
@@ -299,5 +301,5 @@ class LZERun:
 
     def _parts(self) -> dict[str, Any]:
         parts = {"prompts": self.prompts, "selector": self.selector, "pruner": self.pruner, "position": self.position}
-        parts["probe_guard"] = self.probe_guard
+        parts.update(probe_guard=self.probe_guard, unscorable_guard=self.unscorable_guard)
         return {name: part for name, part in parts.items() if part is not None}

@@ -146,7 +146,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         self.prompt_ids = PromptIds(self.train_dataset if map_style else None, columns, environments)
         main = self.accelerator.is_main_process
         warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731
-        self.lze = LZERun(args, self.num_generations, self.prompt_ids.row_ids, names[correctness], correctness, warn)
+        self.lze = LZERun(args, self.num_generations, self.prompt_ids.row_ids, names, correctness, warn)
         # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
         # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches.
         self.args.ignore_data_skip = self.args.ignore_data_skip or (map_style and self.lze.plans_rollouts)

@@ -75,3 +75,51 @@ def test_lze_trains_and_selects_with_async_reward_forms(tmp_path, form):
     assert trainer.selection_log.to_pandas()["live"].any()  # the rewards were real values: some groups are mixed
     if isinstance(reward, AsyncBelowK):
         assert reward.calls == 3  # awaited once per generation batch
+
+
+# ----------------------------------------------------------------------------------------------- unscorable rewards
+def test_unscorable_guard_names_each_function_once_and_stops_a_run_that_scores_nothing():
+    import numpy as np
+
+    from lze_trl.guards import UnscorableGuard
+
+    said = []
+    guard = UnscorableGuard(["accuracy", "format"], max_unscorable_batches=3, warn=said.append)
+    nan = np.nan
+    guard.observe(np.array([[1.0, nan], [0.0, nan]]))  # "format" scored nothing: named once
+    guard.observe(np.array([[1.0, nan], [nan, nan]]))
+    assert len(said) == 1 and "'format'" in said[0] and guard.unscorable_batches == 0
+    guard.observe(np.full((4, 2), nan))
+    guard.observe(np.full((4, 2), nan))
+    assert len(said) == 2 and "'accuracy'" in said[1] and guard.unscorable_batches == 2
+    restored = UnscorableGuard(["accuracy", "format"], 3, said.append)
+    restored.load_state_dict(guard.state_dict())  # the count travels with a checkpoint
+    with pytest.raises(
+        RuntimeError, match=r"3 generation batches in a row.*'accuracy', 'format'.*max_unscorable_batches=0"
+    ):
+        restored.observe(np.full((4, 2), nan))
+    never = UnscorableGuard(["accuracy"], 0, said.append)
+    for _ in range(5):
+        never.observe(np.full((2, 1), nan))  # 0: trains on
+    assert never.unscorable_batches == 5
+
+
+def none_reward(completions, **kwargs):
+    return [None] * len(completions)
+
+
+@pytest.mark.slow
+def test_a_reward_that_returns_none_for_every_row_is_named_and_stops_the_run(tmp_path):
+    from lze_trl import LZEWarning
+
+    trainer = make_trainer(tmp_path, reward=none_reward, max_steps=6)
+    with pytest.warns(LZEWarning, match="'none_reward' returned None .* for every rollout") as record:
+        with pytest.raises(RuntimeError, match="No rollout could be scored in 3 generation batches in a row"):
+            trainer.train()
+    assert sum("none_reward" in str(w.message) for w in record) == 1  # named once
+    assert not any("learning zone" in str(w.message) for w in record)  # not blamed on pass_threshold
+    assert trainer.state.global_step == 2  # the third generation batch stopped it
+    trainer = make_trainer(tmp_path / "on", reward=none_reward, max_steps=4, max_unscorable_batches=0)
+    with pytest.warns(LZEWarning, match="'none_reward' returned None"):
+        trainer.train()  # opted out: trains on, as stock GRPOTrainer does
+    assert trainer.state.global_step == 4
