@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -16,6 +17,13 @@ from .selectors import SELECTORS
 from .selectors.base import check_setting as _check
 from .selectors.base import is_finite_number as _finite
 from .selectors.base import is_integer_at_least, within
+
+
+# transformers 5.2x renamed gradient checkpointing to activation checkpointing: TRL's `GRPOConfig` default
+# (`gradient_checkpointing=True`) and TRL's toggling around its log-probability forwards
+# (`trl.models.utils.disable_gradient_checkpointing`) reach the deprecated names, a FutureWarning per call that no
+# setting of the user's avoids.
+warnings.filterwarnings("ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning)
 
 
 @dataclass

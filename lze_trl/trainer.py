@@ -367,6 +367,19 @@ class LZEGRPOTrainer(GRPOTrainer):
                 ) from error
             warnings.warn(f"{error} The run resumes with a fresh LZE state.", LZEWarning, stacklevel=3)
 
+    def create_model_card(self, *args, **kwargs):
+        super().create_model_card(*args, **kwargs)
+        # TRL names no base model for a model loaded from a folder or built in code, and its template then reads
+        # "a fine-tuned version of [None]": say what is true instead.
+        path = os.path.join(self.args.output_dir, "README.md")
+        if self.is_world_process_zero() and os.path.exists(path):
+            with open(path) as f:
+                text = f.read()
+            unnamed = "a fine-tuned version of [None](https://huggingface.co/None)"
+            if unnamed in text:
+                with open(path, "w") as f:
+                    f.write(text.replace(unnamed, "trained from a local model"))
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
         if resume_from_checkpoint is True:
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)

@@ -65,6 +65,9 @@ def test_checkpoint_holds_lze_state(tmp_path):
     with np.load(folder / "lze_state.npz") as data:
         assert {"prompts.initial_pass_rate", "prompts.saturated_streak", "pruner.revisited_ids"} <= set(data.files)
         assert {"position.rows", "position.counters", "run.batches_recorded", "__counters__"} <= set(data.files)
+    # the model card TRL writes beside the checkpoints names no base model for one built in code: it says so
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "trained from a local model" in card and "[None]" not in card and "LZE" in card
 
 
 def test_epoch_based_pruning_skips_solved_prompts(tmp_path):

@@ -312,3 +312,17 @@ def test_lora_recipe_runs_on_cpu_with_the_overrides_its_header_names(tiny_model_
     shrink += ["--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--lora_r", "4"]
     assert cli_main(["grpo", "--config", str(LORA_RECIPE), *cpu_flags, *shrink]) == 0
     assert (tmp_path / "out" / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_the_cpu_recipe_trains_offline_from_the_shipped_warm_start(tmp_path, monkeypatch, capsys):
+    # The README's CPU command line, from the repository's root: the shipped weights and tokenizer, the recipe's
+    # local data, the embedded task's reward; nothing downloaded
+    monkeypatch.chdir(Path(__file__).parents[1])
+    out = tmp_path / "cpu-carries"
+    flags = ["--max_steps", "2", "--output_dir", str(out), "--disable_tqdm", "true"]
+    assert cli_main(["grpo", "--config", "recipes/cpu/carries.yaml", *flags]) == 0
+    assert f"Model and LZE tables saved to {out}." in capsys.readouterr().out
+    assert {"model.safetensors", "tokenizer.json", "lze_prompts.parquet", "lze_selection_log.parquet"} <= {
+        p.name for p in out.iterdir()
+    }
