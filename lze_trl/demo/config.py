@@ -33,12 +33,18 @@ class MethodSpec:
     config_cls: type | None = None
 
 
+PROBE = {"probe_generations": 2, "selection_ratio": 0.33}
+"""Probe-then-complete as the README and BENCHMARKS.md section 10 run it: 2 rollouts of every prompt, a third of the
+groups completed and updated on (about half of GRPO's rollouts)."""
+
+
 def default_methods() -> list[MethodSpec]:
-    """Plain GRPO (`selector="none"`), LZE, and LZE with forward pruning."""
+    """Plain GRPO (`selector="none"`), LZE, LZE with forward pruning, and LZE with probe-then-complete."""
     return [
         MethodSpec("grpo", {"selector": "none"}),
         MethodSpec("lze", {"selector": "lze"}),
         MethodSpec("lze+prune", {"selector": "lze", "prune_solved": True}),
+        MethodSpec("lze+probe", {"selector": "lze", **PROBE}),
     ]
 
 
