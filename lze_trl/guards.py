@@ -333,16 +333,11 @@ def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str
         )
     if enabled and iterable:
         check_map_style(args)
-    unsupported = [k for k in ("tools", "environment_factory", "rollout_func") if trainer_kwargs.get(k)]
-    for wrong, why in (
-        (not enabled, "it needs a prompt identity (a map-style train dataset, or an iterable one with `prompt`)"),
-        (bool(unsupported), f"its rollouts cannot be served again with {', '.join(unsupported)}"),
-    ):
-        if args.probe_generations and wrong:
-            raise ValueError(
-                f"probe_generations={args.probe_generations} cannot run: {why}. Set probe_generations=0, or change "
-                "that."
-            )
+    if args.probe_generations and not enabled:
+        raise ValueError(
+            f"probe_generations={args.probe_generations} cannot run: it needs a prompt identity (a map-style train "
+            "dataset, or an iterable one with `prompt`). Set probe_generations=0, or change that."
+        )
     return enabled
 
 

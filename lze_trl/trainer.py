@@ -195,18 +195,27 @@ class LZEGRPOTrainer(GRPOTrainer):
         then stops (its log-probabilities come only for the rows that reach [`~LZEGRPOTrainer.update_rows`]); TRL's
         `_calculate_rewards` scores each rollout, once.
         """
+        prompt_ids = self._gathered_prompt_ids(inputs)  # before a rollout_func's extra fields join the rows
         call = _TRLCall(stop_after_generation=True)
         with self._group_size(num_rollouts), self._calling(call), contextlib.suppress(_RolloutsGenerated):
             super()._generate_and_score_completions(inputs)
         if call.generated is None:
             raise RuntimeError("TRL's _generate_and_score_completions returned without calling _generate.")
-        completions, completion_ids = call.generated[3], call.generated[1]
+        completions, completion_ids, extra_fields = call.generated[3], call.generated[1], call.generated[5]
+        for i, row in enumerate(inputs):  # a rollout_func's extra fields reach the reward functions, as TRL hands them
+            row.update(
+                {
+                    k: v[i] if isinstance(v, list) else v
+                    for k, v in extra_fields.items()
+                    if not isinstance(v, list) or len(v) > i
+                }
+            )
         logged, self._pending_extra_logs = self._pending_extra_logs, defaultdict(list)
         rewards = super()._calculate_rewards(inputs, call.prompts, completions, completion_ids)
         # What reward functions log for these rows (`log_extra`) is kept with them, for the update rows they reach
         extra_logs, self._pending_extra_logs = dict(self._pending_extra_logs), logged
         rows = Rows(inputs, call.prompts, call.generated, extra_logs)
-        return Rollouts(rows, self._gathered_prompt_ids(inputs), _numpy(rewards))
+        return Rollouts(rows, prompt_ids, _numpy(rewards))
 
     def update_rows(
         self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None
@@ -217,6 +226,8 @@ class LZEGRPOTrainer(GRPOTrainer):
         generated before and every process's rewards), nothing is generated or rewarded again; without, TRL generates
         and rewards the rows, and their [`Rollouts`] are returned too.
         """
+        # the prompt ids before TRL adds a rollout_func's extra fields to the rows
+        prompt_ids = self._gathered_prompt_ids(inputs) if served is None else None
         call = _TRLCall(served=served)
         if served is not None:  # the values reward functions logged for these rows, in their order
             self._pending_extra_logs.update(served[0].extra_logs)
@@ -224,10 +235,7 @@ class LZEGRPOTrainer(GRPOTrainer):
             rows = super()._generate_and_score_completions(inputs)
         if served is not None:
             return rows, None
-        rollouts = Rollouts(
-            Rows(inputs, call.prompts, (), {}), self._gathered_prompt_ids(inputs), _numpy(call.rewards)
-        )
-        return rows, rollouts
+        return rows, Rollouts(Rows(inputs, call.prompts, (), {}), prompt_ids, _numpy(call.rewards))
 
     def _generate(self, prompts):
         call = self._call

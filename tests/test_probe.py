@@ -254,7 +254,6 @@ def test_probe_with_lora_trains_only_the_adapters(tmp_path):
     [
         (dict(probe_generations=4), {}, "below num_generations=4"),
         (dict(probe_generations=2, selector="none"), {}, "selector='none' keeps every group"),
-        (dict(probe_generations=2), dict(tools=[lambda x: x]), "cannot be served again with tools"),
         (dict(probe_generations=-1), {}, "probe_generations=-1 is invalid"),
         (dict(probe_generations=2, probe_prior_strength=float("nan")), {}, "probe_prior_strength=nan is invalid"),
     ],
