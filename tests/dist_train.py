@@ -20,8 +20,17 @@ def main(out_dir: str, mode: str) -> None:
     tokenizer = char_tokenizer()
     model = tiny_qwen2(tokenizer)
     rows = count_grad_rows(model)
-    # probe: each rank probes its 4 prompts with 2 rollouts, both complete the same number of groups
-    probe = dict(probe_generations=2, per_device_train_batch_size=16) if mode == "probe" else {}
+    # probe: each rank probes its 4 prompts with 2 rollouts, both complete the same number of groups; with a
+    # rollout_func (its extra fields read by the reward) in "probe-rollout-func"
+    probe = dict(probe_generations=2, per_device_train_batch_size=16) if mode.startswith("probe") else {}
+    reward, extra = mixed_reward, {}
+    if mode == "probe-rollout-func":
+        from test_probe_agentic import counting_rollout_func
+
+        def reward(completions, tag, **kwargs):
+            return [float(c[:1] in "02468") for c in completions]
+
+        extra = dict(rollout_func=counting_rollout_func([]))
     args = tiny_config(
         out_dir,
         gradient_accumulation_steps=2,
@@ -33,7 +42,12 @@ def main(out_dir: str, mode: str) -> None:
     )
     # mixed_reward: prompt i passes on (i % 9) of 8 completion buckets, so i = 0 never passes and i = 8 always does
     trainer = LZEGRPOTrainer(
-        model=model, reward_funcs=mixed_reward, args=args, train_dataset=prompt_dataset(16), processing_class=tokenizer
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+        **extra,
     )
     trainer.train()
     save_rank_results(trainer, out_dir, flat_parameters(trainer.model), grad_rows=rows["rows"])
