@@ -131,3 +131,37 @@ def test_an_environment_run_probes_and_completes_fewer_groups(tmp_path):
     # every rollout's environment is reset when it is generated; a completed group's rows once more when TRL makes
     # their update rows (it prepares the prompts again: docs/upstream/score-generated-rollouts.md)
     assert sum(resets.values()) == sum(fresh) + 4 * sum(completed)
+
+
+def add(a: int, b: int) -> int:
+    """
+    Adds two numbers.
+
+    Args:
+        a: first number
+        b: second number
+    """
+    return a + b
+
+
+@pytest.mark.slow
+def test_a_tools_run_probes_and_completes_fewer_groups(tmp_path):
+    tokenizer = tool_tokenizer()
+    prompts = [[{"role": "user", "content": f"{i}+{i % 7}="}] for i in range(16)]
+    trainer = make_trainer(
+        tmp_path,
+        reward=chat_reward,
+        dataset=Dataset.from_dict({"prompt": prompts}),
+        model=tiny_qwen2(tokenizer, max_position_embeddings=4096),
+        tokenizer=tokenizer,
+        max_steps=2,
+        max_completion_length=4,
+        probe_generations=2,
+        selection_ratio=0.25,
+        per_device_train_batch_size=16,  # 4 prompts x 4 rollouts
+        trainer_kwargs=dict(tools=[add]),
+    )
+    trainer.train()
+    fresh, completed = logged(trainer, "lze/fresh_rollouts"), logged(trainer, "lze/completed_groups")
+    assert fresh == [8 + 2 * c for c in completed] and all(f < 16 for f in fresh)
+    assert logged(trainer, "tools/call_frequency")  # TRL's tool loop ran in the generation rounds
