@@ -203,13 +203,8 @@ class LZEGRPOTrainer(GRPOTrainer):
             raise RuntimeError("TRL's _generate_and_score_completions returned without calling _generate.")
         completions, completion_ids, extra_fields = call.generated[3], call.generated[1], call.generated[5]
         for i, row in enumerate(inputs):  # a rollout_func's extra fields reach the reward functions, as TRL hands them
-            row.update(
-                {
-                    k: v[i] if isinstance(v, list) else v
-                    for k, v in extra_fields.items()
-                    if not isinstance(v, list) or len(v) > i
-                }
-            )
+            row.update({k: v[i] for k, v in extra_fields.items() if isinstance(v, list) and len(v) > i})
+            row.update({k: v for k, v in extra_fields.items() if not isinstance(v, list)})
         logged, self._pending_extra_logs = self._pending_extra_logs, defaultdict(list)
         rewards = super()._calculate_rewards(inputs, call.prompts, completions, completion_ids)
         # What reward functions log for these rows (`log_extra`) is kept with them, for the update rows they reach

@@ -113,3 +113,8 @@ def test_neither_the_package_nor_the_tests_of_the_core_import_the_benchmarks():
     for path in (PACKAGE.parent / "tests").glob("*.py"):
         if path.name not in of_the_benchmarks:
             assert not re.search(r"^\s*(from|import) benchmarks\b", path.read_text(), re.MULTILINE), path.name
+
+
+def test_no_module_of_the_package_is_over_400_lines():
+    long = {p.name: n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400}
+    assert long == {}, "split these modules"
