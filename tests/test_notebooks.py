@@ -158,7 +158,6 @@ def test_quickstart_then_analyze_its_run(tmp_path, monkeypatch):
         NUM_PROMPTS=32,
         PROMPTS_PER_STEP=4,
         NUM_GENERATIONS=4,
-        WARM_START_STEPS=40,
         EVAL_PROMPTS=24,
         OUTPUT_DIR=str(out),
     )
