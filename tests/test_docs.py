@@ -33,6 +33,7 @@ SUBSTITUTIONS = {
     "max_completion_length=1024": "max_completion_length=8",
     "gradient_accumulation_steps=8": "gradient_accumulation_steps=1",
     'output_dir="out",': 'output_dir="out", bf16=False, use_cpu=True,',
+    '"outputs/cpu-carries"': "SHIPPED_MODEL",  # what the CPU recipe trains from, with its tokenizer
 }
 
 
@@ -74,6 +75,7 @@ def test_every_python_block_runs(page, index, mark, code, tmp_path, tiny_model, 
     namespace = {
         "__name__": "__docs__",
         "TINY_MODEL": tiny_model,
+        "SHIPPED_MODEL": str(next((ROOT / "lze_trl" / "demo" / "weights").glob("*/tokenizer.json")).parent),
         "GSM8K_FIXTURE": str(ROOT / "tests" / "fixtures" / "math" / "gsm8k.jsonl"),
     }
     exec(compile(code, f"{page.name}#{index}", "exec"), namespace)
