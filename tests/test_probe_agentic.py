@@ -101,6 +101,26 @@ def test_a_rollout_func_group_completed_over_two_rounds_reaches_the_update_as_on
     assert logged(probed, "loss") == logged(at_once, "loss")
 
 
+def trained_probe_run(tmp_path, columns: dict, **trainer_kwargs) -> LZEGRPOTrainer:
+    """2 steps of 4 prompts x 4 rollouts with a probe of 2, on the tool-calling tiny model, then trained."""
+    tokenizer = tool_tokenizer()
+    trainer = make_trainer(
+        tmp_path,
+        reward=chat_reward,
+        dataset=Dataset.from_dict(columns),
+        model=tiny_qwen2(tokenizer, max_position_embeddings=4096),
+        tokenizer=tokenizer,
+        max_steps=2,
+        max_completion_length=4,
+        probe_generations=2,
+        selection_ratio=0.25,
+        per_device_train_batch_size=16,
+        trainer_kwargs=trainer_kwargs,
+    )
+    trainer.train()
+    return trainer
+
+
 @pytest.mark.slow
 def test_an_environment_run_probes_and_completes_fewer_groups(tmp_path):
     resets = Counter()
@@ -110,21 +130,8 @@ def test_an_environment_run_probes_and_completes_fewer_groups(tmp_path):
             resets[question] += 1
             return super().reset(question=question, **kwargs)
 
-    tokenizer = tool_tokenizer()
-    trainer = make_trainer(
-        tmp_path,
-        reward=chat_reward,
-        dataset=Dataset.from_dict({"question": [f"{i}+{i % 7}" for i in range(16)]}),
-        model=tiny_qwen2(tokenizer, max_position_embeddings=4096),
-        tokenizer=tokenizer,
-        max_steps=2,
-        max_completion_length=4,
-        probe_generations=2,
-        selection_ratio=0.25,
-        per_device_train_batch_size=16,  # 4 prompts x 4 rollouts
-        trainer_kwargs=dict(environment_factory=Env),
-    )
-    trainer.train()
+    questions = {"question": [f"{i}+{i % 7}" for i in range(16)]}
+    trainer = trained_probe_run(tmp_path, questions, environment_factory=Env)
     fresh, probe = logged(trainer, "lze/fresh_rollouts"), logged(trainer, "lze/probe_rollouts")
     completed = logged(trainer, "lze/completed_groups")
     assert probe == [8.0, 8.0] and fresh == [8 + 2 * c for c in completed] and all(f < 16 for f in fresh)
@@ -133,35 +140,10 @@ def test_an_environment_run_probes_and_completes_fewer_groups(tmp_path):
     assert sum(resets.values()) == sum(fresh) + 4 * sum(completed)
 
 
-def add(a: int, b: int) -> int:
-    """
-    Adds two numbers.
-
-    Args:
-        a: first number
-        b: second number
-    """
-    return a + b
-
-
 @pytest.mark.slow
 def test_a_tools_run_probes_and_completes_fewer_groups(tmp_path):
-    tokenizer = tool_tokenizer()
-    prompts = [[{"role": "user", "content": f"{i}+{i % 7}="}] for i in range(16)]
-    trainer = make_trainer(
-        tmp_path,
-        reward=chat_reward,
-        dataset=Dataset.from_dict({"prompt": prompts}),
-        model=tiny_qwen2(tokenizer, max_position_embeddings=4096),
-        tokenizer=tokenizer,
-        max_steps=2,
-        max_completion_length=4,
-        probe_generations=2,
-        selection_ratio=0.25,
-        per_device_train_batch_size=16,  # 4 prompts x 4 rollouts
-        trainer_kwargs=dict(tools=[add]),
-    )
-    trainer.train()
+    prompts = {"prompt": [[{"role": "user", "content": f"{i}+{i % 7}="}] for i in range(16)]}
+    trainer = trained_probe_run(tmp_path, prompts, tools=[CountingEnv().add])
     fresh, completed = logged(trainer, "lze/fresh_rollouts"), logged(trainer, "lze/completed_groups")
     assert fresh == [8 + 2 * c for c in completed] and all(f < 16 for f in fresh)
     assert logged(trainer, "tools/call_frequency")  # TRL's tool loop ran in the generation rounds
