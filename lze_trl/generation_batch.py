@@ -84,10 +84,14 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
         rewards = np.full((len(prompt_ids), G, probe_rewards.shape[-1]), np.nan)
         rewards[:, :k], rewards[complete, k:] = probe_rewards, rest.groups(G - k)[1]
         generated = np.concatenate([probe.rewards, rest.rewards])
-        # 4. TRL's update rows of the completed groups, every rollout served (probe first, then the rest)
-        parts = [(probe.take(range(g * k, (g + 1) * k)), rest.take(range(i * (G - k), (i + 1) * (G - k))))
-                 for i, g in enumerate(mine)]  # fmt: skip
-        served = merge_rows([part for pair in parts for part in pair])
+        # 4. TRL's update rows of the completed groups, every rollout served: each group's probe, then its rest
+        probed = len(probe.rows.prompts)
+        order = [
+            r
+            for i, g in enumerate(mine)
+            for r in [*range(g * k, (g + 1) * k), *range(probed + i * (G - k), probed + (i + 1) * (G - k))]
+        ]
+        served = merge_rows(probe.rows, rest.rows).take(order)
         rows, _ = trainer.update_rows(served.inputs, (served, rewards[complete].reshape(-1, rewards.shape[-1])))
     # 5. Score every prompt once into the per-prompt state, select among the complete groups, record
     run.unscorable_guard.observe(generated)

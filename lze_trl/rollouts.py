@@ -8,7 +8,6 @@ installed TRL. Plain Python/numpy, no TRL import.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +65,16 @@ class Rows:
     generated: tuple
     extra_logs: dict[str, list]
 
+    def take(self, index: Sequence[int]) -> Rows:
+        """The rows `index`, in that order."""
+        n = len(self.prompts)
+        return Rows(
+            [self.inputs[i] for i in index],
+            [self.prompts[i] for i in index],
+            tuple(_rows(part, index, n, name) for part, name in zip(self.generated, GENERATED_PARTS)),
+            {column: [values[i] for i in index] for column, values in self.extra_logs.items()},
+        )
+
 
 @dataclass
 class Rollouts:
@@ -84,27 +93,19 @@ class Rollouts:
         `(groups, size, reward functions)`."""
         return self.prompt_ids[::size], self.rewards.reshape(-1, size, self.rewards.shape[-1])
 
-    def take(self, index: Sequence[int]) -> Rows:
-        """This process's rows `index`."""
-        rows, n = self.rows, len(self.rows.prompts)
-        return Rows(
-            [rows.inputs[i] for i in index],
-            [rows.prompts[i] for i in index],
-            tuple(_rows(part, index, n, name) for part, name in zip(rows.generated, GENERATED_PARTS)),
-            {column: [values[i] for i in index] for column, values in rows.extra_logs.items()},
-        )
 
-
-def merge_rows(parts: list[Rows]) -> Rows:
-    """Rows of several rounds ([`Rollouts.take`]) one after the other, as one `_generate` call of TRL returns them."""
-    columns = sorted({column for part in parts for column in part.extra_logs})
-    merged = parts[0]
-    for part in parts[1:]:
-        merged = Rows(
-            merged.inputs + part.inputs,
-            merged.prompts + part.prompts,
-            tuple(_concat(a, b, n) for a, b, n in zip(merged.generated, part.generated, GENERATED_PARTS)),
-            merged.extra_logs,
-        )
-    logs = {c: [v for p in parts for v in p.extra_logs.get(c, [None] * len(p.prompts))] for c in columns}
-    return dataclasses.replace(merged, extra_logs=logs)
+def merge_rows(first: Rows, second: Rows) -> Rows:
+    """The rows of two generation rounds one after the other, as one `_generate` call of TRL returns them."""
+    columns = sorted(first.extra_logs.keys() | second.extra_logs.keys())
+    return Rows(
+        first.inputs + second.inputs,
+        first.prompts + second.prompts,
+        tuple(_concat(a, b, name) for a, b, name in zip(first.generated, second.generated, GENERATED_PARTS)),
+        {
+            c: [
+                *first.extra_logs.get(c, [None] * len(first.prompts)),
+                *second.extra_logs.get(c, [None] * len(second.prompts)),
+            ]
+            for c in columns
+        },
+    )

@@ -59,15 +59,15 @@ def rollouts(rows, logs=None):
 
 def test_rows_of_generate_results_are_taken_and_merged_as_one_call_returns_them():
     probe, rest = rollouts([3, 4], {"judge": ["a", "b"]}), rollouts([5, 6, 7])
-    merged = merge_rows([probe.take([1]), rest.take([0, 2])])
+    merged = merge_rows(probe.rows.take([1]), rest.rows.take([0, 2]))
     assert [x["prompt"] for x in merged.inputs] == merged.prompts == ["p4", "p5", "p7"]
     assert merged.generated == generate_result([4, 5, 7])  # per-row parts taken, `None` and empty parts kept
     assert merged.extra_logs == {"judge": ["b", None, None]}  # a reward function's log_extra values follow their rows
     extra = (*generate_result([1, 2])[:5], {"env_mask": [[1], [0]], "shared": 3}, None, [])
-    taken = Rollouts(Rows([{}, {}], ["a", "b"], extra, {}), None, None).take([1]).generated
+    taken = Rows([{}, {}], ["a", "b"], extra, {}).take([1]).generated
     assert taken[5] == {"env_mask": [[0]], "shared": 3}
     with pytest.raises(TypeError, match="completion_ids=list of length 1 for 2 rows"):
-        Rollouts(Rows([{}, {}], ["a", "b"], (*extra[:1], [[1]], *extra[2:]), {}), None, None).take([0])
+        Rows([{}, {}], ["a", "b"], (*extra[:1], [[1]], *extra[2:]), {}).take([0])
 
 
 # ----------------------------------------------------------------------------------------------- trainer runs
