@@ -99,7 +99,20 @@ class LZEGRPOConfig(GRPOConfig):
             reads pass rates and whole groups on every process.
         probe_prior_strength (`float`, *optional*, defaults to `4.0`):
             Weight, in rollouts, of a prompt's pass-rate history (its EMA; the batch's pooled probe pass rate for a new
-            prompt) in the expected energy of its probe, >= 0 (0: the probe alone).
+            prompt) in the expected energy of its probe, and in the live probability of the adaptive budget, >= 0
+            (0: the rollouts alone).
+        rollout_rounds (`list[int]` or `None`, *optional*, defaults to `None`):
+            The adaptive rollout budget: the rollouts a prompt has after each round, strictly increasing and ending at
+            `num_generations`, e.g. `[2, 4, 8]`. Every prompt gets the first round; after each round but the last, a
+            prompt goes on to the next only while its group may still be live: already mixed, or live once complete
+            with probability at least `rollout_live_threshold` ([`~lze_trl.energy.live_probability`], its pass-rate
+            history weighed `probe_prior_strength` rollouts). The others stop, their rollouts all alike (no learning
+            signal), and never reach the update; the completed groups go to the selector as usual (`selection_ratio`
+            keeps its meaning). `None` (the default) generates every rollout. Not with `probe_generations`; needs a
+            selector that reads pass rates and whole groups on every process.
+        rollout_live_threshold (`float`, *optional*, defaults to `0.5`):
+            The live probability a group needs to get its next round of the adaptive budget (`rollout_rounds`), in
+            (0, 1].
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
@@ -162,6 +175,13 @@ class LZEGRPOConfig(GRPOConfig):
     probe_prior_strength: float = field(
         default=4.0, metadata={"help": "Weight in rollouts of a prompt's history in its probe's expectation, >= 0."}
     )
+    rollout_rounds: list[int] | None = field(
+        default=None,
+        metadata={"help": "Adaptive rollout budget: rollouts per prompt after each round, ending at num_generations."},
+    )
+    rollout_live_threshold: float = field(
+        default=0.5, metadata={"help": "Live probability a group needs for its next round of rollouts, in (0, 1]."}
+    )
     selection_log_max_rows: int = field(
         default=100_000, metadata={"help": "Rows kept in the selection log (oldest dropped first); 0 disables it."}
     )
@@ -199,6 +219,7 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("selection_log_max_rows", lambda v: is_integer_at_least(v, 0), "use an integer >= 0 (0 disables the log)."),
     ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
     ("probe_generations", lambda v: is_integer_at_least(v, 0), "use an integer >= 0, e.g. 2 (0 turns the probe off)."),
+    ("rollout_live_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
     (
         "probe_prior_strength",
         lambda v: _finite(v) and v >= 0,
@@ -240,7 +261,30 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
             f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
             "prompt; set num_generations >= 2 (the paper uses 8)."
         )
-    if args.probe_generations:
+    if isinstance(args.rollout_rounds, str):  # "2,4,8" from a command line or a recipe
+        args.rollout_rounds = [int(v) for v in args.rollout_rounds.replace("+", ",").split(",")]
+    rounds = args.rollout_rounds
+    if rounds is not None:
+        ok = len(rounds) >= 2 and all(is_integer_at_least(r, 1) for r in rounds)
+        ok = ok and all(a < b for a, b in zip(rounds, rounds[1:])) and (G is None or rounds[-1] == G)
+        _check(
+            ok,
+            "rollout_rounds",
+            rounds,
+            f"use strictly increasing rollout counts >= 1 ending at num_generations={G}, e.g. [2, 4, {G}] (None turns "
+            "the adaptive budget off).",
+        )
+        _check(
+            not args.probe_generations,
+            "probe_generations",
+            args.probe_generations,
+            "set probe_generations=0 with rollout_rounds (the adaptive budget's first round is its probe).",
+        )
+    if args.probe_generations or rounds is not None:
+        setting = (
+            f"probe_generations={args.probe_generations}" if args.probe_generations else f"rollout_rounds={rounds}"
+        )
+        off = "probe_generations=0" if args.probe_generations else "rollout_rounds=None"
         rows = args.per_device_train_batch_size * args.steps_per_generation
         for wrong, why in (
             (
@@ -249,14 +293,17 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
             ),
             (args.selector == "none", "selector='none' keeps every group: there is nothing to leave uncompleted"),
             (
+                rounds is not None and not SELECTORS[args.selector].needs_pass_rates,
+                f"selector={args.selector!r} reads no pass rates: the budget could not tell its groups apart",
+            ),
+            (
                 rows % G != 0,
                 f"every process needs whole groups: per_device_train_batch_size x steps_per_generation = {rows} rows "
                 f"is not a multiple of num_generations={G}",
             ),
         ):
             if wrong:
-                k = args.probe_generations
-                raise ValueError(f"probe_generations={k} cannot run: {why}. Set probe_generations=0, or change that.")
+                raise ValueError(f"{setting} cannot run: {why}. Set {off}, or change that.")
 
 
 def default_output_dir(model: Any) -> str:

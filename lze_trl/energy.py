@@ -131,3 +131,39 @@ def expected_energy(
     ema = np.asarray(ema_pass_rate, dtype=np.float64)[:, None]
     energies = compute_energy(p, np.where(np.isnan(p0), p, p0), np.where(np.isnan(ema), p, ema), **energy_kwargs)
     return (pmf * energies).sum(axis=1)
+
+
+def live_probability(
+    successes: np.ndarray, trials: np.ndarray, remaining: int, prior_mean: np.ndarray, prior_strength: float
+) -> np.ndarray:
+    """
+    The probability that a group is live (neither all successes nor all failures) once `remaining` more rollouts
+    complete it, given its rollouts so far: the decision of the adaptive budget (`rollout_rounds`).
+
+    The pass rate is `Beta(a, b)` as in [`expected_energy`]; a group already mixed is live (1), and one whose `trials`
+    rollouts are all successes (failures) stays dead only if the `remaining` ones are too:
+    `P(all succeed) = prod_j (a + j) / (a + b + j)` over `j < remaining`. A group with no scorable rollout yet may end
+    either way.
+
+    Args:
+        successes, trials (`np.ndarray`):
+            Correct and scorable rollouts of each group so far.
+        remaining (`int`):
+            Rollouts still to come if the group goes on to `num_generations`.
+        prior_mean (`np.ndarray`):
+            Prior pass rate of each prompt.
+        prior_strength (`float`):
+            Weight of the prior in rollouts.
+
+    Returns:
+        `np.ndarray`: the live probabilities, float64, shape `(num_groups,)`.
+    """
+    s, m = np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64)
+    mean = np.clip(np.asarray(prior_mean, dtype=np.float64), 0.0, 1.0)
+    a = 0.5 + prior_strength * mean + s
+    b = 0.5 + prior_strength * (1.0 - mean) + m - s
+    steps = np.arange(remaining, dtype=np.float64)[None, :]
+    all_succeed = np.prod((a[:, None] + steps) / (a[:, None] + b[:, None] + steps), axis=1)
+    all_fail = np.prod((b[:, None] + steps) / (a[:, None] + b[:, None] + steps), axis=1)
+    dead = np.where(s == m, all_succeed, 0.0) + np.where(s == 0, all_fail, 0.0)
+    return 1.0 - dead

@@ -1,27 +1,31 @@
-"""One training generation batch of LZE, top to bottom: probe, choose, complete, score, select, record, keep rows.
+"""One training generation batch of LZE, top to bottom: generate in rounds, choose, score, select, record, keep rows.
 
-[`LZEGRPOTrainer`] hands every training generation batch to [`train_on_generation_batch`]. Without a probe
-(`probe_generations=0`), TRL generates, rewards and turns every prompt's `num_generations` rollouts into update rows
-in one call, exactly as `GRPOTrainer` does. With a probe of `k` rollouts:
+[`LZEGRPOTrainer`] hands every training generation batch to [`train_on_generation_batch`]. Without rounds (the
+default), TRL generates, rewards and turns every prompt's `num_generations` rollouts into update rows in one call,
+exactly as `GRPOTrainer` does. With rounds (`LZERun.rounds`: `[k, num_generations]` for the probe
+`probe_generations=k`, `rollout_rounds` for the adaptive budget):
 
-1. **Probe.** Every prompt gets its first `k` rollouts, generated and rewarded (no log-probabilities).
-2. **Choose.** Each probe's expected energy once complete ([`~lze_trl.run.LZERun.probe`]) ranks it; the selector
-   chooses among the probes with the generation batch's quota, evened out so that every process completes the same
-   number of groups (the processes run the same collectives on the same number of rows).
-3. **Complete.** The chosen prompts get their other `num_generations - k` rollouts, generated and rewarded.
-4. **Update rows.** TRL turns the completed groups into update rows (log-probabilities, advantages over the whole
+1. **Generate a round.** The groups still going on get their next rollouts, generated and rewarded (no
+   log-probabilities). The first round (the probe) goes to every prompt.
+2. **Choose who goes on.** The probe: each probe's expected energy once complete ([`~lze_trl.run.LZERun.probe`])
+   ranks it and the selector chooses with the generation batch's quota. The adaptive budget: a group goes on while it
+   may still be live ([`~lze_trl.run.LZERun.live_probability`] at least `rollout_live_threshold`). Either choice is
+   evened out so that every process goes on with the same number of groups (the processes run the same collectives on
+   the same number of rows). Back to 1 until the last round.
+3. **Update rows.** TRL turns the completed groups into update rows (log-probabilities, advantages over the whole
    group, its metrics), with every rollout served: nothing is generated or rewarded twice, and only rows that can
-   reach the update get log-probabilities.
+   reach the update get log-probabilities. A group that stopped early never reaches the update.
 
 Then, in both cases: every prompt is scored once into the per-prompt state (a completed group with its
-`num_generations` rollouts, a probed one with its probe, which may not set a prompt's first pass rate), the selector
-weighs the complete groups, the run records the batch, and the update keeps the positively weighted rows. No TRL
-import: the trainer's TRL calls come in through [`LZETrainerCalls`].
+`num_generations` rollouts, a stopped one with those it has, which may not set a prompt's first pass rate), the
+selector weighs the complete groups, the run records the batch, and the update keeps the positively weighted rows. No
+TRL import: the trainer's TRL calls come in through [`LZETrainerCalls`].
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Protocol
 
@@ -30,6 +34,7 @@ import torch
 
 from .batching import Batch, pad_rows
 from .rollouts import Rollouts, Rows, merge_rows
+from .selection import group_pass_rates
 
 
 class LZETrainerCalls(Protocol):
@@ -61,48 +66,55 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
         global_step (`int`):
             The Trainer's global step (for the selection log).
     """
-    run, G = trainer.lze, trainer.num_generations
-    k, correct = run.args.probe_generations, run.correctness_index
+    run, G, correct = trainer.lze, trainer.num_generations, trainer.lze.correctness_index
     processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
-    local_groups = len(inputs) // G
-    if not k:  # every prompt's G rollouts: TRL generates, rewards and makes update rows of them in one call
+    if len(run.rounds) == 1:  # every prompt's G rollouts: TRL generates, rewards and makes update rows in one call
         rows, rollouts = trainer.update_rows(inputs)
         prompt_ids, rewards = rollouts.groups(G)
         complete = np.ones(len(prompt_ids), dtype=bool)
         generated = rollouts.rewards
         metrics = {"lze/fresh_rollouts": len(rollouts.prompt_ids)}
     else:
-        # 1. Probe: the first k rollouts of every prompt
-        probe = trainer.generate_rollouts([inputs[g * G + j] for g in range(local_groups) for j in range(k)], k)
-        prompt_ids, probe_rewards = probe.groups(k)
-        # 2. Choose the groups to complete, by the energy each is expected to have once complete
-        candidates = run.probe(prompt_ids, probe_rewards[:, :, correct], G - k)
-        complete = even_out(run.select(candidates) > 0, candidates.energies, processes)
-        mine = np.flatnonzero(complete.reshape(processes, -1)[process])
-        # 3. Complete them: their other G - k rollouts
-        rest = trainer.generate_rollouts([inputs[g * G + j] for g in mine for j in range(k, G)], G - k)
-        rewards = np.full((len(prompt_ids), G, probe_rewards.shape[-1]), np.nan)
-        rewards[:, :k], rewards[complete, k:] = probe_rewards, rest.groups(G - k)[1]
-        generated = np.concatenate([probe.rewards, rest.rewards])
-        # 4. TRL's update rows of the completed groups, every rollout served: each group's probe, then its rest
-        probed = len(probe.rows.prompts)
-        order = [
-            r
-            for i, g in enumerate(mine)
-            for r in [*range(g * k, (g + 1) * k), *range(probed + i * (G - k), probed + (i + 1) * (G - k))]
-        ]
-        served = merge_rows(probe.rows, rest.rows).take(order)
+        active = np.ones(len(inputs) // G * processes, dtype=bool)  # every process's groups, in order
+        rounds, start = [], 0
+        for end in run.rounds:
+            # 1. Generate a round: rollouts start..end of every group going on
+            mine = np.flatnonzero(active.reshape(processes, -1)[process])
+            out = trainer.generate_rollouts([inputs[g * G + j] for g in mine for j in range(start, end)], end - start)
+            ids, round_rewards = out.groups(end - start)
+            if not rounds:
+                prompt_ids = ids
+                rewards = np.full((len(ids), G, round_rewards.shape[-1]), np.nan)
+            rewards[active, start:end] = round_rewards
+            rounds.append((out, mine, start, end))
+            if end == G:
+                break
+            # 2. Choose the groups that go on
+            if not run.args.rollout_rounds:
+                candidates = run.probe(prompt_ids, rewards[:, :end, correct], G - end)
+                active = even_out(run.select(candidates) > 0, candidates.energies, processes)
+            else:
+                live = np.where(active, run.live_probability(prompt_ids, rewards[:, :end, correct], G - end), -1.0)
+                active = even_out(live >= run.args.rollout_live_threshold, live, processes)
+            start = end
+        complete = active
+        generated = np.concatenate([out.rewards for out, *_ in rounds])
+        # 3. TRL's update rows of the completed groups, every rollout served: each group's rounds in order
+        served = served_rows([(out.rows, held, last - first) for out, held, first, last in rounds], mine)
         rows, _ = trainer.update_rows(served.inputs, (served, rewards[complete].reshape(-1, rewards.shape[-1])))
-    # 5. Score every prompt once into the per-prompt state, select among the complete groups, record
+    # 4. Score every prompt once into the per-prompt state, select among the complete groups, record
     run.unscorable_guard.observe(generated)
     groups = run.score(prompt_ids, rewards[:, :, correct], trainer.total_rewards(rewards), complete)
     weights = run.select(dataclasses.replace(groups, live=groups.live & complete))
-    if k:
-        metrics = run.probe_guard.observe(candidates, groups, complete, G)
+    if len(run.rounds) > 1:
+        k = run.rounds[0]
+        probe_pass_rates = group_pass_rates(rewards[:, :k, correct].reshape(-1), k, run.args.pass_threshold)
+        fresh = [len(out.prompt_ids) for out, *_ in rounds]
+        metrics = run.probe_guard.observe(probe_pass_rates, groups, complete, fresh)
     metrics.update(run.record(groups, weights, global_step))
-    # 6. Keep the positively weighted rows (advantages scaled by the weight), padded alike on every process
+    # 5. Keep the positively weighted rows (advantages scaled by the weight), padded alike on every process
     generated_tokens = rows["num_items_in_batch"].item()
-    if k or not np.all(weights == 1.0):
+    if len(run.rounds) > 1 or not np.all(weights == 1.0):
         # TRL's rows of the complete groups, in order, split evenly over the processes (a group may straddle two)
         every = np.repeat(weights[complete], G).reshape(processes, -1)
         local = torch.as_tensor(every[process], dtype=torch.float32)
@@ -130,3 +142,17 @@ def even_out(chosen: np.ndarray, energies: np.ndarray, num_processes: int) -> np
         order = np.lexsort((-energy[p], ~per_process[p]))  # the chosen first, each by energy
         out[p, order[:count]] = True
     return out.reshape(-1)
+
+
+def served_rows(rounds: list[tuple[Rows, np.ndarray, int]], groups: np.ndarray) -> Rows:
+    """
+    The rows of `groups` (this process's group indices), each group's rows of every round in order, from the rounds'
+    `(rows, groups generated, rollouts per group)`: a group's rows as one `_generate` call would have returned them.
+    """
+    merged = functools.reduce(merge_rows, [rows for rows, _, _ in rounds])
+    order, offset = [[] for _ in groups], 0
+    for rows, held, size in rounds:
+        for slot, position in enumerate(np.searchsorted(held, groups)):
+            order[slot].extend(range(offset + int(position) * size, offset + (int(position) + 1) * size))
+        offset += len(rows.prompts)
+    return merged.take([r for group in order for r in group])

@@ -223,31 +223,43 @@ class UnscorableGuard:
 # ----------------------------------------------------------------------------------------------- probes
 class ProbeGuard:
     """
-    The probe's metrics, and its guard: says once (through `warn`) when more than half of the completed groups came
-    back dead (no learning signal) for 3 generation batches in a row: the probes cannot tell which prompts are in the
-    learning zone. Its count of such batches in a row is saved with the run ([`~lze_trl.run.LZERun.state_dict`]).
+    The metrics of a generation batch generated in rounds (`probe_generations` or `rollout_rounds`), and their guard:
+    says once (through `warn`) when more than half of the completed groups came back dead (no learning signal) for 3
+    generation batches in a row: the first rounds cannot tell which prompts are in the learning zone. Its count of such
+    batches in a row is saved with the run ([`~lze_trl.run.LZERun.state_dict`]).
     """
 
-    def __init__(self, probe_generations: int, warn: Callable[[str], None]) -> None:
-        self.probe_generations, self.warn = probe_generations, warn
+    def __init__(self, args: Any, warn: Callable[[str], None]) -> None:
+        if args.rollout_rounds:
+            self.setting = f"rollout_rounds={list(args.rollout_rounds)}"
+            self.fix = "Raise rollout_live_threshold or probe_prior_strength, or turn the adaptive budget off "
+            self.fix += "(rollout_rounds=None)."
+        else:
+            self.setting = f"probe_generations={args.probe_generations}"
+            self.fix = "Raise probe_generations or probe_prior_strength, or turn the probe off (probe_generations=0)."
+        self.warn = warn
         self.bad_batches = 0
 
-    def observe(self, candidates: Any, groups: Any, complete: np.ndarray, G: int) -> dict[str, float]:
-        """The metrics of one probed generation batch: its probes (`candidates`), its groups as scored, which are
-        `complete`."""
-        k, completed = self.probe_generations, int(complete.sum())
+    def observe(
+        self, probe_pass_rates: np.ndarray, groups: Any, complete: np.ndarray, rollouts: list[int]
+    ) -> dict[str, float]:
+        """
+        The metrics of one generation batch generated in rounds: the pass rate of each group's first round (its
+        probe), its groups as scored, which are `complete`, and the rollouts generated in each round.
+        """
+        completed = int(complete.sum())
         dead = float((~groups.live[complete]).mean()) if completed else 0.0
         self.bad_batches = self.bad_batches + 1 if completed and dead > 0.5 else 0
         if self.bad_batches == 3:
             self.warn(
-                f"probe_generations={k}: more than half of the completed groups came back dead for 3 generation "
-                f"batches in a row ({dead:.0%} in the last): the probes cannot tell which prompts are in the learning "
-                "zone. Raise probe_generations or probe_prior_strength, or turn the probe off (probe_generations=0)."
+                f"{self.setting}: more than half of the completed groups came back dead for 3 generation batches in a "
+                f"row ({dead:.0%} in the last): the first rounds cannot tell which prompts are in the learning zone. "
+                + self.fix
             )
-        probe_mixed = in_learning_zone(candidates.pass_rates)
+        probe_mixed = in_learning_zone(probe_pass_rates)
         return {
-            "lze/fresh_rollouts": len(complete) * k + completed * (G - k),
-            "lze/probe_rollouts": len(complete) * k,
+            "lze/fresh_rollouts": int(sum(rollouts)),
+            "lze/probe_rollouts": int(rollouts[0]),
             "lze/completed_groups": completed,
             "lze/completed_dead_frac": dead,
             "lze/probe_agreement": float((probe_mixed[complete] == groups.live[complete]).mean())

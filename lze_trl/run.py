@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .energy import compute_energy, expected_energy
+from .energy import compute_energy, expected_energy, live_probability
 from .guards import LearningZoneGuard, LZEWarning, ProbeGuard, UnscorableGuard
 from .prompt_state import PromptState
 from .pruning import PromptPruner
@@ -92,6 +92,9 @@ class LZERun:
     Attributes:
         prompts ([`PromptState`]):
             The per-prompt table (pass rates, EMA, energies, selections).
+        rounds (`list[int]`):
+            The rollouts a prompt has after each generation round: `[num_generations]` without a probe,
+            `[probe_generations, num_generations]` with one, `rollout_rounds` with the adaptive budget.
         batches_recorded (`int`):
             Generation batches recorded so far: seeds each selection's noise.
     """
@@ -120,7 +123,11 @@ class LZERun:
         self.warn = warn or (lambda message: warnings.warn(message, LZEWarning, stacklevel=3))
         self.unscorable_guard = UnscorableGuard(reward_names, args.max_unscorable_batches, self.warn)
         self.position = DataPosition()
-        self.probe_guard = ProbeGuard(args.probe_generations, self.warn) if args.probe_generations else None
+        self.rounds = list(
+            args.rollout_rounds
+            or ([args.probe_generations, num_generations] if args.probe_generations else [num_generations])
+        )
+        self.probe_guard = ProbeGuard(args, self.warn) if len(self.rounds) > 1 else None
         self.batches_recorded = 0
 
     @property
@@ -210,13 +217,7 @@ class LZERun:
                 Rollouts that would complete a group.
         """
         args, ids = self.args, np.asarray(prompt_ids, dtype=np.int64)
-        correctness = np.asarray(correctness, dtype=np.float64).reshape(len(ids), -1)
-        scorable = np.isfinite(correctness)
-        successes = (np.where(scorable, correctness, -np.inf) >= args.pass_threshold).sum(axis=1)
-        trials = scorable.sum(axis=1)
-        known = self.prompts.get(ids)
-        pooled = (successes.sum() + 1.0) / (trials.sum() + 2.0)
-        prior = np.where(np.isnan(known["ema_pass_rate"]), pooled, known["ema_pass_rate"])
+        successes, trials, prior, known = self._evidence(ids, correctness)
         energies = expected_energy(
             successes,
             trials,
@@ -233,12 +234,34 @@ class LZERun:
         return GroupBatch(
             prompt_ids=ids,
             pass_rates=np.where(trials > 0, successes / np.maximum(trials, 1), np.nan),
-            rewards=correctness,
+            rewards=np.asarray(correctness, dtype=np.float64).reshape(len(ids), -1),
             energies=energies,
             live=energies > 0,
             ema_pass_rates=known["ema_pass_rate"],
             rng=np.random.default_rng([args.seed, self.batches_recorded, PROBE_STREAM]),
         )
+
+    def live_probability(self, prompt_ids: np.ndarray, correctness: np.ndarray, remaining: int) -> np.ndarray:
+        """
+        The probability that each group is live once complete ([`~lze_trl.energy.live_probability`]), from its
+        rollouts so far (`correctness`, shape `(num_groups, rollouts so far)`, NaN where unscorable or not generated)
+        and its prompt's history (as in [`~LZERun.probe`]), without touching the state: the adaptive budget's
+        decision (`rollout_rounds`).
+        """
+        successes, trials, prior, _ = self._evidence(np.asarray(prompt_ids, dtype=np.int64), correctness)
+        return live_probability(successes, trials, remaining, prior, self.args.probe_prior_strength)
+
+    def _evidence(self, ids: np.ndarray, correctness: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Successes and scorable trials of each group so far, its prior pass rate (the prompt's EMA, or the batch's
+        pooled pass rate for a new prompt), and the table's rows of its prompt."""
+        correctness = np.asarray(correctness, dtype=np.float64).reshape(len(ids), -1)
+        scorable = np.isfinite(correctness)
+        successes = (np.where(scorable, correctness, -np.inf) >= self.args.pass_threshold).sum(axis=1)
+        trials = scorable.sum(axis=1)
+        known = self.prompts.get(ids)
+        pooled = (successes.sum() + 1.0) / (trials.sum() + 2.0)
+        prior = np.where(np.isnan(known["ema_pass_rate"]), pooled, known["ema_pass_rate"])
+        return successes, trials, prior, known
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         """The selector's weight of each group of `batch` (0 removes the group from the update)."""

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The adaptive-budget benchmark (BENCHMARKS.md section 12): one (regime, seed) per call, e.g.
+#   bash benchmarks/adaptive/run.sh dead 0 OUT
+# writes OUT/<regime>_s<seed>/ (python benchmarks/bench.py train) and gzips its demo_results.json (the committed raw
+# result); report with benchmarks/adaptive/report.sh. Every arm: 240 steps, evaluation every 20, the task's warm start.
+set -euo pipefail
+regime=$1 seed=$2 out=$3
+cd "$(dirname "$0")/../.."
+PY=${PY:-.venv/bin/python}
+arms=(grpo "grpo:per_device_train_batch_size=256" "grpo:per_device_train_batch_size=128"
+  "grpo:num_generations=4,per_device_train_batch_size=256" "grpo:num_generations=2,per_device_train_batch_size=128"
+  lze "lze:probe_generations=2,selection_ratio=0.33" "lze:rollout_rounds=2+4+8")
+case $regime in
+  dead) task=(--demo train_levels=0,0,1,2,6,6 --demo test_levels=1,2) ;;  # the dead-mass regime
+  carries) task=() ;;
+  arithmetic) task=(--demo task=arithmetic) ;;
+  *) echo "regime: dead, carries or arithmetic" >&2; exit 2 ;;
+esac
+$PY benchmarks/bench.py train --steps 240 --eval_steps 20 --seeds "$seed" "${task[@]}" --selectors "${arms[@]}" \
+  --output_dir "$out/${regime}_s$seed"
+gzip -f "$out/${regime}_s$seed/seed_$seed/demo_results.json"
+rm -rf "$out/${regime}_s$seed/seed_$seed/runs"
