@@ -21,8 +21,10 @@ def main(out_dir: str, mode: str) -> None:
     model = tiny_qwen2(tokenizer)
     rows = count_grad_rows(model)
     # probe: each rank probes its 4 prompts with 2 rollouts, both complete the same number of groups; with a
-    # rollout_func (its extra fields read by the reward) in "probe-rollout-func"
+    # rollout_func (its extra fields read by the reward) in "probe-rollout-func"; the adaptive budget in "rounds"
     probe = dict(probe_generations=2, per_device_train_batch_size=16) if mode.startswith("probe") else {}
+    if mode == "rounds":
+        probe = dict(rollout_rounds=[1, 2, 4], per_device_train_batch_size=16)
     reward, extra = mixed_reward, {}
     if mode == "probe-rollout-func":
         from test_probe_agentic import counting_rollout_func

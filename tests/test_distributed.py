@@ -11,7 +11,7 @@ from testing_utils import run_torchrun
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
-@pytest.mark.parametrize("mode", ["select", "prune", "probe", "probe-rollout-func"])
+@pytest.mark.parametrize("mode", ["select", "prune", "probe", "probe-rollout-func", "rounds"])
 def test_two_processes_end_with_identical_state(tmp_path, mode):
     result = run_torchrun(Path(__file__).with_name("dist_train.py"), tmp_path, mode, timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -26,7 +26,7 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
     for key in ranks[0].files:
         np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=key)
     # selection kept a fraction of the 16 rows x 2 ranks generated per step
-    if mode.startswith("probe"):
+    if mode.startswith("probe") or mode == "rounds":
         # both ranks completed the same groups, each its own half, and only those reached the update
         completed = [e["lze/completed_groups"] for e in infos[0]["log"] if "lze/completed_groups" in e]
         assert completed and all(c > 0 and c % 2 == 0 for c in completed)

@@ -1,0 +1,201 @@
+"""The report of BENCHMARKS.md section 12 (the adaptive rollout budget), rebuilt from the committed raw results:
+
+    python benchmarks/adaptive/report.py            # writes benchmarks/results/adaptive/report.md and the figures
+    python benchmarks/adaptive/report.py --check    # rebuilds the report and fails if it differs from the committed
+
+Reads `benchmarks/results/adaptive/runs/<regime>_s<seed>/seed_<seed>/demo_results.json.gz` (written by `run.sh`).
+Per regime: the tables of `benchmarks/rollout_budget/report.py` (accuracy, cost, GRPO's frontier at each arm's
+budget); every arm against GRPO with intervals corrected for the number of arms (Bonferroni intervals, Holm-adjusted
+p-values); every arm against GRPO's own curve read at the arm's rollouts; then the issue's goals for the adaptive
+budget, met or missed. The protocol is in BENCHMARKS.md section 12.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from tabulate import tabulate
+
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from benchmarks.rollout_budget.report import WINDOW, figure, load, report, rows  # noqa: E402
+
+
+RESULTS = ROOT / "benchmarks" / "results" / "adaptive"
+REGIMES = {"carries": "`carries`", "dead": "the dead-mass regime", "arithmetic": "`arithmetic`"}
+BASELINE = "grpo"
+FRONTIER = [
+    "grpo:per_device_train_batch_size=256",
+    "grpo:per_device_train_batch_size=128",
+    "grpo:num_generations=4,per_device_train_batch_size=256",
+    "grpo:num_generations=2,per_device_train_batch_size=128",
+]
+ADAPTIVE = "lze:rollout_rounds=2+4+8"
+PROBE_LIMIT_K, G = 2, 8  # the first round and the group of the probe limit k/G + (1 - d)(1 - k/G)
+METRICS = {"test_last3": "in-domain", "ood_last3": "OOD", "train_last3": "train prompts"}
+
+
+def corrected(differences: pd.Series, arms: int) -> tuple[float, float, float, float]:
+    """Mean, Bonferroni-corrected 95% t interval (over `arms` comparisons) and the paired t-test's p-value."""
+    values = differences.dropna().astype(float).to_numpy()
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, np.nan, np.nan, np.nan
+    if values.std(ddof=1) == 0:  # the same difference on every seed
+        return mean, mean, mean, 1.0 if mean == 0 else 0.0
+    half = stats.t.ppf(1 - 0.05 / (2 * arms), len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    return mean, mean - half, mean + half, float(stats.ttest_1samp(values, 0.0).pvalue)
+
+
+def grpo_at(curve: list[dict], rollouts: float, key: str) -> float:
+    """GRPO's 3-evaluation mean of `key` at its last evaluation with at most `rollouts` generated."""
+    reached = [i for i, row in enumerate(curve) if row["rollouts"] <= rollouts * 1.001]
+    last = reached[-1] if reached else 0
+    return float(np.mean([row[key] for row in curve[max(last - WINDOW + 1, 0) : last + 1]]))
+
+
+def against_grpo(frame: pd.DataFrame, arms: dict) -> tuple[str, dict]:
+    """Every arm minus GRPO (at the end, and GRPO read at the arm's rollouts), corrected for the arms compared."""
+    others = [a for a in dict.fromkeys(frame.arm) if a != BASELINE]
+    base = frame[frame.arm == BASELINE].set_index("seed")
+    table, out = [], {}
+    for metric in METRICS:
+        diffs = {a: frame[frame.arm == a].set_index("seed")[metric] - base[metric] for a in others}
+        results = {a: corrected(d, len(others)) for a, d in diffs.items()}
+        p_values = [results[a][3] for a in others]
+        holm = multipletests(p_values, method="holm")[1] if not np.isnan(p_values).any() else p_values
+        curve_key = {"test_last3": "test_accuracy", "ood_last3": "ood_accuracy", "train_last3": "train_accuracy"}[
+            metric
+        ]
+        for a, p_holm in zip(others, holm):
+            mean, low, high, _ = results[a]
+            part = frame[frame.arm == a].set_index("seed")
+            at_equal = pd.Series(
+                {
+                    s: part.loc[s, metric]
+                    - grpo_at(arms[BASELINE][s]["curve"], arms[a][s]["summary"]["rollouts"], curve_key)
+                    for s in part.index
+                }
+            )
+            eq_mean, eq_low, eq_high, _ = corrected(at_equal, len(others))
+            out.setdefault(a, {})[metric] = {
+                "minus_grpo": [mean, low, high, float(p_holm)],
+                "minus_grpo_at_equal_rollouts": [eq_mean, eq_low, eq_high],
+            }
+            table.append(
+                [
+                    METRICS[metric],
+                    f"`{a}`",
+                    f"{part.fresh_rollouts_ratio.mean():.3f}",
+                    f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
+                    f"{p_holm:.3f}",
+                    f"{eq_mean:+.3f} [{eq_low:+.3f}, {eq_high:+.3f}]",
+                ]
+            )
+    headers = [
+        "metric",
+        "run",
+        "fresh rollouts / GRPO",
+        "- GRPO at the end (corrected 95%)",
+        "Holm p",
+        "- GRPO's curve at the run's rollouts (corrected 95%)",
+    ]
+    return tabulate(table, headers, tablefmt="github"), out
+
+
+def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict) -> list[list[str]]:
+    """The issue's goals 1-3 for the adaptive budget in one regime: the measured figure and met or missed."""
+    arm = summary[ADAPTIVE]
+    d = float(frame[frame.arm == BASELINE].dead_share.mean())
+    limit = PROBE_LIMIT_K / G + (1 - d) * (1 - PROBE_LIMIT_K / G)
+    _, low, _, _ = versus[ADAPTIVE]["test_last3"]["minus_grpo"]
+    rollouts = arm["fresh_rollouts_ratio"]
+    best = arm.get("test_last3_best_frontier")
+    best_gap = arm.get("test_last3_minus_best_frontier")
+    curve_gap = versus[ADAPTIVE]["test_last3"]["minus_grpo_at_equal_rollouts"][0]
+    probe_gap = float(
+        (
+            frame[frame.arm == ADAPTIVE].set_index("seed").test_last3
+            - frame[frame.arm == "lze:probe_generations=2,selection_ratio=0.33"].set_index("seed").test_last3
+        ).mean()
+    )
+    name = REGIMES[regime]
+    return [
+        [
+            name,
+            "1. in-domain - GRPO, corrected lower bound >= -0.01",
+            f"{low:+.3f}",
+            "met" if low >= -0.01 else "missed",
+        ],
+        [
+            name,
+            f"2. fresh rollouts <= probe limit {limit:.2f}x (GRPO dead share {d:.2f})",
+            f"{rollouts:.3f}x",
+            "met" if rollouts <= limit else "missed",
+        ],
+        [
+            name,
+            "3. in-domain at equal rollouts >= the best frontier point within its budget",
+            f"{best_gap:+.3f} (`{best}`)" if best else "no frontier point within its budget",
+            ("met" if best_gap >= 0 else "missed") if best else "n/a",
+        ],
+        [
+            name,
+            "3. in-domain >= GRPO's curve at its rollouts",
+            f"{curve_gap:+.3f}",
+            "met" if curve_gap >= 0 else "missed",
+        ],
+        [name, "(context) in-domain - the fixed-quota probe (0.33)", f"{probe_gap:+.3f}", ""],
+    ]
+
+
+def build(results: Path = RESULTS, figures: bool = False) -> str:
+    """The whole report (Markdown) from `results/runs`; with `figures`, also each regime's figure."""
+    parts, goal_rows = [], []
+    for regime, name in REGIMES.items():
+        arms = load(sorted(str(p) for p in (results / "runs").glob(f"{regime}_s*")))
+        if not arms:
+            continue
+        frame = rows(arms, BASELINE, FRONTIER)
+        tables, summary = report(frame, BASELINE, FRONTIER)
+        versus_table, versus = against_grpo(frame, arms)
+        seeds = ", ".join(map(str, sorted(frame.seed.unique())))
+        parts.append(
+            f"## {name} (seeds {seeds})\n\n{tables}\n\nAgainst GRPO, paired by seed, 95% intervals "
+            f"corrected for the {len(arms) - 1} arms (Bonferroni; Holm-adjusted p-values of the paired t-tests):\n\n"
+            f"{versus_table}\n"
+        )
+        if ADAPTIVE in summary:
+            goal_rows += goals(regime, frame, summary, versus)
+        if figures:
+            figure(arms, results / f"{regime}_accuracy_vs_rollouts.png")
+    head = "# The adaptive rollout budget (BENCHMARKS.md section 12), rebuilt by benchmarks/adaptive/report.py\n\n"
+    goal_table = tabulate(goal_rows, ["regime", "goal", "measured (mean over seeds)", ""], tablefmt="github")
+    return head + "## The issue's goals for `" + ADAPTIVE + "`\n\n" + goal_table + "\n\n" + "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=RESULTS, help="folder with runs/ and report.md")
+    parser.add_argument("--check", action="store_true", help="fail if the rebuilt report differs from the committed")
+    cli = parser.parse_args(argv)
+    text = build(cli.results, figures=not cli.check)
+    path = cli.results / "report.md"
+    if cli.check:
+        same = path.read_text() == text
+        print("the committed report rebuilds" if same else f"{path} differs from its rebuild from {cli.results}/runs")
+        return 0 if same else 1
+    path.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""The adaptive rollout budget (`rollout_rounds`): the live probability against the beta-binomial, the rows of several
+rounds served as one call, and trainer runs: each rollout generated and rewarded once, a group going on only while it
+may be live, whole groups with TRL's advantages in the update, exact resume, a guard, settings refused early."""
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from test_probe import RecordingTrainer, bucket_reward, rollouts
+from testing_utils import even_solved_reward, logged, lze_args, make_trainer, prompt_dataset
+
+from lze_trl import LZEWarning
+from lze_trl.energy import live_probability
+from lze_trl.generation_batch import served_rows
+
+
+def test_live_probability_is_one_minus_the_beta_binomial_chance_that_the_group_stays_alike():
+    # by hand: 2 of 2 correct, Jeffreys' prior alone: Beta(2.5, 0.5); 2 more all correct: 2.5/3 * 3.5/4
+    np.testing.assert_allclose(live_probability([2], [2], 2, [0.5], 0.0), [1 - 2.5 / 3 * 3.5 / 4])
+    rng = np.random.default_rng(0)
+    trials = rng.integers(0, 5, 200)
+    successes = np.where(rng.random(200) < 0.5, 0, trials)  # alike so far: all failures or all successes
+    successes[:20] = np.minimum(1, trials[:20])  # and a few mixed (or empty) ones
+    prior, strength, remaining = rng.random(200), 3.0, 4
+    a = 0.5 + strength * prior + successes
+    b = 0.5 + strength * (1 - prior) + trials - successes
+    stays = np.where(successes == trials, stats.betabinom.pmf(remaining, remaining, a, b), 0.0)
+    stays += np.where(successes == 0, stats.betabinom.pmf(0, remaining, a, b), 0.0)
+    np.testing.assert_allclose(live_probability(successes, trials, remaining, prior, strength), 1 - stays)
+    mixed = (successes > 0) & (successes < trials)
+    assert mixed.any() and np.all(live_probability(successes, trials, remaining, prior, strength)[mixed] == 1.0)
+
+
+def test_rows_of_several_rounds_are_served_group_by_group_in_round_order():
+    # group 0 stopped after round 1; groups 1 and 2 got rounds 2 (1 rollout each) and 3 (2 rollouts each)
+    first, second, third = rollouts([10, 11, 12]), rollouts([21, 22]), rollouts([31, 32, 33, 34])
+    rounds = [
+        (first.rows, np.array([0, 1, 2]), 1),
+        (second.rows, np.array([1, 2]), 1),
+        (third.rows, np.array([1, 2]), 2),
+    ]
+    served = served_rows(rounds, np.array([1, 2]))
+    assert served.prompts == ["p11", "p21", "p31", "p32", "p12", "p22", "p33", "p34"]
+
+
+@pytest.mark.slow
+def test_groups_go_on_while_they_may_be_live_and_only_completed_ones_reach_the_update(tmp_path):
+    scored = []
+
+    def counting_reward(prompts, completions, **kwargs):
+        scored.append(len(completions))
+        return bucket_reward(prompts, completions)
+
+    trainer = make_trainer(
+        tmp_path,
+        reward=counting_reward,
+        dataset=prompt_dataset(32),
+        rollout_rounds=[1, 2, 4],
+        per_device_train_batch_size=32,  # 8 prompts x 4 rollouts per generation batch
+        max_steps=3,
+        trainer_class=RecordingTrainer,
+    )
+    trainer.train()
+    tokenizer = trainer.processing_class
+    completed, fresh = logged(trainer, "lze/completed_groups"), logged(trainer, "lze/fresh_rollouts")
+    calls = [len(g) for g in trainer.generated]
+    assert len(calls) == 9  # three rounds per generation batch: 1 rollout of all 8 prompts, 1 more, 2 more
+    assert scored == calls and [sum(calls[3 * s : 3 * s + 3]) for s in range(3)] == fresh  # rewarded once each
+    assert all(calls[3 * s] == 8 and calls[3 * s + 2] == 2 * completed[s] for s in range(3))
+    assert 0 < sum(completed) < 24
+    for step, update in enumerate(trainer.updates):
+        made = [pc for call in trainer.generated[3 * step : 3 * step + 3] for pc in call]
+        kept = update["completion_mask"].sum(dim=1) > 0
+        prompts = tokenizer.batch_decode(update["prompt_ids"][kept], skip_special_tokens=True)
+        completions = tokenizer.batch_decode(update["completion_ids"][kept], skip_special_tokens=True)
+        for prompt in set(prompts):  # a completed group: its rollouts of the three rounds, TRL's advantages over 4
+            rows_of = [i for i, p in enumerate(prompts) if p == prompt]
+            assert sorted(completions[i] for i in rows_of) == sorted(c for p, c in made if p == prompt)
+            rewards = torch.tensor(bucket_reward([prompt] * 4, [completions[i] for i in rows_of]))
+            torch.testing.assert_close(
+                update["advantages"][kept][rows_of], (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+            )
+        stopped = [p for p in {p for p, _ in made} if sum(q == p for q, _ in made) < 4]
+        assert len(stopped) == 8 - completed[step] and not set(stopped) & set(prompts)
+        for prompt in stopped:  # a group that stopped early: its rollouts all alike
+            got = [c for p, c in made if p == prompt]
+            assert len(set(bucket_reward([prompt] * len(got), got))) == 1
+
+
+@pytest.mark.slow
+def test_a_run_whose_rounds_complete_dead_groups_says_so_naming_the_setting(tmp_path):
+    trainer = make_trainer(
+        tmp_path,
+        reward=lambda completions, **kw: [0.0] * len(completions),
+        rollout_rounds=[1, 2, 4],
+        rollout_live_threshold=1e-9,  # every group goes on: every completed group is dead
+        per_device_train_batch_size=16,
+        max_steps=3,
+    )
+    with pytest.warns(LZEWarning, match=r"rollout_rounds=\[1, 2, 4\]: more than half .* Raise rollout_live_threshold"):
+        trainer.train()
+    assert logged(trainer, "lze/completed_groups") == [4.0] * 3
+    assert logged(trainer, "lze/fresh_rollouts") == [16.0] * 3
+
+
+@pytest.mark.slow
+def test_adaptive_budget_resume_is_exact(tmp_path):
+    def trainer(out):
+        return make_trainer(
+            out,
+            reward=even_solved_reward,
+            dataset=prompt_dataset(16),
+            rollout_rounds=[1, 2, 4],
+            per_device_train_batch_size=16,
+            max_steps=6,
+            save_strategy="steps",
+            save_steps=1,
+            learning_rate=1e-2,
+        )
+
+    full = trainer(tmp_path / "full")
+    full.train()
+    resumed = trainer(tmp_path / "full")
+    resumed.args.output_dir = str(tmp_path / "resumed")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / "checkpoint-3"))
+    keys = ("loss", "lze/completed_groups", "lze/fresh_rollouts", "lze/energy_mean")
+    after = [
+        [{k: e[k] for k in keys if k in e} for e in t.state.log_history if "loss" in e and e["step"] > 3]
+        for t in (full, resumed)
+    ]
+    assert after[0] == after[1] and len(after[0]) == 3
+    for a, b in zip(full.model.parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (dict(rollout_rounds=[2, 3]), r"rollout_rounds=\[2, 3\] is invalid.*ending at num_generations=4"),
+        (dict(rollout_rounds=[2, 2, 4]), "strictly increasing"),
+        (dict(rollout_rounds=[0, 4]), "strictly increasing rollout counts >= 1"),
+        (dict(rollout_rounds=[2, 4], probe_generations=2), "set probe_generations=0 with rollout_rounds"),
+        (dict(rollout_rounds=[2, 4], selector="none"), "selector='none' keeps every group"),
+        (dict(rollout_rounds=[2, 4], rollout_live_threshold=0.0), "rollout_live_threshold=0.0 is invalid"),
+    ],
+)
+def test_bad_adaptive_budget_settings_are_refused_with_the_fix(tmp_path, overrides, match):
+    with pytest.raises(ValueError, match=match):
+        lze_args(tmp_path, **overrides)
+
+
+def test_rounds_from_a_command_line_are_parsed_and_need_whole_groups(tmp_path):
+    from lze_trl.config import validate_lze_args
+
+    assert lze_args(tmp_path, rollout_rounds="1,2,4").rollout_rounds == [1, 2, 4]
+    args = lze_args(tmp_path, rollout_rounds=[2, 4], num_generations=4, per_device_train_batch_size=8)
+    args.per_device_train_batch_size = 6  # as on 2 processes
+    with pytest.raises(ValueError, match=r"rollout_rounds=\[2, 4\] cannot run: every process needs whole groups"):
+        validate_lze_args(args)
+
+
+def test_the_budget_needs_a_selector_that_reads_pass_rates(tmp_path, monkeypatch):
+    from lze_trl.selectors import SELECTORS
+    from lze_trl.selectors.base import Selector
+
+    class Blind(Selector):
+        name, needs_pass_rates = "blind", False
+
+        def select(self, batch):
+            return np.ones(batch.num_groups)
+
+    monkeypatch.setitem(SELECTORS, "blind", Blind)
+    lze_args(tmp_path, selector="blind")  # fine without the budget
+    with pytest.raises(ValueError, match=r"selector='blind' reads no pass rates.*Set rollout_rounds=None"):
+        lze_args(tmp_path, selector="blind", rollout_rounds=[2, 4])
