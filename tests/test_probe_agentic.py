@@ -99,10 +99,21 @@ def test_a_rollout_func_group_completed_over_two_rounds_reaches_the_update_as_on
     # the same rows, environment masks and TRL advantages over the whole group, and the same loss
     assert rows_of(probed.updates) == rows_of(at_once.updates) and rows_of(at_once.updates)
     assert logged(probed, "loss") == logged(at_once, "loss")
+    # the adaptive budget in three rounds, every group going on: the same again
+    rounds, round_calls, round_tags = run(tmp_path / "rounds", rollout_rounds=[1, 2, 4], rollout_live_threshold=1e-9)
+    assert round_calls == [4, 4, 8] and sorted(round_tags) == sorted(tags)
+    assert rows_of(rounds.updates) == rows_of(at_once.updates) and logged(rounds, "loss") == logged(at_once, "loss")
 
 
-def trained_probe_run(tmp_path, columns: dict, **trainer_kwargs) -> LZEGRPOTrainer:
-    """2 steps of 4 prompts x 4 rollouts with a probe of 2, on the tool-calling tiny model, then trained."""
+BUDGETS = {
+    "probe": dict(probe_generations=2, selection_ratio=0.25),
+    # only groups already mixed go on: every group whose first rollouts agree stops
+    "adaptive": dict(rollout_rounds=[2, 3, 4], rollout_live_threshold=1.0),
+}
+
+
+def trained_probe_run(tmp_path, columns: dict, budget: str, **trainer_kwargs) -> LZEGRPOTrainer:
+    """2 steps of 4 prompts x 4 rollouts, a first round of 2 (`BUDGETS`), on the tool-calling tiny model, trained."""
     tokenizer = tool_tokenizer()
     trainer = make_trainer(
         tmp_path,
@@ -112,17 +123,17 @@ def trained_probe_run(tmp_path, columns: dict, **trainer_kwargs) -> LZEGRPOTrain
         tokenizer=tokenizer,
         max_steps=2,
         max_completion_length=4,
-        probe_generations=2,
-        selection_ratio=0.25,
         per_device_train_batch_size=16,
         trainer_kwargs=trainer_kwargs,
+        **BUDGETS[budget],
     )
     trainer.train()
     return trainer
 
 
 @pytest.mark.slow
-def test_an_environment_run_probes_and_completes_fewer_groups(tmp_path):
+@pytest.mark.parametrize("budget", list(BUDGETS))
+def test_an_environment_run_probes_and_completes_fewer_groups(tmp_path, budget):
     resets = Counter()
 
     class Env(CountingEnv):
@@ -131,19 +142,24 @@ def test_an_environment_run_probes_and_completes_fewer_groups(tmp_path):
             return super().reset(question=question, **kwargs)
 
     questions = {"question": [f"{i}+{i % 7}" for i in range(16)]}
-    trainer = trained_probe_run(tmp_path, questions, environment_factory=Env)
+    trainer = trained_probe_run(tmp_path, questions, budget, environment_factory=Env)
     fresh, probe = logged(trainer, "lze/fresh_rollouts"), logged(trainer, "lze/probe_rollouts")
     completed = logged(trainer, "lze/completed_groups")
-    assert probe == [8.0, 8.0] and fresh == [8 + 2 * c for c in completed] and all(f < 16 for f in fresh)
+    assert probe == [8.0, 8.0] and all(8 + 2 * c <= f < 16 for f, c in zip(fresh, completed))
+    if budget == "probe":
+        assert fresh == [8 + 2 * c for c in completed]
     # every rollout's environment is reset when it is generated; a completed group's rows once more when TRL makes
     # their update rows (it prepares the prompts again: docs/upstream/score-generated-rollouts.md)
     assert sum(resets.values()) == sum(fresh) + 4 * sum(completed)
 
 
 @pytest.mark.slow
-def test_a_tools_run_probes_and_completes_fewer_groups(tmp_path):
+@pytest.mark.parametrize("budget", list(BUDGETS))
+def test_a_tools_run_probes_and_completes_fewer_groups(tmp_path, budget):
     prompts = {"prompt": [[{"role": "user", "content": f"{i}+{i % 7}="}] for i in range(16)]}
-    trainer = trained_probe_run(tmp_path, prompts, tools=[CountingEnv().add])
+    trainer = trained_probe_run(tmp_path, prompts, budget, tools=[CountingEnv().add])
     fresh, completed = logged(trainer, "lze/fresh_rollouts"), logged(trainer, "lze/completed_groups")
-    assert fresh == [8 + 2 * c for c in completed] and all(f < 16 for f in fresh)
+    assert all(8 + 2 * c <= f < 16 for f, c in zip(fresh, completed))
+    if budget == "probe":
+        assert fresh == [8 + 2 * c for c in completed]
     assert logged(trainer, "tools/call_frequency")  # TRL's tool loop ran in the generation rounds
