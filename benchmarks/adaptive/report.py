@@ -115,7 +115,7 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict) -> list
     arm = summary[ADAPTIVE]
     d = float(frame[frame.arm == BASELINE].dead_share.mean())
     limit = PROBE_LIMIT_K / G + (1 - d) * (1 - PROBE_LIMIT_K / G)
-    _, low, _, _ = versus[ADAPTIVE]["test_last3"]["minus_grpo"]
+    mean, low, high, _ = versus[ADAPTIVE]["test_last3"]["minus_grpo"]
     rollouts = arm["fresh_rollouts_ratio"]
     best = arm.get("test_last3_best_frontier")
     best_gap = arm.get("test_last3_minus_best_frontier")
@@ -131,7 +131,7 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict) -> list
         [
             name,
             "1. in-domain - GRPO, corrected lower bound >= -0.01",
-            f"{low:+.3f}",
+            f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
             "met" if low >= -0.01 else "missed",
         ],
         [
