@@ -68,7 +68,7 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=DEFAULT_SELECTORS,
         help="Runs to compare: any registered selector (none, lze, uniform, dapo, reinforce_rej, and the peers "
-        "prefilter and softmax), `grpo` (= none), `lze+prune`, `lze+rollout` or `greso`, each optionally with "
+        "prefilter and softmax), `grpo` (= none) or `lze+prune`, each optionally with "
         "`:key=value,...` overrides of its own (a peer's own settings, e.g. softmax:temperature=0.3, go to its "
         "selector_kwargs).",
     )
