@@ -76,6 +76,16 @@ def compute_energy(
     return energy
 
 
+def beta_posterior(
+    successes: np.ndarray, trials: np.ndarray, prior_mean: np.ndarray, prior_strength: float
+) -> tuple[np.ndarray, ...]:
+    """Successes `s`, trials `m` (float64) and the pass rate's `Beta(a, b)`: Jeffreys' prior, the prompt's history
+    (`prior_mean`) weighed `prior_strength` rollouts, then `s` of `m` rollouts right."""
+    s, m = np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64)
+    mean = np.clip(np.asarray(prior_mean, dtype=np.float64), 0.0, 1.0)
+    return s, m, 0.5 + prior_strength * mean + s, 0.5 + prior_strength * (1.0 - mean) + m - s
+
+
 def expected_energy(
     successes: np.ndarray,
     trials: np.ndarray,
@@ -118,10 +128,7 @@ def expected_energy(
     Returns:
         `np.ndarray`: the expected energies, float64, shape `(num_groups,)`.
     """
-    s, m = np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64)
-    mean = np.clip(np.asarray(prior_mean, dtype=np.float64), 0.0, 1.0)
-    a = 0.5 + prior_strength * mean + s
-    b = 0.5 + prior_strength * (1.0 - mean) + m - s
+    s, m, a, b = beta_posterior(successes, trials, prior_mean, prior_strength)
     pmf = np.empty((len(s), remaining + 1))  # BetaBinomial(remaining, a, b), by its ratio of successive terms
     pmf[:, 0] = np.prod([(b + j) / (a + b + j) for j in range(remaining)], axis=0) if remaining else 1.0
     for x in range(remaining):
@@ -158,10 +165,7 @@ def live_probability(
     Returns:
         `np.ndarray`: the live probabilities, float64, shape `(num_groups,)`.
     """
-    s, m = np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64)
-    mean = np.clip(np.asarray(prior_mean, dtype=np.float64), 0.0, 1.0)
-    a = 0.5 + prior_strength * mean + s
-    b = 0.5 + prior_strength * (1.0 - mean) + m - s
+    s, m, a, b = beta_posterior(successes, trials, prior_mean, prior_strength)
     steps = np.arange(remaining, dtype=np.float64)[None, :]
     all_succeed = np.prod((a[:, None] + steps) / (a[:, None] + b[:, None] + steps), axis=1)
     all_fail = np.prod((b[:, None] + steps) / (a[:, None] + b[:, None] + steps), axis=1)

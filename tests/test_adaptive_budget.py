@@ -1,13 +1,14 @@
 """The adaptive rollout budget (`rollout_rounds`): the live probability against the beta-binomial, the rows of several
 rounds served as one call, and trainer runs: each rollout generated and rewarded once, a group going on only while it
-may be live, whole groups with TRL's advantages in the update, exact resume, a guard, settings refused early."""
+may be live, whole groups with TRL's advantages in the update, a guard, settings refused early (exact resume:
+`tests/test_probe.py`)."""
 
 import numpy as np
 import pytest
 import torch
 from scipy import stats
 from test_probe import RecordingTrainer, bucket_reward, rollouts
-from testing_utils import even_solved_reward, logged, lze_args, make_trainer, prompt_dataset
+from testing_utils import logged, lze_args, make_trainer, prompt_dataset
 
 from lze_trl import LZEWarning
 from lze_trl.energy import live_probability
@@ -101,36 +102,6 @@ def test_a_run_whose_rounds_complete_dead_groups_says_so_naming_the_setting(tmp_
         trainer.train()
     assert logged(trainer, "lze/completed_groups") == [4.0] * 3
     assert logged(trainer, "lze/fresh_rollouts") == [16.0] * 3
-
-
-@pytest.mark.slow
-def test_adaptive_budget_resume_is_exact(tmp_path):
-    def trainer(out):
-        return make_trainer(
-            out,
-            reward=even_solved_reward,
-            dataset=prompt_dataset(16),
-            rollout_rounds=[1, 2, 4],
-            per_device_train_batch_size=16,
-            max_steps=6,
-            save_strategy="steps",
-            save_steps=1,
-            learning_rate=1e-2,
-        )
-
-    full = trainer(tmp_path / "full")
-    full.train()
-    resumed = trainer(tmp_path / "full")
-    resumed.args.output_dir = str(tmp_path / "resumed")
-    resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / "checkpoint-3"))
-    keys = ("loss", "lze/completed_groups", "lze/fresh_rollouts", "lze/energy_mean")
-    after = [
-        [{k: e[k] for k in keys if k in e} for e in t.state.log_history if "loss" in e and e["step"] > 3]
-        for t in (full, resumed)
-    ]
-    assert after[0] == after[1] and len(after[0]) == 3
-    for a, b in zip(full.model.parameters(), resumed.model.parameters()):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(

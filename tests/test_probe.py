@@ -186,13 +186,14 @@ def test_each_rollout_is_rewarded_once_and_only_completed_groups_get_log_probabi
 
 
 @pytest.mark.slow
-def test_probe_resume_is_exact(tmp_path):
+@pytest.mark.parametrize("budget", [dict(probe_generations=2), dict(rollout_rounds=[1, 2, 4])])
+def test_probe_resume_is_exact(tmp_path, budget):  # the probe, and the adaptive budget's rounds
     def trainer(out, **extra):
         return make_trainer(
             out,
             reward=even_solved_reward,
             dataset=prompt_dataset(16),
-            probe_generations=2,
+            **budget,
             per_device_train_batch_size=16,
             max_steps=6,
             save_strategy="steps",
@@ -208,7 +209,7 @@ def test_probe_resume_is_exact(tmp_path):
     resumed.train(resume_from_checkpoint=str(tmp_path / "full" / "out" / "checkpoint-3"))
     keys = ("loss", "lze/completed_groups", "lze/fresh_rollouts", "lze/energy_mean")
     history = [{k: e[k] for k in keys if k in e} for e in full.state.log_history if "loss" in e and e["step"] > 3]
-    assert history == [
+    assert len(history) == 3 and history == [
         {k: e[k] for k in keys if k in e} for e in resumed.state.log_history if "loss" in e and e["step"] > 3
     ]
     for a, b in zip(full.model.parameters(), resumed.model.parameters()):
