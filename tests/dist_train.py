@@ -2,6 +2,7 @@
 
 import sys
 
+from datasets import Dataset
 from testing_utils import (
     count_grad_rows,
     end_distributed,
@@ -21,11 +22,13 @@ def main(out_dir: str, mode: str) -> None:
     model = tiny_qwen2(tokenizer)
     rows = count_grad_rows(model)
     # probe: each rank probes its 4 prompts with 2 rollouts, both complete the same number of groups; with a
-    # rollout_func (its extra fields read by the reward) in "probe-rollout-func"; the adaptive budget in "rounds"
+    # rollout_func (its extra fields read by the reward) in "probe-rollout-func", an environment_factory (tools and
+    # reward of the environment, a scripted tool caller) in "probe-environment"; the adaptive budget in "rounds", with
+    # tools in "rounds-tools"
     probe = dict(probe_generations=2, per_device_train_batch_size=16) if mode.startswith("probe") else {}
-    if mode == "rounds":
+    if mode.startswith("rounds"):
         probe = dict(rollout_rounds=[1, 2, 4], per_device_train_batch_size=16)
-    reward, extra = mixed_reward, {}
+    reward, extra, dataset, trainer_class = mixed_reward, {}, prompt_dataset(16), LZEGRPOTrainer
     if mode == "probe-rollout-func":
         from test_probe_agentic import counting_rollout_func
 
@@ -33,6 +36,27 @@ def main(out_dir: str, mode: str) -> None:
             return [float(c[:1] in "02468") for c in completions]
 
         extra = dict(rollout_func=counting_rollout_func([]))
+    if mode in ("probe-environment", "rounds-tools"):
+        from test_drop_in import CountingEnv, tool_tokenizer
+        from test_probe_agentic import AddingEnv, ScriptedToolCaller, tool_answer_reward
+
+        class SometimesCallsTool(ScriptedToolCaller):  # some groups' first rollouts agree, some do not
+            @staticmethod
+            def calls_tool(a: int, j: int) -> bool:
+                return (a + j) % 3 == 0
+
+        tokenizer, trainer_class = tool_tokenizer(), SometimesCallsTool
+        model = tiny_qwen2(tokenizer, max_position_embeddings=4096)
+        rows = count_grad_rows(model)
+        probe["max_completion_length"] = 256
+        if mode == "probe-environment":
+            dataset = Dataset.from_dict({"question": [f"{i}+{i % 7}" for i in range(16)]})
+            reward, extra = [], dict(environment_factory=AddingEnv)
+        else:
+            dataset = Dataset.from_dict(
+                {"prompt": [[{"role": "user", "content": f"{i}+{i % 7}="}] for i in range(16)]}
+            )
+            reward, extra = tool_answer_reward, dict(tools=[CountingEnv().add])
     args = tiny_config(
         out_dir,
         gradient_accumulation_steps=2,
@@ -43,11 +67,11 @@ def main(out_dir: str, mode: str) -> None:
         **probe,
     )
     # mixed_reward: prompt i passes on (i % 9) of 8 completion buckets, so i = 0 never passes and i = 8 always does
-    trainer = LZEGRPOTrainer(
+    trainer = trainer_class(
         model=model,
         reward_funcs=reward,
         args=args,
-        train_dataset=prompt_dataset(16),
+        train_dataset=dataset,
         processing_class=tokenizer,
         **extra,
     )

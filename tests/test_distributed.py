@@ -11,7 +11,9 @@ from testing_utils import run_torchrun
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
-@pytest.mark.parametrize("mode", ["select", "prune", "probe", "probe-rollout-func", "rounds"])
+@pytest.mark.parametrize(
+    "mode", ["select", "prune", "probe", "probe-rollout-func", "probe-environment", "rounds", "rounds-tools"]
+)
 def test_two_processes_end_with_identical_state(tmp_path, mode):
     result = run_torchrun(Path(__file__).with_name("dist_train.py"), tmp_path, mode, timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -26,9 +28,12 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
     for key in ranks[0].files:
         np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=key)
     # selection kept a fraction of the 16 rows x 2 ranks generated per step
-    if mode.startswith("probe") or mode == "rounds":
+    if mode.startswith(("probe", "rounds")):
         # both ranks completed the same groups, each its own half, and only those reached the update
         completed = [e["lze/completed_groups"] for e in infos[0]["log"] if "lze/completed_groups" in e]
         assert completed and all(c > 0 and c % 2 == 0 for c in completed)
+    if mode in ("probe-environment", "rounds-tools"):  # the scripted caller's tools ran, in every round
+        assert all(e["tools/call_frequency"] > 0 for e in infos[0]["log"] if "tools/call_frequency" in e)
+        assert [e["lze/completed_groups"] for e in infos[0]["log"] if "lze/completed_groups" in e] != [8.0] * 4
     selected = [e["lze/selected_frac"] for e in infos[0]["log"] if "lze/selected_frac" in e]
     assert selected and all(0 < s <= 0.5 for s in selected)

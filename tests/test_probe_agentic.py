@@ -1,7 +1,9 @@
-"""Probe-then-complete where rollouts come from a `rollout_func` or an `environment_factory`: a group completed over
-two generation rounds reaches the update exactly as the same rollouts generated at once, the rollout_func's extra
-fields reach the reward functions in every round, and environment runs generate fewer rollouts."""
+"""Probe-then-complete and the adaptive budget where rollouts come from a `rollout_func`, `tools` or an
+`environment_factory`: a group completed over several generation rounds reaches the update exactly as the same
+rollouts generated at once (rows, tool masks, rewards, advantages, loss), the rollout_func's extra fields and the
+environments' own rewards reach the reward functions once per rollout, and such runs generate fewer rollouts."""
 
+import re
 from collections import Counter
 
 import pytest
@@ -43,6 +45,10 @@ def counting_rollout_func(calls: list):
 
 
 class UpdateRecorder(LZEGRPOTrainer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.updates = []
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         keys = ("prompt_ids", "completion_ids", "completion_mask", "tool_mask", "advantages")
         self.updates.append({k: inputs[k].detach().clone() for k in keys})
@@ -86,7 +92,6 @@ def test_a_rollout_func_group_completed_over_two_rounds_reaches_the_update_as_on
             trainer_kwargs=dict(rollout_func=counting_rollout_func(calls)),
             **probe,
         )
-        trainer.updates = []
         trainer.train()
         return trainer, calls, tags
 
@@ -103,6 +108,120 @@ def test_a_rollout_func_group_completed_over_two_rounds_reaches_the_update_as_on
     rounds, round_calls, round_tags = run(tmp_path / "rounds", rollout_rounds=[1, 2, 4], rollout_live_threshold=1e-9)
     assert round_calls == [4, 4, 8] and sorted(round_tags) == sorted(tags)
     assert rows_of(rounds.updates) == rows_of(at_once.updates) and logged(rounds, "loss") == logged(at_once, "loss")
+
+
+class ScriptedToolCaller(UpdateRecorder):
+    """
+    A trainer whose model turns are scripted, so that TRL's real tool loop (its response parsing, tool calls, tool
+    masks and environments) runs on a tiny model: the `j`-th first turn of a prompt `a+b=` calls `add(a, b)` when `j`
+    is even and answers `a+b+1` (wrong) when it is odd, the same whichever generation round draws it; after a tool
+    response the turn answers the tool's result. `calls_tool(a, j)` can be changed in a subclass.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.drawn, self.model_turns = Counter(), 0
+
+    @staticmethod
+    def calls_tool(a: int, j: int) -> bool:
+        return j % 2 == 0
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        tok, completions = self.processing_class, []
+        for ids in prompt_ids:
+            text = tok.decode(ids)
+            if "<tool_response>" in text:
+                turn = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", text)[-1]
+            else:
+                a, b = map(int, re.findall(r"(\d+)\+(\d+)=", text)[-1])
+                j = self.drawn[tuple(ids)]
+                self.drawn[tuple(ids)] += 1
+                call = f'<tool_call>\n{{"name": "add", "arguments": {{"a": {a}, "b": {b}}}}}\n</tool_call>'
+                turn = call if self.calls_tool(a, j) else str(a + b + 1)
+            completions.append(tok(turn)["input_ids"] + [tok.eos_token_id])
+        self.model_turns += len(prompt_ids)
+        return completions, None
+
+
+class AddingEnv(CountingEnv):
+    """An environment that owns the prompt (`a+b=`), the `add` tool and the reward: 1 once its tool has run."""
+
+    def reset(self, question=None, **kwargs):
+        self.added = False
+        return super().reset(question=question, **kwargs)
+
+    def add(self, a: int, b: int) -> int:
+        self.added = True
+        return super().add(a, b)
+
+    add.__doc__ = CountingEnv.add.__doc__  # the tool's schema
+
+    def get_reward(self) -> float:
+        return float(self.added)
+
+
+def tool_answer_reward(prompts, completions, **kwargs):
+    """1 when the last assistant turn is the sum asked in the prompt."""
+    rewards = []
+    for prompt, completion in zip(prompts, completions):
+        a, b = map(int, re.findall(r"(\d+)\+(\d+)=", prompt[-1]["content"])[-1])
+        rewards.append(float(completion[-1]["content"].strip() == str(a + b)))
+    return rewards
+
+
+ROUNDS = {
+    "at_once": {},
+    "probe": dict(probe_generations=2),
+    # the adaptive budget in three rounds, every group going on
+    "rounds": dict(rollout_rounds=[1, 2, 4], rollout_live_threshold=1e-9),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", ["tools", "environment"])
+def test_a_tool_or_environment_group_completed_over_rounds_reaches_the_update_as_one_generated_at_once(
+    tmp_path, agent
+):
+    def run(name: str):
+        tokenizer = tool_tokenizer()
+        if agent == "tools":
+            data = {"prompt": [[{"role": "user", "content": f"{i}+{i % 7}="}] for i in range(8)]}
+            reward, kwargs = tool_answer_reward, dict(tools=[CountingEnv().add])
+        else:
+            data = {"question": [f"{i}+{i % 7}" for i in range(8)]}
+            reward, kwargs = [], dict(environment_factory=AddingEnv)  # the environment's get_reward only
+        trainer = make_trainer(
+            tmp_path / name,
+            reward=reward,
+            dataset=Dataset.from_dict(data),
+            model=tiny_qwen2(tokenizer, max_position_embeddings=4096),
+            tokenizer=tokenizer,
+            max_completion_length=256,
+            per_device_train_batch_size=16,  # 4 prompts x 4 rollouts, one generation batch per step
+            selection_ratio=1.0,
+            max_steps=1,
+            trainer_class=ScriptedToolCaller,
+            trainer_kwargs=kwargs,
+            **ROUNDS[name],
+        )
+        trainer.train()
+        return trainer
+
+    runs = {name: run(name) for name in ROUNDS}
+    at_once = runs["at_once"]
+    rows = rows_of(at_once.updates)
+    assert len(rows) == 16 and sum(1 for r in rows if r[3] > 0) == 8  # the 8 tool-calling rollouts lead
+    assert any(0 in r[2] for r in rows)  # tool responses are masked out of the loss
+    assert logged(at_once, "tools/call_frequency") == [0.5]
+    for name in ("probe", "rounds"):
+        trainer = runs[name]
+        # every rollout generated once (a tool call's second turn included), every group completed
+        assert trainer.drawn == at_once.drawn and trainer.model_turns == at_once.model_turns == 16 + 8
+        assert logged(trainer, "lze/completed_groups") == [4.0]
+        # the same rows, tool masks, rewards (in the advantages) and loss
+        assert rows_of(trainer.updates) == rows, name
+        assert logged(trainer, "loss") == logged(at_once, "loss"), name
+        assert logged(trainer, "tools/call_frequency") == [0.5]
 
 
 BUDGETS = {
