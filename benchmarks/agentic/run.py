@@ -1,0 +1,67 @@
+"""The multi-turn benchmark of BENCHMARKS.md section 13: GRPO, LZE, the probe and the adaptive budget on the checker
+environment ([`benchmarks.agentic.checker`]), one regime and seed per call:
+
+    python benchmarks/agentic/run.py dead 0 benchmarks/results/agentic/runs
+
+writes `OUT/<regime>_s<seed>/demo_results.json.gz` (the demo's results: accuracy curves, rollouts, tokens) and
+`OUT/<regime>_s<seed>/turns.json` (each arm's model turns and generated tokens per `rollout_func` call). The report is
+`python benchmarks/agentic/report.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+import sys
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from benchmarks.agentic.checker import CheckerRollouts, checker_trainer  # noqa: E402
+from lze_trl.demo import DemoConfig, MethodSpec, run_comparison  # noqa: E402
+
+
+ARMS = {
+    "grpo": {"selector": "none"},
+    "lze": {"selector": "lze"},
+    "lze+probe": {"selector": "lze", "probe_generations": 2, "selection_ratio": 0.33},
+    "lze+adaptive": {"selector": "lze", "rollout_rounds": [2, 4, 8]},
+}
+REGIMES = {
+    "dead": dict(train_levels=[0, 0, 1, 2, 6, 6], test_levels=[1, 2]),  # the dead-mass regime
+    "carries": {},
+}
+MAX_TURNS = 3
+STEPS, EVAL_STEPS = 120, 20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("regime", choices=list(REGIMES))
+    parser.add_argument("seed", type=int)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--steps", type=int, default=STEPS)
+    args = parser.parse_args()
+    out = args.out / f"{args.regime}_s{args.seed}"
+    rollouts = {name: CheckerRollouts(MAX_TURNS) for name in ARMS}
+    methods = [
+        MethodSpec(name, dict(overrides), trainer_cls=checker_trainer(rollouts[name]))
+        for name, overrides in ARMS.items()
+    ]
+    config = DemoConfig(
+        seed=args.seed, steps=args.steps, eval_steps=EVAL_STEPS, methods=methods, **REGIMES[args.regime]
+    )
+    results = run_comparison(config, out, figures=False)
+    with gzip.open(out / "demo_results.json.gz", "wt") as f:
+        json.dump(results, f)
+    (out / "demo_results.json").unlink()
+    shutil.rmtree(out / "runs", ignore_errors=True)
+    turns = {name: r.calls for name, r in rollouts.items()}
+    (out / "turns.json").write_text(json.dumps({"max_turns": MAX_TURNS, "arms": turns}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
