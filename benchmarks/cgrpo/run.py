@@ -1,0 +1,62 @@
+"""C-GRPO on the embedded task, one regime and seed per call, in section 12's setting (240 steps, evaluation every 20,
+the task's warm start), with its own TRL (`.venv-cgrpo`):
+
+    .venv-cgrpo/bin/python benchmarks/cgrpo/run.py dead 0 benchmarks/results/adaptive/cgrpo_runs [--grpo]
+
+writes `OUT/<regime>_s<seed>/seed_<seed>/demo_results.json.gz`, the layout `benchmarks/adaptive/report.py` reads.
+`--grpo` adds plain GRPO under the same TRL (to tell C-GRPO from the TRL version it needs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+import sys
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from benchmarks.cgrpo.arm import CGRPOArmConfig, calibration_set, cgrpo_arm  # noqa: E402
+from lze_trl.demo import DemoConfig, MethodSpec, run_comparison  # noqa: E402
+
+
+REGIMES = {
+    "dead": dict(train_levels=[0, 0, 1, 2, 6, 6], test_levels=[1, 2]),  # the dead-mass regime
+    "carries": {},
+    "arithmetic": dict(task="arithmetic"),
+}
+ARM = "cgrpo"
+SETTING = {"selector": "none", "budget_grid": [2, 4, 8], "recalibrate_every": 50}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("regime", choices=list(REGIMES))
+    parser.add_argument("seed", type=int)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--steps", type=int, default=240)
+    parser.add_argument("--grpo", action="store_true")
+    cli = parser.parse_args()
+    regime = dict(REGIMES[cli.regime])
+    if regime.get("task") == "arithmetic":
+        from lze_trl.demo import default_warm_start
+
+        regime["warm_start"] = default_warm_start("arithmetic")
+    config = DemoConfig(seed=cli.seed, steps=cli.steps, eval_steps=20, methods=[], baseline=ARM, **regime)
+    arm = cgrpo_arm(calibration_set(config))
+    config.methods = [MethodSpec(ARM, dict(SETTING), trainer_cls=arm, config_cls=CGRPOArmConfig)]
+    if cli.grpo:
+        config.methods.append(MethodSpec("grpo@cgrpo-trl", {"selector": "none"}))
+    out = cli.out / f"{cli.regime}_s{cli.seed}" / f"seed_{cli.seed}"
+    results = run_comparison(config, out, figures=False)
+    with gzip.open(out / "demo_results.json.gz", "wt") as f:
+        json.dump(results, f)
+    (out / "demo_results.json").unlink()
+    shutil.rmtree(out / "runs", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
