@@ -3,11 +3,12 @@
     python benchmarks/adaptive/report.py            # writes benchmarks/results/adaptive/report.md and the figures
     python benchmarks/adaptive/report.py --check    # rebuilds the report and fails if it differs from the committed
 
-Reads `benchmarks/results/adaptive/runs/<regime>_s<seed>/seed_<seed>/demo_results.json.gz` (written by `run.sh`).
+Reads `benchmarks/results/adaptive/runs/<regime>_s<seed>/seed_<seed>/demo_results.json.gz` (written by `run.sh`) and
+the C-GRPO arm's `benchmarks/results/adaptive/cgrpo_runs/` (the same layout, written by `benchmarks/cgrpo/run.py`).
 Per regime: the tables of `benchmarks/rollout_budget/report.py` (accuracy, cost, GRPO's frontier at each arm's
 budget); every arm against GRPO with intervals corrected for the number of arms (Bonferroni intervals, Holm-adjusted
 p-values); every arm against GRPO's own curve read at the arm's rollouts; then the issue's goals for the adaptive
-budget, met or missed. The protocol is in BENCHMARKS.md section 12.
+budget, met or missed (goal 3c: against C-GRPO at equal rollouts). The protocol is in BENCHMARKS.md section 12.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ FRONTIER = [
     "grpo:num_generations=2,per_device_train_batch_size=128",
 ]
 ADAPTIVE = "lze:rollout_rounds=2+4+8"
+CGRPO = "cgrpo"
 PROBE_LIMIT_K, G = 2, 8  # the first round and the group of the probe limit k/G + (1 - d)(1 - k/G)
 METRICS = {"test_last3": "in-domain", "ood_last3": "OOD", "train_last3": "train prompts"}
 
@@ -54,8 +56,8 @@ def corrected(differences: pd.Series, arms: int) -> tuple[float, float, float, f
     return mean, mean - half, mean + half, float(stats.ttest_1samp(values, 0.0).pvalue)
 
 
-def grpo_at(curve: list[dict], rollouts: float, key: str) -> float:
-    """GRPO's 3-evaluation mean of `key` at its last evaluation with at most `rollouts` generated."""
+def curve_at(curve: list[dict], rollouts: float, key: str) -> float:
+    """A run's 3-evaluation mean of `key` at its last evaluation with at most `rollouts` generated."""
     reached = [i for i, row in enumerate(curve) if row["rollouts"] <= rollouts * 1.001]
     last = reached[-1] if reached else 0
     return float(np.mean([row[key] for row in curve[max(last - WINDOW + 1, 0) : last + 1]]))
@@ -80,7 +82,7 @@ def against_grpo(frame: pd.DataFrame, arms: dict) -> tuple[str, dict]:
             at_equal = pd.Series(
                 {
                     s: part.loc[s, metric]
-                    - grpo_at(arms[BASELINE][s]["curve"], arms[a][s]["summary"]["rollouts"], curve_key)
+                    - curve_at(arms[BASELINE][s]["curve"], arms[a][s]["summary"]["rollouts"], curve_key)
                     for s in part.index
                 }
             )
@@ -110,7 +112,21 @@ def against_grpo(frame: pd.DataFrame, arms: dict) -> tuple[str, dict]:
     return tabulate(table, headers, tablefmt="github"), out
 
 
-def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict) -> list[list[str]]:
+def at_equal_rollouts(arms: dict, arm: str, other: str, compared: int) -> tuple[float, float, float, float]:
+    """`arm` minus `other` in-domain, paired by seed, each run's curve read at the smaller of the two runs' total
+    rollouts (`curve_at`), with the corrected interval of [`corrected`]."""
+    seeds = sorted(set(arms[arm]) & set(arms[other]))
+    differences = {}
+    for seed in seeds:
+        a, b = arms[arm][seed], arms[other][seed]
+        rollouts = min(a["summary"]["rollouts"], b["summary"]["rollouts"])
+        differences[seed] = curve_at(a["curve"], rollouts, "test_accuracy") - curve_at(
+            b["curve"], rollouts, "test_accuracy"
+        )
+    return corrected(pd.Series(differences, dtype=float), compared)
+
+
+def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict, arms: dict) -> list[list[str]]:
     """The issue's goals 1-3 for the adaptive budget in one regime: the measured figure and met or missed."""
     arm = summary[ADAPTIVE]
     d = float(frame[frame.arm == BASELINE].dead_share.mean())
@@ -127,7 +143,7 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict) -> list
         ).mean()
     )
     name = REGIMES[regime]
-    return [
+    rows = [
         [
             name,
             "1. in-domain - GRPO, corrected lower bound >= -0.01",
@@ -154,13 +170,27 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict) -> list
         ],
         [name, "(context) in-domain - the fixed-quota probe (0.33)", f"{probe_gap:+.3f}", ""],
     ]
+    if CGRPO in arms:
+        mean, low, high, _ = at_equal_rollouts(arms, ADAPTIVE, CGRPO, len(arms) - 1)
+        verdict = "strictly above" if low > 0 else ("met (at or above)" if mean >= 0 else "missed")
+        rows += [
+            [
+                name,
+                "3c. in-domain - C-GRPO at equal rollouts (corrected 95%)",
+                f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
+                verdict,
+            ],
+            [name, "(context) C-GRPO's fresh rollouts / GRPO", f"{summary[CGRPO]['fresh_rollouts_ratio']:.3f}x", ""],
+        ]
+    return rows
 
 
 def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The whole report (Markdown) from `results/runs`; with `figures`, also each regime's figure."""
     parts, goal_rows = [], []
     for regime, name in REGIMES.items():
-        arms = load(sorted(str(p) for p in (results / "runs").glob(f"{regime}_s*")))
+        folders = [*(results / "runs").glob(f"{regime}_s*"), *(results / "cgrpo_runs").glob(f"{regime}_s*")]
+        arms = load(sorted(str(p) for p in folders))
         if not arms:
             continue
         frame = rows(arms, BASELINE, FRONTIER)
@@ -173,7 +203,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
             f"{versus_table}\n"
         )
         if ADAPTIVE in summary:
-            goal_rows += goals(regime, frame, summary, versus)
+            goal_rows += goals(regime, frame, summary, versus, arms)
         if figures:
             figure(arms, results / f"{regime}_accuracy_vs_rollouts.png")
     head = "# The adaptive rollout budget (BENCHMARKS.md section 12), rebuilt by benchmarks/adaptive/report.py\n\n"
