@@ -160,6 +160,8 @@ def test_arguments_are_checked():
         EvalArguments(model_name_or_path=["m"], benchmarks=["amc23"], dataset_source=["aime25=x.jsonl"])
     with pytest.raises(ValueError, match="at least one model"):
         EvalArguments()
+    with pytest.raises(ValueError, match="embedded task 'carries', whose prompts are generated"):
+        EvalArguments(model_name_or_path=["m"], benchmarks=["carries"], dataset_source=["carries=x.jsonl"])
     args = EvalArguments(model_name_or_path="m", benchmarks=["amc23"], dataset_source=["amc23=hf://a/b?split=train"])
     assert args.sources == {"amc23": "hf://a/b?split=train"} and args.model_name_or_path == ["m"]
 
@@ -286,3 +288,28 @@ def test_eval_vllm_backend_matches_transformers(models, tmp_path):
         for name in ("gsm8k", "amc23"):
             got = vllm["models"][label]["benchmarks"][name]["pass@1"]
             assert got == pytest.approx(hf["models"][label]["benchmarks"][name]["pass@1"])
+
+
+def test_eval_grades_an_embedded_task_as_the_demo_does(tmp_path):
+    # `lze-trl eval --config recipes/eval/cpu-carries.yaml`: the README's CPU evaluation, offline, on the shipped warm
+    # start: the same greedy accuracy as the demo's `greedy_accuracy` on the same 200 held-out prompts (and on OOD)
+    from lze_trl.demo import default_warm_start, greedy_accuracy, load_warm_start
+    from lze_trl.demo.warmstart import shipped_path
+    from lze_trl.tasks import get_task
+
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "eval" / "cpu-carries.yaml"
+    warm = str(shipped_path(default_warm_start("carries")))
+    out = tmp_path / "eval"
+    assert cli_main(["eval", "--config", str(recipe), "--model", warm, "--output_dir", str(out)]) == 0
+    ood_out = tmp_path / "ood"
+    argv = ["eval", "--config", str(recipe), "--model", warm, "--dataset_split", "carries=ood", "--output_dir"]
+    assert cli_main([*argv, str(ood_out)]) == 0
+    scores = json.loads((out / "results.json").read_text())["models"][warm]["benchmarks"]["carries"]
+    ood = json.loads((ood_out / "results.json").read_text())["models"][warm]["benchmarks"]["carries"]
+    model, tokenizer, _ = load_warm_start(default_warm_start("carries"))
+    task = get_task("carries")
+    assert scores["n"] == 200 and ood["n"] == task.DEFAULT_N_OOD
+    test = greedy_accuracy(model, tokenizer, task.make_dataset(200, seed=0, split="test"), max_new_tokens=8)
+    assert scores["pass@1"] == test["accuracy"] == 0.85  # the README's "0.85 before"
+    ood_split = task.make_dataset(task.DEFAULT_N_OOD, seed=0, split="ood")
+    assert ood["pass@1"] == greedy_accuracy(model, tokenizer, ood_split, max_new_tokens=8)["accuracy"]

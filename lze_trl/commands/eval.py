@@ -1,4 +1,4 @@
-"""`lze-trl eval`: Pass@1 / avg@k of models, checkpoints or LoRA adapters on math benchmarks.
+"""`lze-trl eval`: Pass@1 / avg@k of models, checkpoints or LoRA adapters on math benchmarks and the embedded tasks.
 
 Examples:
 
@@ -8,6 +8,7 @@ lze-trl eval --model Qwen/Qwen2.5-Math-1.5B outputs/qwen2.5-math-1.5b-math-lze \
 lze-trl eval --model outputs/lora-run --benchmarks amc23 --dataset-source amc23=data/amc23.jsonl \
     --num_samples 8 --temperature 0.6
 lze-trl eval --config recipes/eval/table1.yaml --model outputs/my-run
+lze-trl eval --config recipes/eval/cpu-carries.yaml --model outputs/cpu-carries  # on a CPU, offline
 ```
 
 Writes `results.json` (per benchmark: n, k, pass@1, avg@k, pass@k, optionally every sample) and `results.md` (a

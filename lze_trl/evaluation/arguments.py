@@ -16,6 +16,8 @@ BENCHMARK_TITLES = {
     "amc23": "AMC23",
     "aime24": "AIME24",
     "aime25": "AIME25",
+    "carries": "carries (embedded)",
+    "arithmetic": "arithmetic (embedded)",
 }
 # The benchmarks of Table 1 of the paper (held-out GSM8K / MATH test splits, DAPO-MATH, AMC23, AIME25).
 TABLE1_BENCHMARKS = ("gsm8k", "math", "dapo_math", "amc23", "aime25")
@@ -40,13 +42,16 @@ class EvalArguments:
             Base model of the LoRA adapters, overriding the `base_model_name_or_path` of their `adapter_config.json`.
         benchmarks (`list[str]`, *optional*, defaults to `["math500", "amc23", "aime25"]`):
             Benchmarks, by [`~lze_trl.data.load_math_dataset`] kind. `gsm8k math dapo_math amc23 aime25` are the
-            columns of the paper's Table 1.
+            columns of the paper's Table 1. `carries` and `arithmetic` are the embedded tasks
+            ([`~lze_trl.tasks.get_task`]; no download): 200 held-out prompts (`max_samples` of them when set; with
+            `dataset_split` `ood`, the task's out-of-distribution prompts), graded by the task's reward.
         dataset_source (`list[str]`, *optional*):
             Sources overriding the canonical ones, as `kind=source` (e.g. `amc23=data/amc23.jsonl` or
             `amc23=hf://JingzeShi/amc23?split=train`).
         dataset_split (`list[str]`, *optional*):
-            Splits overriding the defaults, as `kind=split`. The defaults are `test` for `gsm8k` and `math` read from
-            the Hub, the loader's default for the others; a source that names its own split keeps it.
+            Splits overriding the defaults, as `kind=split`. The defaults are `test` for `gsm8k`, `math` (read from
+            the Hub) and the embedded tasks, the loader's default for the others; a source that names its own split
+            keeps it.
         max_samples (`int`, *optional*):
             Evaluate only the first `max_samples` problems of each benchmark.
         system_prompt (`str`, *optional*):
@@ -151,7 +156,9 @@ class EvalArguments:
             raise ValueError(
                 f"Got {len(self.model_names)} model_names for {len(self.model_name_or_path)} models; give one each."
             )
-        unknown = [b for b in self.benchmarks if b not in KINDS]
+        from ..tasks import TASKS
+
+        unknown = [b for b in self.benchmarks if b not in KINDS and b not in TASKS]
         if unknown or not self.benchmarks:
             files = [b for b in unknown if "/" in b or "." in b or "://" in b]
             hint = ""
@@ -161,8 +168,13 @@ class EvalArguments:
                     f"from another source with --dataset_source, e.g. `--benchmarks amc23 --dataset_source "
                     f"amc23={files[0]}`."
                 )
-            raise ValueError(f"Unknown benchmarks {unknown}; valid ones are {sorted(KINDS)}.{hint}")
+            raise ValueError(f"Unknown benchmarks {unknown}; valid ones are {sorted({*KINDS, *TASKS})}.{hint}")
         self.sources = _key_values(self.dataset_source, "dataset_source", self.benchmarks)
+        if embedded := sorted(self.sources.keys() & TASKS.keys()):
+            raise ValueError(
+                f"dataset_source names the embedded task {embedded[0]!r}, whose prompts are generated, not read: drop "
+                "it (its held-out prompts are `lze_trl.tasks.get_task(name).make_dataset(n, seed=0, split='test')`)."
+            )
         self.splits = _key_values(self.dataset_split, "dataset_split", self.benchmarks)
         if self.num_samples < 1:
             raise ValueError(f"num_samples={self.num_samples} is invalid: use an integer >= 1.")

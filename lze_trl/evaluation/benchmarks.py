@@ -8,6 +8,10 @@ from typing import Any
 from .arguments import _EVAL_SPLITS
 
 
+EMBEDDED_TEST_SIZE = 200
+"""Held-out prompts of an embedded task that `lze-trl eval` grades by default (the README's evaluation)."""
+
+
 def load_benchmark(
     name: str,
     source: str | None = None,
@@ -18,11 +22,13 @@ def load_benchmark(
     chat_template_only: bool = False,
 ):
     """
-    Loads a benchmark as a conversational dataset with a `solution` column.
+    Loads a benchmark as a dataset with a `solution` column: a math kind as a conversational dataset, an embedded
+    task ([`~lze_trl.tasks.get_task`]) as its plain `expression=` prompts (200 held-out ones by default, or the
+    task's OOD prompts with `split="ood"`).
 
     Args:
         name (`str`):
-            A [`~lze_trl.data.load_math_dataset`] kind.
+            A [`~lze_trl.data.load_math_dataset`] kind or an embedded task's name.
         source (`str`, *optional*):
             Where to read it (see [`~lze_trl.data.parse_source`]). Defaults to the kind's canonical Hub dataset.
         split (`str`, *optional*):
@@ -39,7 +45,13 @@ def load_benchmark(
         `datasets.Dataset`: Rows with `prompt` (chat messages) and `solution`.
     """
     from ..data import load_math_dataset
+    from ..tasks import TASKS
 
+    if name in TASKS:
+        task = TASKS[name]
+        split = split or "test"
+        n = max_samples or (task.DEFAULT_N_OOD if split == "ood" else EMBEDDED_TEST_SIZE)
+        return task.make_dataset(n, seed=0, split=split).rename_column("answer", "solution")
     if split is None and source is None:
         split = _EVAL_SPLITS.get(name)
     dataset = load_math_dataset(

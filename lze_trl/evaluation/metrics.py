@@ -48,13 +48,17 @@ def benchmark_metrics(correct: Sequence[Sequence[float]], completions: Sequence[
     return metrics
 
 
-def _grade(completions: Sequence[Sequence[Completion]], solutions: Sequence[str]) -> tuple[list[list[float]], int]:
-    """Grades completions with `math_accuracy`; returns the grades and the number of unparsable gold answers."""
+def _grade(
+    completions: Sequence[Sequence[Completion]], solutions: Sequence[str], embedded: bool = False
+) -> tuple[list[list[float]], int]:
+    """Grades completions with `math_accuracy` (an embedded task's with its reward, `arithmetic_reward`); returns
+    the grades and the number of unparsable gold answers."""
     from ..rewards import math_accuracy
+    from ..tasks import arithmetic_reward
 
     texts = [c.text for row in completions for c in row]
     golds = [sol for row, sol in zip(completions, solutions) for _ in row]
-    flat = math_accuracy(texts, golds)
+    flat = arithmetic_reward(texts, golds) if embedded else math_accuracy(texts, golds)
     grades, unparsable, i = [], 0, 0
     for row in completions:
         grades.append([float(x or 0.0) for x in flat[i : i + len(row)]])

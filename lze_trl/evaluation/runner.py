@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..tasks import TASKS
 from .arguments import EvalArguments
 from .benchmarks import load_benchmark, render_prompts
 from .generation import _free_memory, _merged_adapter_dir, generate_transformers, generate_vllm, vllm_available
@@ -111,7 +112,7 @@ def evaluate_model(
         dataset = benchmarks[name]
         rows = generated[offset : offset + len(dataset)]
         offset += len(dataset)
-        grades, unparsable = _grade(rows, dataset["solution"])
+        grades, unparsable = _grade(rows, dataset["solution"], embedded=name in TASKS)
         metrics: dict[str, Any] = benchmark_metrics(grades, rows)
         metrics["unparsable_gold"] = unparsable
         if unparsable:
