@@ -7,6 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 runs=${1:-benchmarks/results/probe/runs}
+if [ ! -d "$runs" ]; then
+  echo "$runs: no per-seed results. Section 10's runs were never committed (they are lost), so its reports cannot be" \
+    "rebuilt from a clone; rerun them with benchmarks/probe/run.sh, or see section 12, which re-measures the probe" \
+    "at 240 steps with its raw results in git (python benchmarks/adaptive/report.py)." >&2
+  exit 2
+fi
 out=benchmarks/results/probe
 seeds=(0 1 2 3 4)
 frontier=("grpo:per_device_train_batch_size=256" "grpo:per_device_train_batch_size=128"
