@@ -4,7 +4,8 @@
     python benchmarks/adaptive/report.py --check    # rebuilds the report and fails if it differs from the committed
 
 Reads `benchmarks/results/adaptive/runs/<regime>_s<seed>/seed_<seed>/demo_results.json.gz` (written by `run.sh`) and
-the C-GRPO arm's `benchmarks/results/adaptive/cgrpo_runs/` (the same layout, written by `benchmarks/cgrpo/run.py`).
+the C-GRPO arm's `cgrpo_runs/` and the uniform control's `control_runs/` beside it (the same layout, written by
+`benchmarks/cgrpo/run.py` and `control.py`).
 Per regime: the tables of `benchmarks/rollout_budget/report.py` (accuracy, cost, GRPO's frontier at each arm's
 budget); every arm against GRPO with intervals corrected for the number of arms (Bonferroni intervals, Holm-adjusted
 p-values); every arm against GRPO's own curve read at the arm's rollouts; then the issue's goals for the adaptive
@@ -40,6 +41,8 @@ FRONTIER = [
 ]
 ADAPTIVE = "lze:rollout_rounds=2+4+8"
 CGRPO = "cgrpo"
+CONTROL = "uniform_rounds"  # the adaptive budget with a uniform choice of the same number of groups (control.py)
+EXTRA_RUNS = ("cgrpo_runs", "control_runs")
 PROBE_LIMIT_K, G = 2, 8  # the first round and the group of the probe limit k/G + (1 - d)(1 - k/G)
 METRICS = {"test_last3": "in-domain", "ood_last3": "OOD", "train_last3": "train prompts"}
 
@@ -170,6 +173,21 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict, arms: d
         ],
         [name, "(context) in-domain - the fixed-quota probe (0.33)", f"{probe_gap:+.3f}", ""],
     ]
+    if CONTROL in arms:
+        mean, low, high, _ = corrected(
+            frame[frame.arm == ADAPTIVE].set_index("seed").test_last3
+            - frame[frame.arm == CONTROL].set_index("seed").test_last3,
+            len(arms) - 1,
+        )
+        control_rollouts = summary[CONTROL]["fresh_rollouts_ratio"]
+        rows.append(
+            [
+                name,
+                f"(control) in-domain - the uniform choice of as many groups ({control_rollouts:.3f}x rollouts)",
+                f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
+                "",
+            ]
+        )
     if CGRPO in arms:
         mean, low, high, _ = at_equal_rollouts(arms, ADAPTIVE, CGRPO, len(arms) - 1)
         verdict = "strictly above" if low > 0 else ("met (at or above)" if mean >= 0 else "missed")
@@ -189,7 +207,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The whole report (Markdown) from `results/runs`; with `figures`, also each regime's figure."""
     parts, goal_rows = [], []
     for regime, name in REGIMES.items():
-        folders = [*(results / "runs").glob(f"{regime}_s*"), *(results / "cgrpo_runs").glob(f"{regime}_s*")]
+        folders = [p for runs in ("runs", *EXTRA_RUNS) for p in (results / runs).glob(f"{regime}_s*")]
         arms = load(sorted(str(p) for p in folders))
         if not arms:
             continue

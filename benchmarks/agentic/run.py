@@ -20,8 +20,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from benchmarks.adaptive.regimes import demo_config  # noqa: E402
 from benchmarks.agentic.checker import CheckerRollouts, checker_trainer  # noqa: E402
-from lze_trl.demo import DemoConfig, MethodSpec, run_comparison  # noqa: E402
+from lze_trl.demo import MethodSpec, run_comparison  # noqa: E402
 
 
 ARMS = {
@@ -30,17 +31,14 @@ ARMS = {
     "lze+probe": {"selector": "lze", "probe_generations": 2, "selection_ratio": 0.33},
     "lze+adaptive": {"selector": "lze", "rollout_rounds": [2, 4, 8]},
 }
-REGIMES = {
-    "dead": dict(train_levels=[0, 0, 1, 2, 6, 6], test_levels=[1, 2]),  # the dead-mass regime
-    "carries": {},
-}
+REGIMES = ("dead", "carries")
 MAX_TURNS = 3
 STEPS, EVAL_STEPS = 120, 20
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("regime", choices=list(REGIMES))
+    parser.add_argument("regime", choices=REGIMES)
     parser.add_argument("seed", type=int)
     parser.add_argument("out", type=Path)
     parser.add_argument("--steps", type=int, default=STEPS)
@@ -51,9 +49,7 @@ def main() -> None:
         MethodSpec(name, dict(overrides), trainer_cls=checker_trainer(rollouts[name]))
         for name, overrides in ARMS.items()
     ]
-    config = DemoConfig(
-        seed=args.seed, steps=args.steps, eval_steps=EVAL_STEPS, methods=methods, **REGIMES[args.regime]
-    )
+    config = demo_config(args.regime, seed=args.seed, steps=args.steps, eval_steps=EVAL_STEPS, methods=methods)
     results = run_comparison(config, out, figures=False)
     with gzip.open(out / "demo_results.json.gz", "wt") as f:
         json.dump(results, f)

@@ -19,15 +19,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from benchmarks.adaptive.regimes import REGIMES, demo_config  # noqa: E402
 from benchmarks.cgrpo.arm import CGRPOArmConfig, calibration_set, cgrpo_arm  # noqa: E402
-from lze_trl.demo import DemoConfig, MethodSpec, run_comparison  # noqa: E402
+from lze_trl.demo import MethodSpec, run_comparison  # noqa: E402
 
 
-REGIMES = {
-    "dead": dict(train_levels=[0, 0, 1, 2, 6, 6], test_levels=[1, 2]),  # the dead-mass regime
-    "carries": {},
-    "arithmetic": dict(task="arithmetic"),
-}
 ARM = "cgrpo"
 SETTING = {"selector": "none", "budget_grid": [2, 4, 8], "recalibrate_every": 50}
 
@@ -40,12 +36,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=240)
     parser.add_argument("--grpo", action="store_true")
     cli = parser.parse_args()
-    regime = dict(REGIMES[cli.regime])
-    if regime.get("task") == "arithmetic":
-        from lze_trl.demo import default_warm_start
-
-        regime["warm_start"] = default_warm_start("arithmetic")
-    config = DemoConfig(seed=cli.seed, steps=cli.steps, eval_steps=20, methods=[], baseline=ARM, **regime)
+    config = demo_config(cli.regime, seed=cli.seed, steps=cli.steps, eval_steps=20, methods=[], baseline=ARM)
     arm = cgrpo_arm(calibration_set(config))
     config.methods = [MethodSpec(ARM, dict(SETTING), trainer_cls=arm, config_cls=CGRPOArmConfig)]
     if cli.grpo:
