@@ -5,10 +5,10 @@ raw results:
     python benchmarks/agentic/report.py --check    # rebuilds the report and fails if it differs from the committed
 
 Reads `benchmarks/results/agentic/runs/<regime>_s<seed>/` (`demo_results.json.gz` and `turns.json`, written by
-`run.py`). Per regime and arm, paired by seed with GRPO: model calls, rollouts, generated tokens and generation
-seconds over GRPO's (mean, and the seeds' range), model calls per rollout, and in-domain and OOD accuracy (the mean of
-the last 3 evaluations) minus GRPO's with 95% t intervals corrected for the 3 arms compared (Bonferroni). The
-protocol is in BENCHMARKS.md section 13.
+`run.py`). Per regime and arm, paired by seed with GRPO: model calls, rollouts and generated tokens over GRPO's (mean,
+and the seeds' range; no times: the arms ran under different loads), model calls per rollout, and in-domain and OOD
+accuracy (the mean of the last 3 evaluations) minus GRPO's with 95% t intervals corrected for the 3 arms compared
+(Bonferroni). The protocol is in BENCHMARKS.md section 13.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ def load(runs: Path) -> pd.DataFrame:
                     "model_calls": int(calls["model_turns"].sum()),
                     "model_tokens": int(calls["model_tokens"].sum()),
                     "solved": float(calls["solved"].sum() / calls["rollouts"].sum()),
-                    "rollout_seconds": float(method["summary"]["rollout_seconds"]),
                     "calls_per_step": calls.groupby("step")["model_turns"].sum().to_dict(),
                     **{m: smoothed_final(method["curve"], f"{m}_accuracy") for m in ("test", "ood", "train")},
                 }
@@ -84,7 +83,6 @@ def regime_table(part: pd.DataFrame) -> str:
                 "model calls": ratio(part, arm, "model_calls"),
                 "rollouts": ratio(part, arm, "rollouts"),
                 "generated tokens": ratio(part, arm, "model_tokens"),
-                "generation seconds": ratio(part, arm, "rollout_seconds"),
                 "calls per rollout": f"{(mine.model_calls / mine.rollouts).mean():.2f}",
                 "solved": f"{mine.solved.mean():.3f}",
                 "in-domain": f"{mine.test.mean():.3f}",
