@@ -27,7 +27,7 @@ from tabulate import tabulate
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.rollout_budget.report import WINDOW, figure, load, report, rows  # noqa: E402
+from benchmarks.rollout_budget.report import WINDOW, figure, load, report, rows, smoothed_final  # noqa: E402
 
 
 RESULTS = ROOT / "benchmarks" / "results" / "adaptive"
@@ -43,6 +43,7 @@ ADAPTIVE = "lze:rollout_rounds=2+4+8"
 CGRPO = "cgrpo"
 CONTROL = "uniform_rounds"  # the adaptive budget with a uniform choice of the same number of groups (control.py)
 EXTRA_RUNS = ("cgrpo_runs", "control_runs")
+TRL_CHECK = "grpo@cgrpo-trl"  # plain GRPO under C-GRPO's TRL (1.14.2), one seed: not an arm, the version check
 PROBE_LIMIT_K, G = 2, 8  # the first round and the group of the probe limit k/G + (1 - d)(1 - k/G)
 METRICS = {"test_last3": "in-domain", "ood_last3": "OOD", "train_last3": "train prompts"}
 
@@ -203,12 +204,24 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict, arms: d
     return rows
 
 
+def trl_versions(regime: str, check: dict, grpo: dict) -> list[list]:
+    """GRPO under TRL 1.14.2 (`check`) against GRPO under 1.16.0 on the same seeds: each metric's 3-evaluation mean."""
+    rows = []
+    for seed in sorted(check):
+        for metric in ("test", "ood"):
+            old, new = (smoothed_final(run[seed]["curve"], f"{metric}_accuracy") for run in (check, grpo))
+            rows.append([REGIMES[regime], seed, metric, f"{old:.3f}", f"{new:.3f}", f"{old - new:+.3f}"])
+    return rows
+
+
 def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The whole report (Markdown) from `results/runs`; with `figures`, also each regime's figure."""
-    parts, goal_rows = [], []
+    parts, goal_rows, trl_check = [], [], []
     for regime, name in REGIMES.items():
         folders = [p for runs in ("runs", *EXTRA_RUNS) for p in (results / runs).glob(f"{regime}_s*")]
         arms = load(sorted(str(p) for p in folders))
+        if TRL_CHECK in arms:
+            trl_check += trl_versions(regime, arms.pop(TRL_CHECK), arms[BASELINE])
         if not arms:
             continue
         frame = rows(arms, BASELINE, FRONTIER)
@@ -226,7 +239,15 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
             figure(arms, results / f"{regime}_accuracy_vs_rollouts.png")
     head = "# The adaptive rollout budget (BENCHMARKS.md section 12), rebuilt by benchmarks/adaptive/report.py\n\n"
     goal_table = tabulate(goal_rows, ["regime", "goal", "measured (mean over seeds)", ""], tablefmt="github")
-    return head + "## The issue's goals for `" + ADAPTIVE + "`\n\n" + goal_table + "\n\n" + "\n".join(parts)
+    text = head + "## The issue's goals for `" + ADAPTIVE + "`\n\n" + goal_table + "\n\n" + "\n".join(parts)
+    if trl_check:
+        headers = ["regime", "seed", "metric (last 3)", "GRPO, TRL 1.14.2", "GRPO, TRL 1.16.0", "difference"]
+        text += (
+            "\n## The TRL check: plain GRPO under C-GRPO's TRL against the same seed under the others' TRL\n\n"
+            + tabulate(trl_check, headers, tablefmt="github")
+            + "\n"
+        )
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
