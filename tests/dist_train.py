@@ -38,12 +38,7 @@ def main(out_dir: str, mode: str) -> None:
         extra = dict(rollout_func=counting_rollout_func([]))
     if mode in ("probe-environment", "rounds-tools"):
         from test_drop_in import CountingEnv, tool_tokenizer
-        from test_probe_agentic import AddingEnv, ScriptedToolCaller, tool_answer_reward
-
-        class SometimesCallsTool(ScriptedToolCaller):  # some groups' first rollouts agree, some do not
-            @staticmethod
-            def calls_tool(a: int, j: int) -> bool:
-                return (a + j) % 3 == 0
+        from test_probe_agentic import AddingEnv, SometimesCallsTool, tool_answer_reward
 
         tokenizer, trainer_class = tool_tokenizer(), SometimesCallsTool
         model = tiny_qwen2(tokenizer, max_position_embeddings=4096)

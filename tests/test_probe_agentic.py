@@ -143,6 +143,15 @@ class ScriptedToolCaller(UpdateRecorder):
         return completions, None
 
 
+class SometimesCallsTool(ScriptedToolCaller):
+    """Calls the tool on the `j`-th rollout of `a+b=` when `(a + j) % 3 == 0`: some groups' first rollouts agree (all
+    wrong), some do not."""
+
+    @staticmethod
+    def calls_tool(a: int, j: int) -> bool:
+        return (a + j) % 3 == 0
+
+
 class AddingEnv(CountingEnv):
     """An environment that owns the prompt (`a+b=`), the `add` tool and the reward: 1 once its tool has run."""
 
@@ -282,3 +291,81 @@ def test_a_tools_run_probes_and_completes_fewer_groups(tmp_path, budget):
     if budget == "probe":
         assert fresh == [8 + 2 * c for c in completed]
     assert logged(trainer, "tools/call_frequency")  # TRL's tool loop ran in the generation rounds
+
+
+class AsyncAddingEnv(AddingEnv):
+    """The environment's reward read through an async `get_reward`."""
+
+    async def get_reward(self) -> float:
+        return float(self.added)
+
+
+class OtherAddingEnv(AddingEnv):
+    """A second environment class, for a `dict` `environment_factory`."""
+
+
+async def add(a: int, b: int) -> int:
+    """
+    Adds two numbers.
+
+    Args:
+        a: first number
+        b: second number
+    """
+    return a + b
+
+
+def tool_prompts(n: int = 16) -> dict:
+    return {"prompt": [[{"role": "user", "content": f"{i}+{i % 7}="}] for i in range(n)]}
+
+
+def questions(n: int = 16, **extra) -> dict:
+    return {"question": [f"{i}+{i % 7}" for i in range(n)], **extra}
+
+
+AGENT_VARIANTS = {
+    "tools": (tool_prompts(), dict(tools=[CountingEnv().add]), {}),
+    "async-tools": (tool_prompts(), dict(tools=[add]), {}),
+    "one-tool-iteration": (tool_prompts(), dict(tools=[CountingEnv().add]), dict(max_tool_calling_iterations=1)),
+    # the tool's call fits, its response does not: TRL takes the response back and the rollout ends at its call
+    "truncated": (tool_prompts(), dict(tools=[CountingEnv().add]), dict(max_completion_length=100)),
+    "environment": (questions(), dict(environment_factory=AddingEnv), {}),
+    "async-get-reward": (questions(), dict(environment_factory=AsyncAddingEnv), {}),
+    "several-environments": (
+        questions(environment=["adding", "other"] * 8),
+        dict(environment_factory={"adding": AddingEnv, "other": OtherAddingEnv}),
+        {},
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", list(BUDGETS))
+@pytest.mark.parametrize("variant", list(AGENT_VARIANTS))
+def test_every_tool_and_environment_variant_trains_with_the_budget_and_saves_rollouts(tmp_path, variant, budget):
+    # TRL's tool loop runs the scripted caller's tool calls in each round; some groups stop after their first round
+    data, kwargs, settings = AGENT_VARIANTS[variant]
+    settings = {"max_completion_length": 256, **settings}  # config settings
+    tokenizer = tool_tokenizer()
+    trainer = make_trainer(
+        tmp_path,
+        reward=tool_answer_reward if "tools" in kwargs else [],  # an environment's reward is its own
+        dataset=Dataset.from_dict(data),
+        model=tiny_qwen2(tokenizer, max_position_embeddings=4096),
+        tokenizer=tokenizer,
+        max_steps=2,
+        per_device_train_batch_size=16,
+        trainer_class=SometimesCallsTool,
+        trainer_kwargs=kwargs,
+        **settings,
+        **BUDGETS[budget],
+    )
+    trainer.train()
+    fresh, completed = logged(trainer, "lze/fresh_rollouts"), logged(trainer, "lze/completed_groups")
+    assert trainer.state.global_step == 2 and len(fresh) == 2
+    assert sum(fresh) < 2 * 16 and all(8 + 2 * c <= f <= 16 for f, c in zip(fresh, completed))
+    if variant == "truncated":  # no tool response fitted: no second turn
+        assert trainer.model_turns == sum(fresh)
+    else:  # tool calls took a second turn
+        assert trainer.model_turns > sum(fresh)
+    assert all(c > 0 for c in logged(trainer, "tools/call_frequency"))
