@@ -71,7 +71,8 @@ def main(out_dir: str, mode: str) -> None:
         **extra,
     )
     trainer.train()
-    save_rank_results(trainer, out_dir, flat_parameters(trainer.model), grad_rows=rows["rows"])
+    logged = ("loss", "tools/call_frequency")
+    save_rank_results(trainer, out_dir, flat_parameters(trainer.model), log_keys=logged, grad_rows=rows["rows"])
 
 
 if __name__ == "__main__":
