@@ -10,10 +10,6 @@ writes `OUT/<regime>_s<seed>/seed_<seed>/demo_results.json.gz`, the layout `benc
 
 from __future__ import annotations
 
-import argparse
-import gzip
-import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,8 +19,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.adaptive.regimes import REGIMES, demo_config  # noqa: E402
-from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec, run_comparison  # noqa: E402
+from benchmarks.adaptive.regimes import demo_config, run_and_keep, run_parser  # noqa: E402
+from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec  # noqa: E402
 
 
 ARM = "uniform_rounds"
@@ -50,20 +46,10 @@ class UniformRoundsTrainer(MeteredLZEGRPOTrainer):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("regime", choices=list(REGIMES))
-    parser.add_argument("seed", type=int)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--steps", type=int, default=240)
-    cli = parser.parse_args()
+    cli = run_parser(__doc__.split("\n\n")[0]).parse_args()
     method = MethodSpec(ARM, dict(SETTING), trainer_cls=UniformRoundsTrainer)
     config = demo_config(cli.regime, seed=cli.seed, steps=cli.steps, eval_steps=20, methods=[method], baseline=ARM)
-    out = cli.out / f"{cli.regime}_s{cli.seed}" / f"seed_{cli.seed}"
-    results = run_comparison(config, out, figures=False)
-    with gzip.open(out / "demo_results.json.gz", "wt") as f:
-        json.dump(results, f)
-    (out / "demo_results.json").unlink()
-    shutil.rmtree(out / "runs", ignore_errors=True)
+    run_and_keep(config, cli.out / f"{cli.regime}_s{cli.seed}" / f"seed_{cli.seed}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ budget, met or missed (goal 3c: against C-GRPO at equal rollouts). The protocol 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -214,6 +216,27 @@ def trl_versions(regime: str, check: dict, grpo: dict) -> list[list]:
     return rows
 
 
+def timing(folder: Path) -> str:
+    """Goal 4's table from the `bench_vllm_cpu.py` runs in `folder` (`run*.json`): per arm, the median over the runs
+    of each run's mean over its measured steps, and the step and generation over GRPO's (the first arm)."""
+    runs = [json.loads(path.read_text())["results"] for path in sorted(folder.glob("run*.json"))]
+    frame = pd.DataFrame([arm for run in runs for arm in run])
+    columns = ["rollouts", "update_rows", "total", "generation", "scoring", "update"]
+    medians = frame.groupby("selector", sort=False)[columns].median()
+    base = medians.iloc[0]
+    medians["step / GRPO"] = medians.total / base.total
+    medians["generation / GRPO"] = medians.generation / base.generation
+    table = tabulate(medians.reset_index(), headers="keys", tablefmt="github", floatfmt=".2f", showindex=False)
+    return (
+        f"\n## Time per step (goal 4): `benchmarks/bench_vllm_cpu.py`, medians of {len(runs)} runs\n\n"
+        f"{table}\n\nEach run's s/step (generation): "
+        + "; ".join(
+            ", ".join(f"{arm['selector']} {arm['total']:.1f} ({arm['generation']:.1f})" for arm in run) for run in runs
+        )
+        + "\n"
+    )
+
+
 def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The whole report (Markdown) from `results/runs`; with `figures`, also each regime's figure."""
     parts, goal_rows, trl_check = [], [], []
@@ -240,6 +263,8 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     head = "# The adaptive rollout budget (BENCHMARKS.md section 12), rebuilt by benchmarks/adaptive/report.py\n\n"
     goal_table = tabulate(goal_rows, ["regime", "goal", "measured (mean over seeds)", ""], tablefmt="github")
     text = head + "## The issue's goals for `" + ADAPTIVE + "`\n\n" + goal_table + "\n\n" + "\n".join(parts)
+    if (results / "timing").is_dir():
+        text += timing(results / "timing")
     if trl_check:
         headers = ["regime", "seed", "metric (last 3)", "GRPO, TRL 1.14.2", "GRPO, TRL 1.16.0", "difference"]
         text += (
@@ -250,20 +275,26 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=RESULTS, help="folder with runs/ and report.md")
+def report_main(build: Callable[..., str], results: Path, description: str, argv: list[str] | None) -> int:
+    """The command line of a report rebuilt from committed raw results: write `results/report.md` (and the
+    figures), or with `--check` rebuild it and return 1 if it differs from the committed one."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--results", type=Path, default=results, help="folder with runs/ and report.md")
     parser.add_argument("--check", action="store_true", help="fail if the rebuilt report differs from the committed")
     cli = parser.parse_args(argv)
     text = build(cli.results, figures=not cli.check)
     path = cli.results / "report.md"
     if cli.check:
-        same = path.read_text() == text
+        same = path.exists() and path.read_text() == text
         print("the committed report rebuilds" if same else f"{path} differs from its rebuild from {cli.results}/runs")
         return 0 if same else 1
     path.write_text(text)
     print(text)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return report_main(build, RESULTS, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

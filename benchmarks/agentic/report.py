@@ -5,15 +5,15 @@ raw results:
     python benchmarks/agentic/report.py --check    # rebuilds the report and fails if it differs from the committed
 
 Reads `benchmarks/results/agentic/runs/<regime>_s<seed>/` (`demo_results.json.gz` and `turns.json`, written by
-`run.py`). Per regime and arm, paired by seed with GRPO: model calls, rollouts and generated tokens over GRPO's (mean,
-and the seeds' range; no times: the arms ran under different loads), model calls per rollout, and in-domain and OOD
+`run.py`). Per regime and arm, paired by seed with GRPO: model calls (over the run, and after the first pass over the
+training prompts), rollouts and generated tokens over GRPO's (mean, and the seeds' range; no times: the arms ran
+under different loads), model calls per rollout, and in-domain and OOD
 accuracy (the mean of the last 3 evaluations) minus GRPO's with 95% t intervals corrected for the 3 arms compared
 (Bonferroni). The protocol is in BENCHMARKS.md section 13.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import sys
@@ -25,7 +25,7 @@ from tabulate import tabulate
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.adaptive.report import corrected  # noqa: E402
+from benchmarks.adaptive.report import corrected, report_main  # noqa: E402
 from benchmarks.agentic.run import ARMS, REGIMES  # noqa: E402
 from benchmarks.rollout_budget.report import smoothed_final  # noqa: E402
 
@@ -44,6 +44,7 @@ def load(runs: Path) -> pd.DataFrame:
         turns = json.loads((folder / "turns.json").read_text())["arms"]
         for arm, method in results["methods"].items():
             calls = pd.DataFrame(turns[arm])
+            epoch = results["config"]["n_train"] // results["config"]["prompts_per_step"]  # steps of the first pass
             rows.append(
                 {
                     "regime": regime,
@@ -51,6 +52,7 @@ def load(runs: Path) -> pd.DataFrame:
                     "arm": arm,
                     "rollouts": int(calls["rollouts"].sum()),
                     "model_calls": int(calls["model_turns"].sum()),
+                    "model_calls_after_first_epoch": int(calls[calls.step >= epoch]["model_turns"].sum()),
                     "model_tokens": int(calls["model_tokens"].sum()),
                     "solved": float(calls["solved"].sum() / calls["rollouts"].sum()),
                     "calls_per_step": calls.groupby("step")["model_turns"].sum().to_dict(),
@@ -81,6 +83,7 @@ def regime_table(part: pd.DataFrame) -> str:
             {
                 "arm": arm,
                 "model calls": ratio(part, arm, "model_calls"),
+                "after the first epoch": ratio(part, arm, "model_calls_after_first_epoch"),
                 "rollouts": ratio(part, arm, "rollouts"),
                 "generated tokens": ratio(part, arm, "model_tokens"),
                 "calls per rollout": f"{(mine.model_calls / mine.rollouts).mean():.2f}",
@@ -144,19 +147,7 @@ def build(results: Path, figures: bool = True) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=RESULTS, help="folder with runs/ and report.md")
-    parser.add_argument("--check", action="store_true", help="fail if the rebuilt report differs from the committed")
-    cli = parser.parse_args(argv)
-    text = build(cli.results, figures=not cli.check)
-    path = cli.results / "report.md"
-    if cli.check:
-        same = path.exists() and path.read_text() == text
-        print("the committed report rebuilds" if same else f"{path} differs from its rebuild from {cli.results}/runs")
-        return 0 if same else 1
-    path.write_text(text)
-    print(text)
-    return 0
+    return report_main(build, RESULTS, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

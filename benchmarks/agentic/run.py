@@ -10,19 +10,16 @@ writes `OUT/<regime>_s<seed>/demo_results.json.gz` (the demo's results: accuracy
 
 from __future__ import annotations
 
-import argparse
-import gzip
 import json
-import shutil
 import sys
 from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.adaptive.regimes import demo_config  # noqa: E402
+from benchmarks.adaptive.regimes import demo_config, run_and_keep, run_parser  # noqa: E402
 from benchmarks.agentic.checker import CheckerRollouts, checker_trainer  # noqa: E402
-from lze_trl.demo import MethodSpec, run_comparison  # noqa: E402
+from lze_trl.demo import MethodSpec  # noqa: E402
 
 
 ARMS = {
@@ -37,12 +34,7 @@ STEPS, EVAL_STEPS = 120, 20
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("regime", choices=REGIMES)
-    parser.add_argument("seed", type=int)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--steps", type=int, default=STEPS)
-    args = parser.parse_args()
+    args = run_parser(__doc__.split("\n\n")[0], REGIMES, STEPS).parse_args()
     out = args.out / f"{args.regime}_s{args.seed}"
     rollouts = {name: CheckerRollouts(MAX_TURNS) for name in ARMS}
     methods = [
@@ -50,11 +42,7 @@ def main() -> None:
         for name, overrides in ARMS.items()
     ]
     config = demo_config(args.regime, seed=args.seed, steps=args.steps, eval_steps=EVAL_STEPS, methods=methods)
-    results = run_comparison(config, out, figures=False)
-    with gzip.open(out / "demo_results.json.gz", "wt") as f:
-        json.dump(results, f)
-    (out / "demo_results.json").unlink()
-    shutil.rmtree(out / "runs", ignore_errors=True)
+    run_and_keep(config, out)
     turns = {name: r.calls for name, r in rollouts.items()}
     (out / "turns.json").write_text(json.dumps({"max_turns": MAX_TURNS, "arms": turns}, indent=1))
 

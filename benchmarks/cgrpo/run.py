@@ -9,19 +9,15 @@ writes `OUT/<regime>_s<seed>/seed_<seed>/demo_results.json.gz`, the layout `benc
 
 from __future__ import annotations
 
-import argparse
-import gzip
-import json
-import shutil
 import sys
 from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.adaptive.regimes import REGIMES, demo_config  # noqa: E402
+from benchmarks.adaptive.regimes import demo_config, run_and_keep, run_parser  # noqa: E402
 from benchmarks.cgrpo.arm import CGRPOArmConfig, calibration_set, cgrpo_arm  # noqa: E402
-from lze_trl.demo import MethodSpec, run_comparison  # noqa: E402
+from lze_trl.demo import MethodSpec  # noqa: E402
 
 
 ARM = "cgrpo"
@@ -29,11 +25,7 @@ SETTING = {"selector": "none", "budget_grid": [2, 4, 8], "recalibrate_every": 50
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("regime", choices=list(REGIMES))
-    parser.add_argument("seed", type=int)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--steps", type=int, default=240)
+    parser = run_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--grpo", action="store_true")
     cli = parser.parse_args()
     config = demo_config(cli.regime, seed=cli.seed, steps=cli.steps, eval_steps=20, methods=[], baseline=ARM)
@@ -41,12 +33,7 @@ def main() -> None:
     config.methods = [MethodSpec(ARM, dict(SETTING), trainer_cls=arm, config_cls=CGRPOArmConfig)]
     if cli.grpo:
         config.methods.append(MethodSpec("grpo@cgrpo-trl", {"selector": "none"}))
-    out = cli.out / f"{cli.regime}_s{cli.seed}" / f"seed_{cli.seed}"
-    results = run_comparison(config, out, figures=False)
-    with gzip.open(out / "demo_results.json.gz", "wt") as f:
-        json.dump(results, f)
-    (out / "demo_results.json").unlink()
-    shutil.rmtree(out / "runs", ignore_errors=True)
+    run_and_keep(config, cli.out / f"{cli.regime}_s{cli.seed}" / f"seed_{cli.seed}")
 
 
 if __name__ == "__main__":
