@@ -118,6 +118,11 @@ def against_grpo(frame: pd.DataFrame, arms: dict) -> tuple[str, dict]:
     return tabulate(table, headers, tablefmt="github"), out
 
 
+def completed_groups(seeds: dict[int, dict]) -> float:
+    """The mean over seeds of a run's mean `lze/completed_groups` per generation batch."""
+    return float(np.mean([np.mean([e["lze/completed_groups"] for e in run["steps"]]) for run in seeds.values()]))
+
+
 def at_equal_rollouts(arms: dict, arm: str, other: str, compared: int) -> tuple[float, float, float, float]:
     """`arm` minus `other` in-domain, paired by seed, each run's curve read at the smaller of the two runs' total
     rollouts (`curve_at`), with the corrected interval of [`corrected`]."""
@@ -175,6 +180,7 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict, arms: d
             "met" if curve_gap >= 0 else "missed",
         ],
         [name, "(context) in-domain - the fixed-quota probe (0.33)", f"{probe_gap:+.3f}", ""],
+        [name, "(context) groups completed per batch, of 64", f"{completed_groups(arms[ADAPTIVE]):.1f}", ""],
     ]
     if CONTROL in arms:
         mean, low, high, _ = corrected(
