@@ -140,15 +140,50 @@ def expected_energy(
     return (pmf * energies).sum(axis=1)
 
 
+MIN_PRIOR_STRENGTH, MAX_PRIOR_STRENGTH = 1e-6, 1e6
+"""The bounds of [`fit_beta_prior`]'s strength (in rollouts): its limits, an empty prior and a point one."""
+
+
+def fit_beta_prior(successes: np.ndarray, trials: np.ndarray) -> tuple[float, float] | None:
+    """
+    A `Beta(a, b)` prior of a prompt's pass rate fitted to a batch of groups by the beta-binomial's method of moments:
+    how spread the groups' successes are over `n` rollouts each tells how far apart the prompts' pass rates are.
+
+    The mean is the pooled pass rate `(sum(successes) + 1) / (sum(trials) + 2)`; the strength `a + b` follows from the
+    variance of the successes, `Var = n p (1 - p) (a + b + n) / (a + b + 1)`: groups as spread as a binomial's (every
+    prompt alike) give an (almost) point prior at the mean, groups all alike within (every prompt always or never
+    solved) an (almost) empty one, so that a group of `n` failures is then taken for a prompt never solved. Only
+    groups with all `n` rollouts scorable (`n` the most trials) are used, for the mean too.
+
+    Args:
+        successes, trials (`np.ndarray`):
+            Correct and scorable rollouts of each group of the batch's first round.
+
+    Returns:
+        `tuple[float, float]` or `None`: `(a, b)`, or `None` when the batch cannot tell (fewer than two groups with
+        `n >= 2` scorable rollouts).
+    """
+    s, m = np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64)
+    n = m.max(initial=0.0)
+    full = s[m == n]
+    if n < 2 or len(full) < 2:
+        return None
+    mean = (full.sum() + 1.0) / (n * len(full) + 2.0)
+    ratio = full.var() / (n * mean * (1.0 - mean))  # 1 for a binomial, n when every group is all alike
+    strength = (n - ratio) / (ratio - 1.0) if ratio > 1.0 else MAX_PRIOR_STRENGTH
+    strength = float(np.clip(strength, MIN_PRIOR_STRENGTH, MAX_PRIOR_STRENGTH))
+    return mean * strength, (1.0 - mean) * strength
+
+
 def live_probability(
-    successes: np.ndarray, trials: np.ndarray, remaining: int, prior_mean: np.ndarray, prior_strength: float
+    successes: np.ndarray, trials: np.ndarray, remaining: int, prior_a: np.ndarray, prior_b: np.ndarray
 ) -> np.ndarray:
     """
     The probability that a group is live (neither all successes nor all failures) once `remaining` more rollouts
     complete it, given its rollouts so far: the decision of the adaptive budget (`rollout_rounds`).
 
-    The pass rate is `Beta(a, b)` as in [`expected_energy`]; a group already mixed is live (1), and one whose `trials`
-    rollouts are all successes (failures) stays dead only if the `remaining` ones are too:
+    The pass rate is `Beta(prior_a + successes, prior_b + trials - successes)`; a group already mixed is live (1), and
+    one whose `trials` rollouts are all successes (failures) stays dead only if the `remaining` ones are too:
     `P(all succeed) = prod_j (a + j) / (a + b + j)` over `j < remaining`. A group with no scorable rollout yet may end
     either way.
 
@@ -157,15 +192,15 @@ def live_probability(
             Correct and scorable rollouts of each group so far.
         remaining (`int`):
             Rollouts still to come if the group goes on to `num_generations`.
-        prior_mean (`np.ndarray`):
-            Prior pass rate of each prompt.
-        prior_strength (`float`):
-            Weight of the prior in rollouts.
+        prior_a, prior_b (`np.ndarray`):
+            The `Beta` prior of each prompt's pass rate (> 0).
 
     Returns:
         `np.ndarray`: the live probabilities, float64, shape `(num_groups,)`.
     """
-    s, m, a, b = beta_posterior(successes, trials, prior_mean, prior_strength)
+    s, m = np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64)
+    a = np.asarray(prior_a, dtype=np.float64) + s
+    b = np.asarray(prior_b, dtype=np.float64) + m - s
     steps = np.arange(remaining, dtype=np.float64)[None, :]
     all_succeed = np.prod((a[:, None] + steps) / (a[:, None] + b[:, None] + steps), axis=1)
     all_fail = np.prod((b[:, None] + steps) / (a[:, None] + b[:, None] + steps), axis=1)

@@ -111,6 +111,8 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
         probe_pass_rates = group_pass_rates(rewards[:, :k, correct].reshape(-1), k, run.args.pass_threshold)
         fresh = [len(out.prompt_ids) for out, *_ in rounds]
         metrics = run.probe_guard.observe(probe_pass_rates, groups, complete, fresh)
+        if run.args.rollout_rounds:  # how alike the batch's new prompts are taken to be (`LZERun.new_prompt_prior`)
+            metrics["lze/new_prompt_prior_strength"] = float(sum(run.new_prompt_prior(rewards[:, :, correct])))
     metrics.update(run.record(groups, weights, global_step))
     # 5. Keep the positively weighted rows (advantages scaled by the weight), padded alike on every process
     generated_tokens = rows["num_items_in_batch"].item()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .energy import compute_energy, expected_energy, live_probability
+from .energy import compute_energy, expected_energy, fit_beta_prior, live_probability
 from .guards import LearningZoneGuard, LZEWarning, ProbeGuard, UnscorableGuard
 from .prompt_state import PromptState
 from .pruning import PromptPruner
@@ -217,7 +217,10 @@ class LZERun:
                 Rollouts that would complete a group.
         """
         args, ids = self.args, np.asarray(prompt_ids, dtype=np.int64)
-        successes, trials, prior, known = self._evidence(ids, correctness)
+        successes, trials = self._counts(correctness)
+        known = self.prompts.get(ids)
+        pooled = (successes.sum() + 1.0) / (trials.sum() + 2.0)
+        prior = np.where(np.isnan(known["ema_pass_rate"]), pooled, known["ema_pass_rate"])
         energies = expected_energy(
             successes,
             trials,
@@ -245,23 +248,37 @@ class LZERun:
         """
         The probability that each group is live once complete ([`~lze_trl.energy.live_probability`]), from its
         rollouts so far (`correctness`, shape `(num_groups, rollouts so far)`, NaN where unscorable or not generated)
-        and its prompt's history (as in [`~LZERun.probe`]), without touching the state: the adaptive budget's
-        decision (`rollout_rounds`).
+        and its prompt's prior, without touching the state: the adaptive budget's decision (`rollout_rounds`). A
+        prompt with a history has its EMA pass rate, weighed `probe_prior_strength` rollouts, over Jeffreys' prior; a
+        new prompt has [`new_prompt_prior`].
         """
-        successes, trials, prior, _ = self._evidence(np.asarray(prompt_ids, dtype=np.int64), correctness)
-        return live_probability(successes, trials, remaining, prior, self.args.probe_prior_strength)
+        successes, trials = self._counts(correctness)
+        ema = self.prompts.get(np.asarray(prompt_ids, dtype=np.int64))["ema_pass_rate"]
+        strength = self.args.probe_prior_strength
+        new_a, new_b = self.new_prompt_prior(correctness)
+        a = np.where(np.isnan(ema), new_a, 0.5 + strength * ema)
+        b = np.where(np.isnan(ema), new_b, 0.5 + strength * (1.0 - ema))
+        return live_probability(successes, trials, remaining, a, b)
 
-    def _evidence(self, ids: np.ndarray, correctness: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Successes and scorable trials of each group so far, its prior pass rate (the prompt's EMA, or the batch's
-        pooled pass rate for a new prompt), and the table's rows of its prompt."""
-        correctness = np.asarray(correctness, dtype=np.float64).reshape(len(ids), -1)
+    def new_prompt_prior(self, correctness: np.ndarray) -> tuple[float, float]:
+        """
+        The adaptive budget's `Beta(a, b)` prior of a new prompt's pass rate, fitted to the batch: to the successes of
+        every group's first round (the first `rollout_rounds[0]` columns of `correctness`, shape `(num_groups,
+        rollouts so far)`) by [`~lze_trl.energy.fit_beta_prior`]. Where the batch cannot tell (a first round of one
+        rollout), the pooled pass rate weighed `probe_prior_strength` rollouts over Jeffreys' prior.
+        """
+        successes, trials = self._counts(np.asarray(correctness, dtype=np.float64)[:, : self.rounds[0]])
+        fitted = fit_beta_prior(successes, trials)
+        if fitted is not None:
+            return fitted
+        pooled, strength = (successes.sum() + 1.0) / (trials.sum() + 2.0), self.args.probe_prior_strength
+        return 0.5 + strength * pooled, 0.5 + strength * (1.0 - pooled)
+
+    def _counts(self, correctness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Correct and scorable rollouts of each group so far (`correctness` shaped `(num_groups, rollouts)`)."""
+        correctness = np.asarray(correctness, dtype=np.float64)
         scorable = np.isfinite(correctness)
-        successes = (np.where(scorable, correctness, -np.inf) >= self.args.pass_threshold).sum(axis=1)
-        trials = scorable.sum(axis=1)
-        known = self.prompts.get(ids)
-        pooled = (successes.sum() + 1.0) / (trials.sum() + 2.0)
-        prior = np.where(np.isnan(known["ema_pass_rate"]), pooled, known["ema_pass_rate"])
-        return successes, trials, prior, known
+        return (np.where(scorable, correctness, -np.inf) >= self.args.pass_threshold).sum(axis=1), scorable.sum(axis=1)
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         """The selector's weight of each group of `batch` (0 removes the group from the update)."""

@@ -8,28 +8,91 @@ import pytest
 import torch
 from scipy import stats
 from test_probe import RecordingTrainer, bucket_reward, rollouts
-from testing_utils import logged, lze_args, make_trainer, prompt_dataset
+from testing_utils import completion_bucket, logged, lze_args, make_trainer, prompt_dataset, prompt_number
 
 from lze_trl import LZEWarning
-from lze_trl.energy import live_probability
+from lze_trl.energy import fit_beta_prior, live_probability
 from lze_trl.generation_batch import served_rows
+from lze_trl.run import LZERun
 
 
 def test_live_probability_is_one_minus_the_beta_binomial_chance_that_the_group_stays_alike():
-    # by hand: 2 of 2 correct, Jeffreys' prior alone: Beta(2.5, 0.5); 2 more all correct: 2.5/3 * 3.5/4
-    np.testing.assert_allclose(live_probability([2], [2], 2, [0.5], 0.0), [1 - 2.5 / 3 * 3.5 / 4])
+    # by hand: 2 of 2 correct under a Beta(0.5, 0.5) prior: Beta(2.5, 0.5); 2 more all correct: 2.5/3 * 3.5/4
+    np.testing.assert_allclose(live_probability([2], [2], 2, [0.5], [0.5]), [1 - 2.5 / 3 * 3.5 / 4])
     rng = np.random.default_rng(0)
     trials = rng.integers(0, 5, 200)
     successes = np.where(rng.random(200) < 0.5, 0, trials)  # alike so far: all failures or all successes
     successes[:20] = np.minimum(1, trials[:20])  # and a few mixed (or empty) ones
-    prior, strength, remaining = rng.random(200), 3.0, 4
-    a = 0.5 + strength * prior + successes
-    b = 0.5 + strength * (1 - prior) + trials - successes
+    prior_a, prior_b, remaining = 0.1 + 3 * rng.random(200), 0.1 + 3 * rng.random(200), 4
+    a, b = prior_a + successes, prior_b + trials - successes
     stays = np.where(successes == trials, stats.betabinom.pmf(remaining, remaining, a, b), 0.0)
     stays += np.where(successes == 0, stats.betabinom.pmf(0, remaining, a, b), 0.0)
-    np.testing.assert_allclose(live_probability(successes, trials, remaining, prior, strength), 1 - stays)
+    np.testing.assert_allclose(live_probability(successes, trials, remaining, prior_a, prior_b), 1 - stays)
     mixed = (successes > 0) & (successes < trials)
-    assert mixed.any() and np.all(live_probability(successes, trials, remaining, prior, strength)[mixed] == 1.0)
+    assert mixed.any() and np.all(live_probability(successes, trials, remaining, prior_a, prior_b)[mixed] == 1.0)
+
+
+def test_the_fitted_prior_recovers_a_beta_binomial_population_and_its_limits():
+    rng = np.random.default_rng(0)
+    for a, b, n in [(0.6, 1.4, 4), (3.0, 2.0, 2), (0.2, 0.3, 2)]:
+        successes = rng.binomial(n, rng.beta(a, b, 200_000))
+        fitted_a, fitted_b = fit_beta_prior(successes, np.full(len(successes), n))
+        np.testing.assert_allclose([fitted_a, fitted_b], [a, b], rtol=0.08)
+    # by hand: successes 0, 2, 2, 2 of 2: mean 7/10, Var(s) = 0.75, ratio 0.75 / (2 * 0.21), strength (2 - r) / (r - 1)
+    ratio = 0.75 / (2 * 0.7 * 0.3)
+    strength = (2 - ratio) / (ratio - 1)
+    np.testing.assert_allclose(fit_beta_prior([0, 2, 2, 2], [2, 2, 2, 2]), [0.7 * strength, 0.3 * strength])
+    # groups as spread as one binomial: a point prior; every group alike: an empty one
+    assert sum(fit_beta_prior([1, 1, 1, 1], [2, 2, 2, 2])) == 1e6
+    assert sum(fit_beta_prior([0, 0, 2, 2], [2, 2, 2, 2])) == 1e-6
+    # an unscorable rollout leaves its group out; one rollout per group, or one group, cannot tell
+    np.testing.assert_allclose(fit_beta_prior([0, 1, 2, 2, 2], [2, 1, 2, 2, 2]), fit_beta_prior([0, 2, 2, 2], [2] * 4))
+    assert fit_beta_prior([0, 1, 1], [1, 1, 1]) is None and fit_beta_prior([1], [2]) is None
+
+
+def test_a_new_prompt_s_prior_is_fitted_to_the_batch_and_a_known_one_s_is_its_history(tmp_path):
+    run = LZERun(lze_args(tmp_path, rollout_rounds=[2, 4, 8], num_generations=8), 8, None)
+    alike = np.array([[0.0, 0.0]] * 6 + [[1.0, 1.0]] * 6 + [[1.0, 0.0]] * 4)  # most prompts never or always solved
+    live = run.live_probability(np.arange(16), alike, 6)
+    assert np.all(live[:12] < 0.5) and np.all(live[12:] == 1.0)  # the alike groups stop, the mixed go on
+    spread = np.array([[0.0, 0.0]] * 4 + [[1.0, 1.0]] * 4 + [[1.0, 0.0]] * 8)  # as one binomial: every prompt alike
+    assert np.all(run.live_probability(np.arange(16), spread, 6) > 0.9)
+    # the first round alone is fitted: a later round's columns (NaN where a group stopped) do not move the prior
+    later = np.concatenate([alike, np.where(np.arange(16)[:, None] >= 12, 1.0, np.nan) * np.ones((16, 2))], axis=1)
+    assert run.new_prompt_prior(later) == run.new_prompt_prior(alike)
+    # a known prompt's prior is its EMA, weighed probe_prior_strength rollouts, whatever the batch
+    run.prompts.observe(np.array([0]), np.array([0.5]), 0)
+    ema_prior = live_probability([0], [2], 6, [0.5 + 4 * 0.5], [0.5 + 4 * 0.5])
+    np.testing.assert_allclose(run.live_probability(np.arange(16), alike, 6)[:1], ema_prior)
+    assert ema_prior > 0.5
+
+
+@pytest.mark.slow
+def test_in_the_first_batch_groups_alike_in_a_bimodal_batch_stop_after_the_first_round(tmp_path):
+    def bimodal_reward(prompts, completions, **kwargs):  # prompts always solved, never solved, or half the time
+        kind = [prompt_number(p) % 4 for p in prompts]
+        return [float(k == 0 or (k == 3 and completion_bucket(c, 2) == 0)) for k, c in zip(kind, completions)]
+
+    trainer = make_trainer(
+        tmp_path,
+        reward=bimodal_reward,
+        dataset=prompt_dataset(32),
+        rollout_rounds=[2, 4],
+        per_device_train_batch_size=64,  # 16 new prompts x 4 rollouts in the first generation batch
+        max_steps=1,
+        trainer_class=RecordingTrainer,
+    )
+    trainer.train()
+    first = trainer.generated[0]
+    groups = {}
+    for prompt, completion in first:
+        groups.setdefault(prompt, []).append(bimodal_reward([prompt], [completion])[0])
+    mixed = {p for p, r in groups.items() if len(set(r)) > 1}
+    assert len(groups) == 16 and 0 < len(mixed) < 8
+    completed = {p for p, _ in trainer.generated[1]}
+    assert completed == mixed  # only the groups mixed in the first round went on
+    assert logged(trainer, "lze/completed_groups") == [len(mixed)]
+    assert logged(trainer, "lze/new_prompt_prior_strength")[0] < 1.0  # the batch's prompts taken as far apart
 
 
 def test_rows_of_several_rounds_are_served_group_by_group_in_round_order():

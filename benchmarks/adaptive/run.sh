@@ -10,6 +10,7 @@ PY=${PY:-.venv/bin/python}
 arms=(grpo "grpo:per_device_train_batch_size=256" "grpo:per_device_train_batch_size=128"
   "grpo:num_generations=4,per_device_train_batch_size=256" "grpo:num_generations=2,per_device_train_batch_size=128"
   lze "lze:probe_generations=2,selection_ratio=0.33" "lze:rollout_rounds=2+4+8")
+if [[ -n ${ARMS:-} ]]; then read -ra arms <<<"$ARMS"; fi  # e.g. ARMS="lze:rollout_rounds=2+4+8": those arms only
 case $regime in
   dead) task=(--demo train_levels=0,0,1,2,6,6 --demo test_levels=1,2) ;;  # the dead-mass regime
   carries) task=() ;;
