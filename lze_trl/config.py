@@ -98,15 +98,16 @@ class LZEGRPOConfig(GRPOConfig):
             whole group. 0 (the default) generates every rollout. In [1, `num_generations`); needs a selector that
             reads pass rates and whole groups on every process.
         probe_prior_strength (`float`, *optional*, defaults to `4.0`):
-            Weight, in rollouts, of a prompt's pass-rate history (its EMA; the batch's pooled probe pass rate for a new
-            prompt) in the expected energy of its probe, and in the live probability of the adaptive budget, >= 0
-            (0: the rollouts alone).
+            Weight, in rollouts, of a prompt's pass-rate history (its EMA; for the probe, the batch's pooled probe pass
+            rate for a new prompt) in the expected energy of its probe, and in the live probability of the adaptive
+            budget, >= 0 (0: the rollouts alone). The adaptive budget fits a new prompt's prior to the batch instead.
         rollout_rounds (`list[int]` or `None`, *optional*, defaults to `None`):
             The adaptive rollout budget: the rollouts a prompt has after each round, strictly increasing and ending at
             `num_generations`, e.g. `[2, 4, 8]`. Every prompt gets the first round; after each round but the last, a
             prompt goes on to the next only while its group may still be live: already mixed, or live once complete
             with probability at least `rollout_live_threshold` ([`~lze_trl.energy.live_probability`], its pass-rate
-            history weighed `probe_prior_strength` rollouts). The others stop, their rollouts all alike (no learning
+            history weighed `probe_prior_strength` rollouts, or for a new prompt a prior fitted to the batch's first
+            round, [`~lze_trl.energy.fit_beta_prior`]). The others stop, their rollouts all alike (no learning
             signal), and never reach the update; the completed groups go to the selector as usual (`selection_ratio`
             keeps its meaning). `None` (the default) generates every rollout. Not with `probe_generations`; needs a
             selector that reads pass rates and whole groups on every process.

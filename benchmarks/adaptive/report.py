@@ -42,6 +42,7 @@ FRONTIER = [
     "grpo:num_generations=2,per_device_train_batch_size=128",
 ]
 ADAPTIVE = "lze:rollout_rounds=2+4+8"
+FITTED = ADAPTIVE + "@fitted"  # the same setting once a new prompt's prior is fitted to the batch (`fitted_runs/`)
 CGRPO = "cgrpo"
 CONTROL = "uniform_rounds"  # the adaptive budget with a uniform choice of the same number of groups (control.py)
 EXTRA_RUNS = ("cgrpo_runs", "control_runs")
@@ -123,6 +124,20 @@ def completed_groups(seeds: dict[int, dict]) -> float:
     return float(np.mean([np.mean([e["lze/completed_groups"] for e in run["steps"]]) for run in seeds.values()]))
 
 
+FIRST_EPOCH = 2048 // 64  # steps of the first pass over the training prompts (every regime: 2048 prompts, 64 a step)
+
+
+def first_epoch_rollouts(arms: dict, arm: str) -> tuple[float, float]:
+    """An arm's fresh rollouts over GRPO's (same seeds) in the first pass over the training prompts (every prompt
+    new) and after it, from each step's `lze/fresh_rollouts`."""
+    sums = {}
+    for name in (arm, BASELINE):
+        steps = pd.DataFrame([e for seed in sorted(arms[arm]) for e in arms[name][seed]["steps"]])
+        first = steps.step <= FIRST_EPOCH
+        sums[name] = steps["lze/fresh_rollouts"][first].sum(), steps["lze/fresh_rollouts"][~first].sum()
+    return sums[arm][0] / sums[BASELINE][0], sums[arm][1] / sums[BASELINE][1]
+
+
 def at_equal_rollouts(arms: dict, arm: str, other: str, compared: int) -> tuple[float, float, float, float]:
     """`arm` minus `other` in-domain, paired by seed, each run's curve read at the smaller of the two runs' total
     rollouts (`curve_at`), with the corrected interval of [`corrected`]."""
@@ -137,23 +152,23 @@ def at_equal_rollouts(arms: dict, arm: str, other: str, compared: int) -> tuple[
     return corrected(pd.Series(differences, dtype=float), compared)
 
 
-def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict, arms: dict) -> list[list[str]]:
-    """The issue's goals 1-3 for the adaptive budget in one regime: the measured figure and met or missed."""
-    arm = summary[ADAPTIVE]
+def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict, arms: dict, adaptive: str) -> list[list[str]]:
+    """The issue's goals 1-3 for an adaptive budget's arm in one regime: the measured figure and met or missed."""
+    arm = summary[adaptive]
     d = float(frame[frame.arm == BASELINE].dead_share.mean())
     limit = PROBE_LIMIT_K / G + (1 - d) * (1 - PROBE_LIMIT_K / G)
-    mean, low, high, _ = versus[ADAPTIVE]["test_last3"]["minus_grpo"]
+    mean, low, high, _ = versus[adaptive]["test_last3"]["minus_grpo"]
     rollouts = arm["fresh_rollouts_ratio"]
     best = arm.get("test_last3_best_frontier")
     best_gap = arm.get("test_last3_minus_best_frontier")
-    curve_gap = versus[ADAPTIVE]["test_last3"]["minus_grpo_at_equal_rollouts"][0]
+    curve_gap = versus[adaptive]["test_last3"]["minus_grpo_at_equal_rollouts"][0]
     probe_gap = float(
         (
-            frame[frame.arm == ADAPTIVE].set_index("seed").test_last3
+            frame[frame.arm == adaptive].set_index("seed").test_last3
             - frame[frame.arm == "lze:probe_generations=2,selection_ratio=0.33"].set_index("seed").test_last3
         ).mean()
     )
-    name = REGIMES[regime]
+    name = f"{REGIMES[regime]}, `{adaptive}`"
     rows = [
         [
             name,
@@ -180,11 +195,31 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict, arms: d
             "met" if curve_gap >= 0 else "missed",
         ],
         [name, "(context) in-domain - the fixed-quota probe (0.33)", f"{probe_gap:+.3f}", ""],
-        [name, "(context) groups completed per batch, of 64", f"{completed_groups(arms[ADAPTIVE]):.1f}", ""],
+        [name, "(context) groups completed per batch, of 64", f"{completed_groups(arms[adaptive]):.1f}", ""],
+        [
+            name,
+            f"(context) fresh rollouts / GRPO's in steps 1-{FIRST_EPOCH} (every prompt new) and after",
+            "{:.3f}x, {:.3f}x".format(*first_epoch_rollouts(arms, adaptive)),
+            "",
+        ],
     ]
+    if adaptive != ADAPTIVE:
+        mean, low, high, _ = corrected(
+            frame[frame.arm == adaptive].set_index("seed").test_last3
+            - frame[frame.arm == ADAPTIVE].set_index("seed").test_last3,
+            len(arms) - 1,
+        )
+        rows.append(
+            [
+                name,
+                f"(the prior) in-domain - `{ADAPTIVE}` (pooled prior), corrected 95%",
+                f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
+                "",
+            ]
+        )
     if CONTROL in arms:
         mean, low, high, _ = corrected(
-            frame[frame.arm == ADAPTIVE].set_index("seed").test_last3
+            frame[frame.arm == adaptive].set_index("seed").test_last3
             - frame[frame.arm == CONTROL].set_index("seed").test_last3,
             len(arms) - 1,
         )
@@ -198,7 +233,7 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict, arms: d
             ]
         )
     if CGRPO in arms:
-        mean, low, high, _ = at_equal_rollouts(arms, ADAPTIVE, CGRPO, len(arms) - 1)
+        mean, low, high, _ = at_equal_rollouts(arms, adaptive, CGRPO, len(arms) - 1)
         verdict = "strictly above" if low > 0 else ("met (at or above)" if mean >= 0 else "missed")
         rows += [
             [
@@ -247,8 +282,9 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The whole report (Markdown) from `results/runs`; with `figures`, also each regime's figure."""
     parts, goal_rows, trl_check = [], [], []
     for regime, name in REGIMES.items():
-        folders = [p for runs in ("runs", *EXTRA_RUNS) for p in (results / runs).glob(f"{regime}_s*")]
-        arms = load(sorted(str(p) for p in folders))
+        folders = [str(p) for runs in ("runs", *EXTRA_RUNS) for p in (results / runs).glob(f"{regime}_s*")]
+        folders += [f"{p}@fitted" for p in (results / "fitted_runs").glob(f"{regime}_s*")]
+        arms = load(sorted(folders))
         if TRL_CHECK in arms:
             trl_check += trl_versions(regime, arms.pop(TRL_CHECK), arms[BASELINE])
         if not arms:
@@ -262,13 +298,17 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
             f"corrected for the {len(arms) - 1} arms (Bonferroni; Holm-adjusted p-values of the paired t-tests):\n\n"
             f"{versus_table}\n"
         )
-        if ADAPTIVE in summary:
-            goal_rows += goals(regime, frame, summary, versus, arms)
+        goal_rows += [
+            row
+            for arm in (ADAPTIVE, FITTED)
+            if arm in summary
+            for row in goals(regime, frame, summary, versus, arms, arm)
+        ]
         if figures:
             figure(arms, results / f"{regime}_accuracy_vs_rollouts.png")
     head = "# The adaptive rollout budget (BENCHMARKS.md section 12), rebuilt by benchmarks/adaptive/report.py\n\n"
     goal_table = tabulate(goal_rows, ["regime", "goal", "measured (mean over seeds)", ""], tablefmt="github")
-    text = head + "## The issue's goals for `" + ADAPTIVE + "`\n\n" + goal_table + "\n\n" + "\n".join(parts)
+    text = head + "## The issue's goals for the adaptive budget's arms\n\n" + goal_table + "\n\n" + "\n".join(parts)
     if (results / "timing").is_dir():
         text += timing(results / "timing")
     if trl_check:
