@@ -16,7 +16,8 @@ A run is a selector's name, optionally with `:key=value,...` LZEGRPOConfig overr
 no-gradient forwards), and the first run (the baseline, GRPO) gives the per-token profile that
 `lze_trl.demo.projection` uses to project a run's step time under vLLM from its token counts: seconds per generated
 completion token, per rollout scored, per update token, and the weight sync. `--profile PATH` writes that profile as
-JSON."""
+JSON. `--table SAVED.json` prints the figures of a saved run's step-time table (BENCHMARKS.md section 10's; no
+training; `tests/test_vllm_step_table.py` checks them against BENCHMARKS.md and the README)."""
 
 from __future__ import annotations
 
@@ -165,7 +166,28 @@ def profile(baseline: dict) -> dict:
     }
 
 
+def step_table(saved: dict) -> list[list[str]]:
+    """
+    The figures of BENCHMARKS.md section 10's step-time table, one row per run of a saved `--output` JSON (no
+    training): rollouts per step, seconds per step (all, generation, scoring, update) and the step over the first
+    run's (GRPO's): measured, projected with this run's profile and with the shipped GPU-like one.
+    """
+    base = saved["results"][0]
+    return [
+        [
+            f"{r['rollouts']:.0f}",
+            *(f"{r[part]:.2f}" for part in ("total", "generation", "scoring", "update")),
+            *(f"{r[key] / base[key]:.2f}" for key in ("total", "projected", "projected_shipped")),
+        ]
+        for r in saved["results"]
+    ]
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--table"]:  # python benchmarks/bench_vllm_cpu.py --table SAVED.json: no vLLM, no training
+        for row in step_table(json.loads(Path(sys.argv[2]).read_text())):
+            print(" | ".join(row))
+        return
     from lze_trl.commands import option
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
