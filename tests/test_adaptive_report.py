@@ -3,9 +3,14 @@ runs say, and a number that differs is caught."""
 
 import gzip
 import json
+import re
 import shutil
+from pathlib import Path
 
 from benchmarks.adaptive.report import ADAPTIVE, RESULTS, main
+
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_committed_report_rebuilds_from_the_raw_results():
@@ -19,3 +24,19 @@ def test_a_number_that_differs_is_caught(tmp_path):
     results["methods"][ADAPTIVE]["curve"][-1]["test_accuracy"] += 0.01
     path.write_bytes(gzip.compress(json.dumps(results).encode()))
     assert main(["--check", "--results", str(tmp_path / "adaptive")]) == 1
+
+
+def quoted_numbers(text: str) -> set[str]:
+    """The three-decimal numbers of `text` with their sign and `x` (e.g. `-0.011`, `0.893x`, `+0.022`)."""
+    return set(re.findall(r"[-+]?\d\.\d{3}x?", text))
+
+
+def test_the_readme_and_docs_quote_the_adaptive_budget_as_the_report_says():
+    report = (RESULTS / "report.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    bullet = readme[readme.index("- **No hand-set share**") : readme.index("- **Agentic runs**")]
+    page = (ROOT / "docs" / "source" / "probe.md").read_text()
+    paragraph = page[page.index("Measured (BENCHMARKS.md section 12") :].split("\n\n")[0]
+    for text in (bullet, paragraph):
+        numbers = quoted_numbers(text)
+        assert len(numbers) > 15 and numbers - quoted_numbers(report) == set()

@@ -4,8 +4,8 @@
     python benchmarks/adaptive/report.py --check    # rebuilds the report and fails if it differs from the committed
 
 Reads `benchmarks/results/adaptive/runs/<regime>_s<seed>/seed_<seed>/demo_results.json.gz` (written by `run.sh`) and
-the C-GRPO arm's `cgrpo_runs/` and the uniform control's `control_runs/` beside it (the same layout, written by
-`benchmarks/cgrpo/run.py` and `control.py`).
+the C-GRPO arm's `cgrpo_runs/`, the uniform control's `control_runs/` and the adaptive budget with a fitted prior's
+`fitted_runs/` beside it (the same layout, written by `benchmarks/cgrpo/run.py`, `control.py` and `run.sh`).
 Per regime: the tables of `benchmarks/rollout_budget/report.py` (accuracy, cost, GRPO's frontier at each arm's
 budget); every arm against GRPO with intervals corrected for the number of arms (Bonferroni intervals, Holm-adjusted
 p-values); every arm against GRPO's own curve read at the arm's rollouts; then the issue's goals for the adaptive
@@ -42,7 +42,9 @@ FRONTIER = [
     "grpo:num_generations=2,per_device_train_batch_size=128",
 ]
 ADAPTIVE = "lze:rollout_rounds=2+4+8"
-FITTED = ADAPTIVE + "@fitted"  # the same setting once a new prompt's prior is fitted to the batch (`fitted_runs/`)
+FITTED = (
+    ADAPTIVE + " (fitted prior)"
+)  # the same setting once a new prompt's prior is fitted to the batch (`fitted_runs/`)
 CGRPO = "cgrpo"
 CONTROL = "uniform_rounds"  # the adaptive budget with a uniform choice of the same number of groups (control.py)
 EXTRA_RUNS = ("cgrpo_runs", "control_runs")
@@ -283,8 +285,10 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     parts, goal_rows, trl_check = [], [], []
     for regime, name in REGIMES.items():
         folders = [str(p) for runs in ("runs", *EXTRA_RUNS) for p in (results / runs).glob(f"{regime}_s*")]
-        folders += [f"{p}@fitted" for p in (results / "fitted_runs").glob(f"{regime}_s*")]
         arms = load(sorted(folders))
+        fitted = load(sorted(str(p) for p in (results / "fitted_runs").glob(f"{regime}_s*")))
+        if ADAPTIVE in fitted:  # run under the code that fits a new prompt's prior, under the same setting's name
+            arms[FITTED] = fitted[ADAPTIVE]
         if TRL_CHECK in arms:
             trl_check += trl_versions(regime, arms.pop(TRL_CHECK), arms[BASELINE])
         if not arms:
