@@ -222,6 +222,9 @@ def test_probe_then_complete_generates_only_the_missing_rollouts_with_vllm(tmp_p
     completed = logged(trainer, "lze/completed_groups")
     assert [len(p) for p in calls["prompts"]] == [n for c in completed for n in (8, 2 * int(c))]
     assert calls["syncs"] == 2  # one sync per step: the completion generates with the probe's weights
+    # and finds the probe's prompts already prefilled: vLLM's prefix cache is on (TRL leaves vLLM's default) and is
+    # reset only at a weight sync, so a round's prompts reuse the probe's prefill
+    assert trainer.vllm_generation.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching
     for probe, completion in zip(calls["prompts"][::2], calls["prompts"][1::2]):
         assert set(completion) <= set(probe) and all(completion.count(p) == 2 for p in set(completion))
     gaps = logged(trainer, "sampling/sampling_logp_difference/max")

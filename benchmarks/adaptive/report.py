@@ -259,9 +259,10 @@ def trl_versions(regime: str, check: dict, grpo: dict) -> list[list]:
     return rows
 
 
-def timing(folder: Path) -> str:
-    """Goal 4's table from the `bench_vllm_cpu.py` runs in `folder` (`run*.json`): per arm, the median over the runs
-    of each run's mean over its measured steps, and the step and generation over GRPO's (the first arm)."""
+def timing(folder: Path, prior: str) -> str:
+    """Goal 4's table from the `bench_vllm_cpu.py` runs in `folder` (`run*.json`, the adaptive budget with the `prior`
+    of a new prompt): per arm, the median over the runs of each run's mean over its measured steps, and the step and
+    generation over GRPO's (the first arm)."""
     runs = [json.loads(path.read_text())["results"] for path in sorted(folder.glob("run*.json"))]
     frame = pd.DataFrame([arm for run in runs for arm in run])
     columns = ["rollouts", "update_rows", "total", "generation", "scoring", "update"]
@@ -271,7 +272,7 @@ def timing(folder: Path) -> str:
     medians["generation / GRPO"] = medians.generation / base.generation
     table = tabulate(medians.reset_index(), headers="keys", tablefmt="github", floatfmt=".2f", showindex=False)
     return (
-        f"\n## Time per step (goal 4): `benchmarks/bench_vllm_cpu.py`, medians of {len(runs)} runs\n\n"
+        f"\n## Time per step (goal 4), the {prior}: `benchmarks/bench_vllm_cpu.py`, medians of {len(runs)} runs\n\n"
         f"{table}\n\nEach run's s/step (generation): "
         + "; ".join(
             ", ".join(f"{arm['selector']} {arm['total']:.1f} ({arm['generation']:.1f})" for arm in run) for run in runs
@@ -313,8 +314,9 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     head = "# The adaptive rollout budget (BENCHMARKS.md section 12), rebuilt by benchmarks/adaptive/report.py\n\n"
     goal_table = tabulate(goal_rows, ["regime", "goal", "measured (mean over seeds)", ""], tablefmt="github")
     text = head + "## The issue's goals for the adaptive budget's arms\n\n" + goal_table + "\n\n" + "\n".join(parts)
-    if (results / "timing").is_dir():
-        text += timing(results / "timing")
+    for folder, prior in (("timing", "pooled prior"), ("timing_fitted", "fitted prior")):
+        if (results / folder).is_dir():
+            text += timing(results / folder, prior)
     if trl_check:
         headers = ["regime", "seed", "metric (last 3)", "GRPO, TRL 1.14.2", "GRPO, TRL 1.16.0", "difference"]
         text += (
