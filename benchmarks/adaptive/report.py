@@ -249,6 +249,19 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict, arms: d
     return rows
 
 
+def selections_by_level(regime: str, arms: dict) -> list[list]:
+    """How often each arm's update took a prompt of each training level (times selected per prompt, the run's end
+    state `selected_per_prompt_by_level`, mean over seeds), for LZE and the arms that generate in rounds."""
+    rows = []
+    for arm in ("lze", "lze:probe_generations=2,selection_ratio=0.33", ADAPTIVE, FITTED):
+        if arm in arms:
+            levels = pd.DataFrame(
+                [run["final_prompt_state"]["selected_per_prompt_by_level"] for run in arms[arm].values()]
+            )
+            rows.append([REGIMES[regime], f"`{arm}`", *(f"level {c}: {levels[c].mean():.2f}" for c in levels)])
+    return rows
+
+
 def trl_versions(regime: str, check: dict, grpo: dict) -> list[list]:
     """GRPO under TRL 1.14.2 (`check`) against GRPO under 1.16.0 on the same seeds: each metric's 3-evaluation mean."""
     rows = []
@@ -283,7 +296,7 @@ def timing(folder: Path, prior: str) -> str:
 
 def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The whole report (Markdown) from `results/runs`; with `figures`, also each regime's figure."""
-    parts, goal_rows, trl_check = [], [], []
+    parts, goal_rows, trl_check, levels = [], [], [], []
     for regime, name in REGIMES.items():
         folders = [str(p) for runs in ("runs", *EXTRA_RUNS) for p in (results / runs).glob(f"{regime}_s*")]
         arms = load(sorted(folders))
@@ -303,6 +316,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
             f"corrected for the {len(arms) - 1} arms (Bonferroni; Holm-adjusted p-values of the paired t-tests):\n\n"
             f"{versus_table}\n"
         )
+        levels += selections_by_level(regime, arms)
         goal_rows += [
             row
             for arm in (ADAPTIVE, FITTED)
@@ -317,6 +331,11 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     for folder, prior in (("timing", "pooled prior"), ("timing_fitted", "fitted prior")):
         if (results / folder).is_dir():
             text += timing(results / folder, prior)
+    text += (
+        "\n## Times each training level's prompts were selected for the update (per prompt, mean over seeds)\n\n"
+        + tabulate(levels, ["regime", "arm"] + ["by level"] * (max(map(len, levels)) - 2), tablefmt="github")
+        + "\n"
+    )
     if trl_check:
         headers = ["regime", "seed", "metric (last 3)", "GRPO, TRL 1.14.2", "GRPO, TRL 1.16.0", "difference"]
         text += (
