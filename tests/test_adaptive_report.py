@@ -7,7 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
-from benchmarks.adaptive.report import ADAPTIVE, RESULTS, main
+from benchmarks.adaptive.report import ADAPTIVE, FITTED, RESULTS, main
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,3 +42,40 @@ def test_the_readme_and_docs_quote_section_12_as_its_report_says():
     for text in (headline, helps, paragraph):
         numbers = quoted_numbers(text)
         assert len(numbers) > 15 and numbers - report == set()
+
+
+RUNS = {
+    "LZE": "`lze`",
+    "LZE + probe": "`lze:probe_generations=2,selection_ratio=0.33`",
+    "LZE + adaptive budget": f"`{FITTED}`",
+    "GRPO, half the group": "`grpo:num_generations=4,per_device_train_batch_size=256`",
+}
+SECTIONS = {
+    "`carries`": "## `carries`",
+    "dead-mass `carries`": "## the dead-mass regime",
+    "`arithmetic`": "## `arithmetic`",
+}
+
+
+def table_rows(text: str) -> dict[str, list[str]]:
+    """The rows of the first two tables after `text`'s start (accuracy, cost), by run, as lists of cells."""
+    tables = [t for t in text.split("\n\n") if t.startswith("| run")][:2]
+    return [
+        {r[0]: r for r in ([c.strip() for c in line.strip("|").split("|")] for line in t.splitlines()[2:])}
+        for t in tables
+    ]
+
+
+def test_the_readme_table_is_the_report_s_row_by_row():
+    report = (RESULTS / "report.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| task (GRPO's dead groups)") : readme.index('"LZE + probe" is')].strip().splitlines()
+    regime = None
+    for line in table[2:]:
+        task, run, in_domain, ood, rollouts, flops, step = (c.strip() for c in line.strip("|").split("|"))
+        regime = next((k for k in SECTIONS if task.startswith(k)), regime)
+        accuracy, cost = table_rows(report[report.index(SECTIONS[regime]) :])
+        row, costs = accuracy[RUNS[run]], cost[RUNS[run]]
+        assert in_domain == row[3]
+        assert ood == (row[5] if regime != "`arithmetic`" else ood)
+        assert [rollouts, flops, step] == [f"{costs[i].split()[0]}x" for i in (1, 11, 12)]
