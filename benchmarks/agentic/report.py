@@ -26,17 +26,18 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.report import corrected, report_main  # noqa: E402
-from benchmarks.agentic.run import ARMS, REGIMES  # noqa: E402
+from benchmarks.agentic.run import REGIMES  # noqa: E402
 from benchmarks.rollout_budget.report import smoothed_final  # noqa: E402
 
 
 RESULTS = ROOT / "benchmarks" / "results" / "agentic"
 BASELINE = "grpo"
-OTHERS = [arm for arm in ARMS if arm != BASELINE]
+FITTED = "lze+adaptive (fitted prior)"  # `lze+adaptive` run once a new prompt's prior is fitted (`fitted_runs/`)
 
 
-def load(runs: Path) -> pd.DataFrame:
-    """One row per (regime, seed, arm): its totals, its accuracies and its model calls per step."""
+def load(runs: Path, rename: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per (regime, seed, arm): its totals, its accuracies and its model calls per step (arms renamed by
+    `rename`)."""
     rows = []
     for folder in sorted(runs.glob("*_s*")):
         regime, seed = folder.name.rsplit("_s", 1)
@@ -49,7 +50,7 @@ def load(runs: Path) -> pd.DataFrame:
                 {
                     "regime": regime,
                     "seed": int(seed),
-                    "arm": arm,
+                    "arm": (rename or {}).get(arm, arm),
                     "rollouts": int(calls["rollouts"].sum()),
                     "model_calls": int(calls["model_turns"].sum()),
                     "model_calls_after_first_epoch": int(calls[calls.step >= epoch]["model_turns"].sum()),
@@ -69,15 +70,21 @@ def ratio(part: pd.DataFrame, arm: str, column: str) -> str:
     return f"{values.mean():.3f}x ({values.min():.3f}-{values.max():.3f})"
 
 
+def arms_of(frame: pd.DataFrame) -> list[str]:
+    """The arms in `frame`, GRPO first."""
+    return [BASELINE] + [arm for arm in dict.fromkeys(frame.arm) if arm != BASELINE]
+
+
 def accuracy_delta(part: pd.DataFrame, arm: str, column: str) -> str:
     base = part[part.arm == BASELINE].set_index("seed")[column]
-    mean, low, high, _ = corrected(part[part.arm == arm].set_index("seed")[column] - base, len(OTHERS))
+    compared = len(arms_of(part)) - 1
+    mean, low, high, _ = corrected(part[part.arm == arm].set_index("seed")[column] - base, compared)
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
 def regime_table(part: pd.DataFrame) -> str:
     rows = []
-    for arm in ARMS:
+    for arm in arms_of(part):
         mine = part[part.arm == arm]
         rows.append(
             {
@@ -110,7 +117,7 @@ def figure(frame: pd.DataFrame, path: Path) -> None:
     regimes = list(dict.fromkeys(frame.regime))
     fig, axes = plt.subplots(1, len(regimes), figsize=(5.5 * len(regimes), 3.8), squeeze=False)
     for ax, regime in zip(axes[0], regimes):
-        for arm in ARMS:
+        for arm in arms_of(frame):
             part = frame[(frame.regime == regime) & (frame.arm == arm)]
             per_step = pd.DataFrame(list(part.calls_per_step)).mean()
             ax.plot(per_step.index.astype(int), per_step.to_numpy(), label=arm)
@@ -124,12 +131,15 @@ def figure(frame: pd.DataFrame, path: Path) -> None:
 
 def build(results: Path, figures: bool = True) -> str:
     frame = load(results / "runs")
+    if (results / "fitted_runs").is_dir():
+        frame = pd.concat([frame, load(results / "fitted_runs", {"lze+adaptive": FITTED})], ignore_index=True)
     lines = [
         "# The generation saving in a multi-turn setting (BENCHMARKS.md section 13)",
         "",
         "Rebuilt by `python benchmarks/agentic/report.py` from `runs/`. Ratios are each seed's over GRPO's on "
         "the same seed: mean (lowest-highest seed). Accuracies are the mean of the last 3 evaluations; differences "
-        f"are paired by seed, with 95% t intervals corrected for the {len(OTHERS)} arms (Bonferroni). 'solved' is "
+        f"are paired by seed, with 95% t intervals corrected for the {len(arms_of(frame)) - 1} arms (Bonferroni). "
+        "'solved' is "
         "the share of training rollouts whose last answer was right.",
     ]
     for regime in REGIMES:
@@ -138,7 +148,7 @@ def build(results: Path, figures: bool = True) -> str:
             continue
         seeds = sorted(set(part.seed))
         lines += ["", f"## {regime} (seeds {', '.join(map(str, seeds))})", "", regime_table(part), ""]
-        for arm in OTHERS:
+        for arm in arms_of(part)[1:]:
             verdict = "fewer" if fewer_calls_on_every_seed(part, arm) else "not fewer"
             lines.append(f"- {arm}: {verdict} model calls than GRPO on every seed.")
     if figures:

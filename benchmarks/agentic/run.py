@@ -34,14 +34,15 @@ STEPS, EVAL_STEPS = 120, 20
 
 
 def main() -> None:
-    args = run_parser(__doc__.split("\n\n")[0], REGIMES, STEPS).parse_args()
+    parser = run_parser(__doc__.split("\n\n")[0], REGIMES, STEPS)
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS), help="the arms to run (all)")
+    args = parser.parse_args()
     out = args.out / f"{args.regime}_s{args.seed}"
-    rollouts = {name: CheckerRollouts(MAX_TURNS) for name in ARMS}
-    methods = [
-        MethodSpec(name, dict(overrides), trainer_cls=checker_trainer(rollouts[name]))
-        for name, overrides in ARMS.items()
-    ]
-    config = demo_config(args.regime, seed=args.seed, steps=args.steps, eval_steps=EVAL_STEPS, methods=methods)
+    rollouts = {name: CheckerRollouts(MAX_TURNS) for name in args.arms}
+    methods = [MethodSpec(name, dict(ARMS[name]), trainer_cls=checker_trainer(rollouts[name])) for name in args.arms]
+    config = demo_config(
+        args.regime, seed=args.seed, steps=args.steps, eval_steps=EVAL_STEPS, methods=methods, baseline=args.arms[0]
+    )
     run_and_keep(config, out)
     turns = {name: r.calls for name, r in rollouts.items()}
     (out / "turns.json").write_text(json.dumps({"max_turns": MAX_TURNS, "arms": turns}, indent=1))
