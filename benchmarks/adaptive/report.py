@@ -47,7 +47,8 @@ FITTED = (
 )  # the same setting once a new prompt's prior is fitted to the batch (`fitted_runs/`)
 CGRPO = "cgrpo"
 CONTROL = "uniform_rounds"  # the adaptive budget with a uniform choice of the same number of groups (control.py)
-EXTRA_RUNS = ("cgrpo_runs", "control_runs")
+EXTRA_RUNS = ("cgrpo_runs", "control_runs", "worth_runs")
+WORTH = "worth_rounds"  # going on while a group may reach the update (worth.py), an experimental arm
 TRL_CHECK = "grpo@cgrpo-trl"  # plain GRPO under C-GRPO's TRL (1.14.2), one seed: not an arm, the version check
 PROBE_LIMIT_K, G = 2, 8  # the first round and the group of the probe limit k/G + (1 - d)(1 - k/G)
 METRICS = {"test_last3": "in-domain", "ood_last3": "OOD", "train_last3": "train prompts"}
@@ -205,19 +206,16 @@ def goals(regime: str, frame: pd.DataFrame, summary: dict, versus: dict, arms: d
             "",
         ],
     ]
-    if adaptive != ADAPTIVE:
+    # what the change from the arm before it bought: the fitted prior against the pooled one, the rule against it
+    before, what = {FITTED: (ADAPTIVE, "the prior"), WORTH: (FITTED, "the rule")}.get(adaptive, (None, ""))
+    if before in arms:
         mean, low, high, _ = corrected(
             frame[frame.arm == adaptive].set_index("seed").test_last3
-            - frame[frame.arm == ADAPTIVE].set_index("seed").test_last3,
+            - frame[frame.arm == before].set_index("seed").test_last3,
             len(arms) - 1,
         )
         rows.append(
-            [
-                name,
-                f"(the prior) in-domain - `{ADAPTIVE}` (pooled prior), corrected 95%",
-                f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]",
-                "",
-            ]
+            [name, f"({what}) in-domain - `{before}`, corrected 95%", f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]", ""]
         )
     if CONTROL in arms:
         mean, low, high, _ = corrected(
@@ -253,7 +251,7 @@ def selections_by_level(regime: str, arms: dict) -> list[list]:
     """How often each arm's update took a prompt of each training level (times selected per prompt, the run's end
     state `selected_per_prompt_by_level`, mean over seeds), for LZE and the arms that generate in rounds."""
     rows = []
-    for arm in ("lze", "lze:probe_generations=2,selection_ratio=0.33", ADAPTIVE, FITTED):
+    for arm in ("lze", "lze:probe_generations=2,selection_ratio=0.33", ADAPTIVE, FITTED, WORTH):
         if arm in arms:
             levels = pd.DataFrame(
                 [run["final_prompt_state"]["selected_per_prompt_by_level"] for run in arms[arm].values()]
@@ -319,7 +317,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         levels += selections_by_level(regime, arms)
         goal_rows += [
             row
-            for arm in (ADAPTIVE, FITTED)
+            for arm in (ADAPTIVE, FITTED, WORTH)
             if arm in summary
             for row in goals(regime, frame, summary, versus, arms, arm)
         ]
