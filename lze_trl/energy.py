@@ -76,14 +76,21 @@ def compute_energy(
     return energy
 
 
+def history_prior(mean: np.ndarray, strength: float) -> tuple[np.ndarray, np.ndarray]:
+    """Jeffreys' prior with a prompt's pass-rate history `mean` weighed `strength` rollouts:
+    `Beta(1/2 + strength * mean, 1/2 + strength * (1 - mean))`."""
+    mean = np.clip(np.asarray(mean, dtype=np.float64), 0.0, 1.0)
+    return 0.5 + strength * mean, 0.5 + strength * (1.0 - mean)
+
+
 def beta_posterior(
     successes: np.ndarray, trials: np.ndarray, prior_mean: np.ndarray, prior_strength: float
 ) -> tuple[np.ndarray, ...]:
     """Successes `s`, trials `m` (float64) and the pass rate's `Beta(a, b)`: Jeffreys' prior, the prompt's history
     (`prior_mean`) weighed `prior_strength` rollouts, then `s` of `m` rollouts right."""
     s, m = np.asarray(successes, dtype=np.float64), np.asarray(trials, dtype=np.float64)
-    mean = np.clip(np.asarray(prior_mean, dtype=np.float64), 0.0, 1.0)
-    return s, m, 0.5 + prior_strength * mean + s, 0.5 + prior_strength * (1.0 - mean) + m - s
+    a, b = history_prior(prior_mean, prior_strength)
+    return s, m, a + s, b + m - s
 
 
 def expected_energy(

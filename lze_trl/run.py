@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .energy import compute_energy, expected_energy, fit_beta_prior, live_probability
+from .energy import compute_energy, expected_energy, fit_beta_prior, history_prior, live_probability
 from .guards import LearningZoneGuard, LZEWarning, ProbeGuard, UnscorableGuard
 from .prompt_state import PromptState
 from .pruning import PromptPruner
@@ -217,7 +217,7 @@ class LZERun:
                 Rollouts that would complete a group.
         """
         args, ids = self.args, np.asarray(prompt_ids, dtype=np.int64)
-        successes, trials = self._counts(correctness)
+        successes, trials = self.counts(correctness)
         known = self.prompts.get(ids)
         pooled = (successes.sum() + 1.0) / (trials.sum() + 2.0)
         prior = np.where(np.isnan(known["ema_pass_rate"]), pooled, known["ema_pass_rate"])
@@ -248,17 +248,22 @@ class LZERun:
         """
         The probability that each group is live once complete ([`~lze_trl.energy.live_probability`]), from its
         rollouts so far (`correctness`, shape `(num_groups, rollouts so far)`, NaN where unscorable or not generated)
-        and its prompt's prior, without touching the state: the adaptive budget's decision (`rollout_rounds`). A
-        prompt with a history has its EMA pass rate, weighed `probe_prior_strength` rollouts, over Jeffreys' prior; a
-        new prompt has [`new_prompt_prior`].
+        and its prompt's [`~LZERun.prior`], without touching the state: the adaptive budget's decision
+        (`rollout_rounds`).
         """
-        successes, trials = self._counts(correctness)
+        successes, trials = self.counts(correctness)
+        return live_probability(successes, trials, remaining, *self.prior(prompt_ids, correctness))
+
+    def prior(self, prompt_ids: np.ndarray, correctness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """
+        The adaptive budget's `Beta(a, b)` prior of each group's pass rate: a prompt with a history has its EMA pass
+        rate, weighed `probe_prior_strength` rollouts, over Jeffreys' prior ([`~lze_trl.energy.history_prior`]); a new
+        prompt has [`~LZERun.new_prompt_prior`] of the batch (`correctness` as in [`~LZERun.live_probability`]).
+        """
         ema = self.prompts.get(np.asarray(prompt_ids, dtype=np.int64))["ema_pass_rate"]
-        strength = self.args.probe_prior_strength
+        known_a, known_b = history_prior(np.nan_to_num(ema), self.args.probe_prior_strength)
         new_a, new_b = self.new_prompt_prior(correctness)
-        a = np.where(np.isnan(ema), new_a, 0.5 + strength * ema)
-        b = np.where(np.isnan(ema), new_b, 0.5 + strength * (1.0 - ema))
-        return live_probability(successes, trials, remaining, a, b)
+        return np.where(np.isnan(ema), new_a, known_a), np.where(np.isnan(ema), new_b, known_b)
 
     def new_prompt_prior(self, correctness: np.ndarray) -> tuple[float, float]:
         """
@@ -267,15 +272,16 @@ class LZERun:
         rollouts so far)`) by [`~lze_trl.energy.fit_beta_prior`]. Where the batch cannot tell (a first round of one
         rollout), the pooled pass rate weighed `probe_prior_strength` rollouts over Jeffreys' prior.
         """
-        successes, trials = self._counts(np.asarray(correctness, dtype=np.float64)[:, : self.rounds[0]])
+        successes, trials = self.counts(np.asarray(correctness, dtype=np.float64)[:, : self.rounds[0]])
         fitted = fit_beta_prior(successes, trials)
         if fitted is not None:
             return fitted
-        pooled, strength = (successes.sum() + 1.0) / (trials.sum() + 2.0), self.args.probe_prior_strength
-        return 0.5 + strength * pooled, 0.5 + strength * (1.0 - pooled)
+        a, b = history_prior((successes.sum() + 1.0) / (trials.sum() + 2.0), self.args.probe_prior_strength)
+        return float(a), float(b)
 
-    def _counts(self, correctness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Correct and scorable rollouts of each group so far (`correctness` shaped `(num_groups, rollouts)`)."""
+    def counts(self, correctness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Correct (at least `pass_threshold`) and scorable rollouts of each group so far (`correctness` shaped
+        `(num_groups, rollouts)`, NaN where unscorable or not generated)."""
         correctness = np.asarray(correctness, dtype=np.float64)
         scorable = np.isfinite(correctness)
         return (np.where(scorable, correctness, -np.inf) >= self.args.pass_threshold).sum(axis=1), scorable.sum(axis=1)

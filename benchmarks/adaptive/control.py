@@ -19,7 +19,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.adaptive.regimes import demo_config, run_and_keep, run_parser  # noqa: E402
+from benchmarks.adaptive.regimes import run_one_arm  # noqa: E402
 from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec  # noqa: E402
 
 
@@ -46,10 +46,7 @@ class UniformRoundsTrainer(MeteredLZEGRPOTrainer):
 
 
 def main() -> None:
-    cli = run_parser(__doc__.split("\n\n")[0]).parse_args()
-    method = MethodSpec(ARM, dict(SETTING), trainer_cls=UniformRoundsTrainer)
-    config = demo_config(cli.regime, seed=cli.seed, steps=cli.steps, eval_steps=20, methods=[method], baseline=ARM)
-    run_and_keep(config, cli.out / f"{cli.regime}_s{cli.seed}" / f"seed_{cli.seed}")
+    run_one_arm(__doc__.split("\n\n")[0], MethodSpec(ARM, dict(SETTING), trainer_cls=UniformRoundsTrainer))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.adaptive.regimes import demo_config, run_and_keep, run_parser  # noqa: E402
+from benchmarks.adaptive.regimes import run_one_arm  # noqa: E402
 from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec  # noqa: E402
 from lze_trl.energy import compute_energy  # noqa: E402
 from lze_trl.run import LZERun  # noqa: E402
@@ -44,14 +44,11 @@ def reach_probability(run: LZERun, prompt_ids: np.ndarray, correctness: np.ndarr
     args = run.args
     c = np.asarray(correctness, dtype=np.float64)
     going = ~np.isnan(c[:, -1])  # the groups of the last round
-    scorable = np.isfinite(c)
-    successes = (np.where(scorable, c, -np.inf) >= args.pass_threshold).sum(axis=1)
-    trials = scorable.sum(axis=1)
+    successes, trials = run.counts(c)
     known = run.prompts.get(np.asarray(prompt_ids, dtype=np.int64))
-    ema, initial, strength = known["ema_pass_rate"], known["initial_pass_rate"], args.probe_prior_strength
-    new_a, new_b = run.new_prompt_prior(c)
-    a = np.where(np.isnan(ema), new_a, 0.5 + strength * ema) + successes
-    b = np.where(np.isnan(ema), new_b, 0.5 + strength * (1.0 - ema)) + trials - successes
+    ema, initial = known["ema_pass_rate"], known["initial_pass_rate"]
+    prior_a, prior_b = run.prior(prompt_ids, c)
+    a, b = prior_a + successes, prior_b + trials - successes
     rng = np.random.default_rng([args.seed, run.batches_recorded, remaining, STREAM])
     drawn = rng.binomial(remaining, rng.beta(a, b, size=(DRAWS, len(c))))
     final = np.where(going, (successes + drawn) / (trials + remaining), successes / np.maximum(trials, 1))
@@ -81,10 +78,7 @@ class WorthRoundsTrainer(MeteredLZEGRPOTrainer):
 
 
 def main() -> None:
-    cli = run_parser(__doc__.split("\n\n")[0]).parse_args()
-    method = MethodSpec(ARM, dict(SETTING), trainer_cls=WorthRoundsTrainer)
-    config = demo_config(cli.regime, seed=cli.seed, steps=cli.steps, eval_steps=20, methods=[method], baseline=ARM)
-    run_and_keep(config, cli.out / f"{cli.regime}_s{cli.seed}" / f"seed_{cli.seed}")
+    run_one_arm(__doc__.split("\n\n")[0], MethodSpec(ARM, dict(SETTING), trainer_cls=WorthRoundsTrainer))
 
 
 if __name__ == "__main__":
