@@ -79,3 +79,15 @@ def test_the_readme_table_is_the_report_s_row_by_row():
         assert in_domain == row[3]
         assert ood == (row[5] if regime != "`arithmetic`" else ood)
         assert [rollouts, flops, step] == [f"{costs[i].split()[0]}x" for i in (1, 11, 12)]
+
+
+def test_the_demo_quotes_the_seed_to_seed_spread_of_section_12_on_its_task():
+    from lze_trl.commands.demo import ONE_SEED_NOISE
+
+    report = (RESULTS / "report.md").read_text()
+    table = report[report.index("## How far one seed is from another") :].split("\n\n")[1]
+    carries = [row.split("|") for row in table.splitlines() if row.startswith("| `carries`")]
+    assert len(carries) == 3  # GRPO, LZE and the probe: the demo's arms
+    largest = [max(float(row[column]) for row in carries) for column in (3, 4)]  # in-domain, OOD
+    assert re.findall(r"\d\.\d{3}", ONE_SEED_NOISE) == [f"{v:.3f}" for v in largest]
+    assert "section 12" in ONE_SEED_NOISE

@@ -260,6 +260,21 @@ def selections_by_level(regime: str, arms: dict) -> list[list]:
     return rows
 
 
+DEMO_ARMS = ("grpo", "lze", "lze:probe_generations=2,selection_ratio=0.33")
+"""The arms `lze-trl demo` runs one seed of (its `lze+prune` has no arm here)."""
+
+
+def seed_spread(regime: str, frame: pd.DataFrame) -> list[list]:
+    """How far one seed's final accuracy (mean of the last 3 evaluations) is from another's, per arm the demo runs:
+    the largest difference between two seeds, in-domain and OOD (the noise of a one-seed run such as the demo's)."""
+    spread = frame.groupby("arm")[["test_last3", "ood_last3"]].agg(lambda values: values.max() - values.min())
+    return [
+        [REGIMES[regime], f"`{arm}`", *(f"{v:.3f}" for v in spread.loc[arm])]
+        for arm in DEMO_ARMS
+        if arm in spread.index
+    ]
+
+
 def trl_versions(regime: str, check: dict, grpo: dict) -> list[list]:
     """GRPO under TRL 1.14.2 (`check`) against GRPO under 1.16.0 on the same seeds: each metric's 3-evaluation mean."""
     rows = []
@@ -294,7 +309,7 @@ def timing(folder: Path, prior: str) -> str:
 
 def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The whole report (Markdown) from `results/runs`; with `figures`, also each regime's figure."""
-    parts, goal_rows, trl_check, levels = [], [], [], []
+    parts, goal_rows, trl_check, levels, spreads = [], [], [], [], []
     for regime, name in REGIMES.items():
         folders = [str(p) for runs in ("runs", *EXTRA_RUNS) for p in (results / runs).glob(f"{regime}_s*")]
         arms = load(sorted(folders))
@@ -315,6 +330,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
             f"{versus_table}\n"
         )
         levels += selections_by_level(regime, arms)
+        spreads += seed_spread(regime, frame)
         goal_rows += [
             row
             for arm in (ADAPTIVE, FITTED, WORTH)
@@ -332,6 +348,11 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     text += (
         "\n## Times each training level's prompts were selected for the update (per prompt, mean over seeds)\n\n"
         + tabulate(levels, ["regime", "arm"] + ["by level"] * (max(map(len, levels)) - 2), tablefmt="github")
+        + "\n"
+    )
+    text += (
+        "\n## How far one seed is from another: the largest difference of the final accuracy between two seeds\n\n"
+        + tabulate(spreads, ["regime", "arm", "in-domain", "OOD"], tablefmt="github", disable_numparse=True)
         + "\n"
     )
     if trl_check:

@@ -142,17 +142,10 @@ def run_comparison(config: DemoConfig, output_dir: str | os.PathLike, figures: b
     results = to_jsonable(results)
     with open(output_dir / "demo_results.json", "w") as f:
         json.dump(results, f, indent=2)
-    if figures:  # optional dependency (the `dev` extra has it)
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            figures = False
-            results["figures"] = {"skipped": "matplotlib is not installed: pip install matplotlib"}
     if figures:
         from .plots import plot_all
 
         results["figures"] = plot_all(results, runs, output_dir)
-    if "figures" in results:
         with open(output_dir / "demo_results.json", "w") as f:
             json.dump(results, f, indent=2)
     return results

@@ -172,9 +172,6 @@ class LZEPlotCallback(TrainerCallback):
         return {f"{self.prefix}hist/{name}": ("histogram", value) for name, value in histograms.items()}
 
     def _plots(self, trackers: dict[str, Any], step: int) -> dict[str, tuple[str, Any]]:
-        if _try_import("matplotlib") is None:
-            self._warn_once("matplotlib", "LZE plots need matplotlib (`pip install matplotlib`): histograms only.")
-            return {}
         from . import figure_to_png, plot_run
 
         log = self.tables.selection_log.to_pandas()
