@@ -7,10 +7,11 @@ fresh virtual environment, each step timed and its terminal output kept.
 In order, as the README says them: the install lines (the CPU torch first, as the README says for a package index
 that serves PyTorch's CPU build, then `pip install -e .`, with pip's cache off), the quick start's Python block as
 written, the CPU recipe (`lze-trl grpo --config recipes/cpu/carries.yaml`), its evaluation (the README's `lze-trl
-eval` line and its Python block), `lze-trl demo`, and `make test`. Writes each step's whole output
-(`logs/<step>.log`, progress bars cut to their last state), `walkthrough.json` (command, seconds, exit code,
-FutureWarnings and the numbers the README quotes, read from the output) and `walkthrough.md`, the table made from it.
-`tests/test_first_contact.py` checks the README's numbers against `walkthrough.json` and the table against it.
+eval` line and its Python block), `lze-trl demo`, `make test`, then `notebooks/quickstart.ipynb` run by papermill
+(from the project's `.venv` that `make test` built). Writes each step's whole output (`logs/<step>.log`, progress
+bars cut to their last state), `walkthrough.json` (command, seconds, exit code, FutureWarnings and the numbers the
+README quotes, read from the output) and `walkthrough.md`, the table made from it. `tests/test_first_contact.py`
+checks the README's numbers against `walkthrough.json` and the table against it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ NUMBERS = {  # what the README quotes of each step's output
     "eval_python": {"accuracy": r"greedy accuracy: ([\d.]+)"},
     "demo": {"demo_seconds": r"; total (\d+)s on"},
     "make_test": {"passed": r"(\d+) passed", "skipped": r"(\d+) skipped"},
+    "notebook": {"cells_executed": r"Executing: 100%\|[^|]*\| (\d+)/\d+"},
 }
 
 
@@ -64,6 +66,7 @@ def steps(venv: Path) -> list[tuple[str, str]]:
         ("eval_python", f"{python} eval_cpu_carries.py"),
         ("demo", "lze-trl demo"),
         ("make_test", "make test"),
+        ("notebook", ".venv/bin/papermill notebooks/quickstart.ipynb outputs/quickstart.out.ipynb"),
     ]
 
 
