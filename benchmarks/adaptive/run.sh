@@ -2,7 +2,7 @@
 # The adaptive-budget benchmark (BENCHMARKS.md section 12): one (regime, seed) per call, e.g.
 #   bash benchmarks/adaptive/run.sh dead 0 OUT
 # writes OUT/<regime>_s<seed>/ (python benchmarks/bench.py train) and gzips its demo_results.json (the committed raw
-# result); report with benchmarks/adaptive/report.sh. Every arm: 240 steps, evaluation every 20, the task's warm start.
+# result); report with python benchmarks/adaptive/report.py. Every arm: 240 steps, evaluation every 20, the task's warm start.
 set -euo pipefail
 regime=$1 seed=$2 out=$3
 cd "$(dirname "$0")/../.."

@@ -84,9 +84,10 @@ def run(clone: Path, venv: Path, logs: Path) -> list[dict]:
     for name, command in steps(venv):
         print(f"[{datetime.datetime.now(datetime.timezone.utc):%H:%M:%S}] {name}: {command}", flush=True)
         start = time.perf_counter()
-        done = subprocess.run(command, shell=True, cwd=clone, env=env, capture_output=True, text=True)
+        # bytes, not text: text mode would turn each progress bar's carriage returns into newlines
+        done = subprocess.run(command, shell=True, cwd=clone, env=env, capture_output=True)
         seconds = time.perf_counter() - start
-        output = last_states(done.stdout + done.stderr)
+        output = last_states((done.stdout + done.stderr).decode(errors="replace"))
         (logs / f"{name}.log").write_text(output)
         numbers = {  # the last match: pytest's summary line, the recipe's final log
             key: float(found[-1])

@@ -1,5 +1,5 @@
-"""`lze-trl demo`: plain GRPO, LZE, LZE with forward pruning and LZE with probe-then-complete, trained for real on CPU
-from the same warm start.
+"""`lze-trl demo`: plain GRPO, LZE, LZE with forward pruning, LZE with probe-then-complete and LZE with the adaptive
+rollout budget, trained for real on CPU from the same warm start.
 
 The embedded task (column addition graded by its number of carries) and a tiny Qwen2 warm-started on it (weights
 shipped with the package) need no download. The command prints the starting pass-rate histogram, a comparison table
@@ -49,6 +49,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tiny", action="store_true", help="A seconds-long smoke run of a very small model.")
     parser.add_argument(*option("no_prune"), action="store_true", help="Leave out the LZE + forward pruning run.")
     parser.add_argument(*option("no_probe"), action="store_true", help="Leave out the LZE + probe-then-complete run.")
+    parser.add_argument(
+        *option("no_adaptive"), action="store_true", help="Leave out the LZE + adaptive rollout budget run."
+    )
     parser.add_argument(*option("no_figures"), action="store_true", help="Do not write the PNG figures.")
     parser.add_argument(*option("no_progress"), action="store_true", help="No progress bars.")
     return parser.parse_args(argv)
@@ -75,6 +78,8 @@ def build_config(args: argparse.Namespace):
         config.methods = [m for m in config.methods if not m.overrides.get("prune_solved")]
     if args.no_probe:
         config.methods = [m for m in config.methods if not m.overrides.get("probe_generations")]
+    if args.no_adaptive:
+        config.methods = [m for m in config.methods if not m.overrides.get("rollout_rounds")]
     return config
 
 

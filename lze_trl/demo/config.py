@@ -38,13 +38,21 @@ PROBE = {"probe_generations": 2, "selection_ratio": 0.33}
 groups completed and updated on (about half of GRPO's rollouts)."""
 
 
-def default_methods() -> list[MethodSpec]:
-    """Plain GRPO (`selector="none"`), LZE, LZE with forward pruning, and LZE with probe-then-complete."""
+def adaptive_rounds(num_generations: int) -> list[int]:
+    """The adaptive rollout budget as the README and BENCHMARKS.md section 12 run it, `[2, 4, 8]` for groups of 8:
+    rounds of a quarter, a half, then the whole group."""
+    return sorted({max(num_generations // 4, 1), max(num_generations // 2, 1), num_generations})
+
+
+def default_methods(num_generations: int = 8) -> list[MethodSpec]:
+    """Plain GRPO (`selector="none"`), LZE, LZE with forward pruning, LZE with probe-then-complete, and LZE with the
+    adaptive rollout budget (its rounds for groups of `num_generations`)."""
     return [
         MethodSpec("grpo", {"selector": "none"}),
         MethodSpec("lze", {"selector": "lze"}),
         MethodSpec("lze+prune", {"selector": "lze", "prune_solved": True}),
         MethodSpec("lze+probe", {"selector": "lze", **PROBE}),
+        MethodSpec("lze+adaptive", {"selector": "lze", "rollout_rounds": adaptive_rounds(num_generations)}),
     ]
 
 
@@ -121,7 +129,7 @@ class DemoConfig:
             Intra-op threads. The tiny model's products are too small to gain from more, and one thread per process
             is far less sensitive to other processes on a shared machine.
         methods (`list[MethodSpec]`, *optional*):
-            Runs to compare; defaults to [`default_methods`].
+            Runs to compare; defaults to [`default_methods`]`(num_generations)`.
         baseline (`str`, *optional*, defaults to `"grpo"`):
             Name of the run that sets the target accuracy and the denominators of the ratios.
         overrides (`dict[str, Any]`, *optional*):
@@ -152,11 +160,15 @@ class DemoConfig:
     eval_steps: int = 10
     target_window: int = 3
     torch_threads: int = 1
-    methods: list[MethodSpec] = field(default_factory=default_methods)
+    methods: list[MethodSpec] | None = None
     baseline: str = "grpo"
     overrides: dict[str, Any] = field(default_factory=dict)
     cache_dir: str | None = None
     progress: bool = True
+
+    def __post_init__(self):
+        if self.methods is None:
+            self.methods = default_methods(self.num_generations)
 
     @classmethod
     def tiny(cls, **kwargs: Any) -> DemoConfig:
