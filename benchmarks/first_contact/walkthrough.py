@@ -80,8 +80,13 @@ def run(clone: Path, venv: Path, logs: Path) -> list[dict]:
     (clone / "eval_cpu_carries.py").write_text(readme_block("On a CPU, offline, from the repository's root"))
     env = dict(os.environ, PATH=f"{venv / 'bin'}:{os.environ['PATH']}", PIP_NO_CACHE_DIR="1")
     env.pop("VIRTUAL_ENV", None)
+    commands = dict(steps(venv))
+    if not (clone / "benchmarks" / "results" / "first_contact" / "walkthrough.json").exists():
+        # The first run: the test of these results cannot run before they exist (every later run's `make test` checks
+        # the results committed before it). The command says so.
+        commands["make_test"] = "PYTEST_ADDOPTS=--ignore=tests/test_first_contact.py make test"
     records = []
-    for name, command in steps(venv):
+    for name, command in commands.items():
         print(f"[{datetime.datetime.now(datetime.timezone.utc):%H:%M:%S}] {name}: {command}", flush=True)
         start = time.perf_counter()
         # bytes, not text: text mode would turn each progress bar's carriage returns into newlines
