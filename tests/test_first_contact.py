@@ -43,7 +43,9 @@ def readme_quotes() -> list[str]:
     return [
         f"`pip install torch==2.13.0` {round(seconds['install_torch'])} s, `pip install -e .` "
         f"{round(seconds['install'])} s",
-        f"the quick start {round(seconds['quick_start'])} s",
+        f"the quick start {round(seconds['quick_start'])} s, the CPU recipe and its evaluation below "
+        f"{round(seconds['cpu_recipe'])} s and {round(seconds['eval_cli'])} s, `lze-trl demo` "
+        f"{round(seconds['demo'])} s",
         f"({round(seconds['cpu_recipe'])} s for its 20 steps on 2 cores, {numbers['cpu_recipe']['train_runtime']:.1f} "
         "s of it training",
         f"# {after:.2f} after the recipe, {before:.2f} before",

@@ -275,6 +275,46 @@ def seed_spread(regime: str, frame: pd.DataFrame) -> list[list]:
     ]
 
 
+README_ARMS = {  # the README's headline runs, as it names them
+    "lze": "LZE",
+    "lze:probe_generations=2,selection_ratio=0.33": "LZE + probe",
+    FITTED: "LZE + adaptive budget",
+    "grpo:num_generations=4,per_device_train_batch_size=256": "GRPO, half the group",
+}
+
+
+def readme_figure(frames: dict[str, pd.DataFrame], path: Path) -> None:
+    """The README's figure: per regime, each headline run's in-domain accuracy minus GRPO's (paired by seed, mean and
+    95% t interval) against its fresh rollouts as a share of GRPO's; GRPO is the point (1, 0)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(frames), figsize=(4.2 * len(frames), 3.6), sharey=True)
+    for ax, (regime, frame) in zip(axes, frames.items()):
+        grpo = frame[frame.arm == BASELINE].set_index("seed")["test_last3"]
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.plot([1.0], [0.0], "ks", label="GRPO")
+        for (arm, label), marker in zip(README_ARMS.items(), "oD^v"):
+            runs = frame[frame.arm == arm].set_index("seed")
+            difference = runs["test_last3"] - grpo.reindex(runs.index)
+            half = stats.t.ppf(0.975, len(difference) - 1) * difference.std(ddof=1) / np.sqrt(len(difference))
+            x = runs["fresh_rollouts_ratio"].mean()
+            ax.errorbar([x], [difference.mean()], yerr=[half], fmt=marker, capsize=3, label=label)
+        ax.set_title(f"{REGIMES[regime].replace('`', '')} (GRPO: {grpo.mean():.3f})")
+        ax.set_xlabel("fresh rollouts / GRPO's")
+        ax.set_xlim(0.3, 1.08)
+        ax.set_xticks(np.arange(0.4, 1.01, 0.2))
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("in-domain accuracy - GRPO's")
+    axes[-1].legend(fontsize=8, loc="lower right")
+    fig.suptitle("Accuracy against generation, 5 seeds (BENCHMARKS.md section 12)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def trl_versions(regime: str, check: dict, grpo: dict) -> list[list]:
     """GRPO under TRL 1.14.2 (`check`) against GRPO under 1.16.0 on the same seeds: each metric's 3-evaluation mean."""
     rows = []
@@ -309,7 +349,7 @@ def timing(folder: Path, prior: str) -> str:
 
 def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The whole report (Markdown) from `results/runs`; with `figures`, also each regime's figure."""
-    parts, goal_rows, trl_check, levels, spreads = [], [], [], [], []
+    parts, goal_rows, trl_check, levels, spreads, frames = [], [], [], [], [], {}
     for regime, name in REGIMES.items():
         folders = [str(p) for runs in ("runs", *EXTRA_RUNS) for p in (results / runs).glob(f"{regime}_s*")]
         arms = load(sorted(folders))
@@ -320,7 +360,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
             trl_check += trl_versions(regime, arms.pop(TRL_CHECK), arms[BASELINE])
         if not arms:
             continue
-        frame = rows(arms, BASELINE, FRONTIER)
+        frame = frames[regime] = rows(arms, BASELINE, FRONTIER)
         tables, summary = report(frame, BASELINE, FRONTIER)
         versus_table, versus = against_grpo(frame, arms)
         seeds = ", ".join(map(str, sorted(frame.seed.unique())))
@@ -339,6 +379,8 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         ]
         if figures:
             figure(arms, results / f"{regime}_accuracy_vs_rollouts.png")
+    if figures:
+        readme_figure(frames, results / "readme.png")
     head = "# The adaptive rollout budget (BENCHMARKS.md section 12), rebuilt by benchmarks/adaptive/report.py\n\n"
     goal_table = tabulate(goal_rows, ["regime", "goal", "measured (mean over seeds)", ""], tablefmt="github")
     text = head + "## The issue's goals for the adaptive budget's arms\n\n" + goal_table + "\n\n" + "\n".join(parts)
