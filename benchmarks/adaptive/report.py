@@ -298,10 +298,9 @@ def readme_figure(frames: dict[str, pd.DataFrame], path: Path) -> None:
         ax.plot([1.0], [0.0], "ks", label="GRPO")
         for (arm, label), marker in zip(README_ARMS.items(), "oD^v"):
             runs = frame[frame.arm == arm].set_index("seed")
-            difference = runs["test_last3"] - grpo.reindex(runs.index)
-            half = stats.t.ppf(0.975, len(difference) - 1) * difference.std(ddof=1) / np.sqrt(len(difference))
+            mean, low, high, _ = corrected(runs["test_last3"] - grpo.reindex(runs.index), 1)  # one comparison
             x = runs["fresh_rollouts_ratio"].mean()
-            ax.errorbar([x], [difference.mean()], yerr=[half], fmt=marker, capsize=3, label=label)
+            ax.errorbar([x], [mean], yerr=[[mean - low], [high - mean]], fmt=marker, capsize=3, label=label)
         ax.set_title(f"{REGIMES[regime].replace('`', '')} (GRPO: {grpo.mean():.3f})")
         ax.set_xlabel("fresh rollouts / GRPO's")
         ax.set_xlim(0.3, 1.08)
