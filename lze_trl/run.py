@@ -1,10 +1,4 @@
-"""[`LZERun`]: the LZE state of one training run, and the decisions taken from it.
-
-One object holds everything LZE keeps across steps: the per-prompt table ([`PromptState`]), the selector, the prune
-pool, the selection log, the position in the data and the counters. The step hands it the scored rollouts of each
-generation batch and gets back the weight of every group; the train sampler asks it for each epoch's prompts. It is
-saved and restored as one `state_dict`. Plain numpy, no torch or TRL import.
-"""
+"""[`LZERun`]: the LZE state of one training run, and the decisions taken from it. Plain numpy, no TRL import."""
 
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ from .energy import compute_energy, expected_energy, fit_beta_prior, history_pri
 from .guards import LearningZoneGuard, LZEWarning, ProbeGuard, UnscorableGuard
 from .prompt_state import PromptState
 from .pruning import PromptPruner
-from .selection import group_pass_rates, live_groups, spread_energies
+from .selection import group_pass_rates, live_groups, pass_counts, spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
 
@@ -31,12 +25,11 @@ PROBE_STREAM = 0x9B0BE
 @dataclass
 class DataPosition:
     """
-    Where training stands in the data, the one object a resumed run restarts from (saved with the LZE state): the
-    sampler `epoch` being trained, the dataloader batches (Trainer micro-steps) of it trained so far
-    (`batches_in_epoch`, what a resumed sampler skips), TRL's micro-step counter `micro_steps` (`_step`, which paces
-    generation), the `rows` the epoch rolls out once its planner decided them (they cannot be re-derived: the
-    planner's state moves on during the epoch), and the groups earlier epochs left out (`skipped_groups`).
-    `resumed_from`, not saved, names the checkpoint a run resumes from until its first micro-step.
+    Where training stands in the data, saved with the LZE state: the sampler `epoch`, its dataloader batches trained
+    so far (`batches_in_epoch`, what a resumed sampler skips), TRL's micro-step counter (`micro_steps`, which paces
+    generation), the `rows` the epoch rolls out once planned (not re-derivable: the planner's state moves on), and the
+    groups earlier epochs left out (`skipped_groups`). `resumed_from`, not saved, names the checkpoint a run resumes
+    from until its first micro-step.
     """
 
     epoch: int = 0
@@ -69,10 +62,9 @@ class DataPosition:
 
 class LZERun:
     """
-    The LZE state of a run: per-prompt table, selector, prune pool, selection log, position in the data, counters.
-
-    Every method is a deterministic function of the state and of what it is given, so every process, holding the
-    same state and the same gathered rewards, takes the same decisions.
+    The LZE state of a run (per-prompt table, selector, prune pool, selection log, position in the data, guards and
+    counters, saved as one `state_dict`) and the decisions taken from it. Every method is a deterministic function of
+    the state and of what it is given, so every process, given the same gathered rewards, decides the same.
 
     Args:
         args ([`LZEGRPOConfig`]):
@@ -80,23 +72,16 @@ class LZERun:
         num_generations (`int`):
             Rollouts per prompt group.
         row_ids (`np.ndarray` or `None`):
-            The prompt id of every row of a map-style train dataset ([`~lze_trl.prompt_ids.PromptIds.row_ids`]);
-            `None` for an iterable one (nothing is planned per epoch then).
-        reward_names (`list[str]`, *optional*, defaults to `["correctness"]`):
-            The reward functions' names, in TRL's order (for the warnings of a run that cannot learn).
-        correctness_index (`int`, *optional*, defaults to `0`):
-            Index of the correctness reward function among them.
+            The prompt id of every row of a map-style train dataset; `None` for an iterable one (no epoch planning).
+        reward_names (`list[str]`, *optional*), correctness_index (`int`, *optional*, defaults to `0`):
+            The reward functions' names, and the index of the correctness one (for the guards' warnings).
         warn (`Callable[[str], None]`, *optional*):
-            How a warning is given (the trainer warns on the main process only). Defaults to `warnings.warn`.
+            How a warning is given (the trainer warns on the main process only); `warnings.warn` by default.
 
     Attributes:
-        prompts ([`PromptState`]):
-            The per-prompt table (pass rates, EMA, energies, selections).
         rounds (`list[int]`):
-            The rollouts a prompt has after each generation round: `[num_generations]` without a probe,
-            `[probe_generations, num_generations]` with one, `rollout_rounds` with the adaptive budget.
-        batches_recorded (`int`):
-            Generation batches recorded so far: seeds each selection's noise.
+            The rollouts a prompt has after each generation round: `[num_generations]`, `[probe_generations,
+            num_generations]`, or `rollout_rounds`.
     """
 
     def __init__(
@@ -135,16 +120,24 @@ class LZERun:
         """Whether an epoch may roll out fewer (or other) prompts than the dataset holds."""
         return self.pruner is not None or self.selector.plans_rollouts
 
+    @property
+    def energy_kwargs(self) -> dict[str, Any]:
+        """The energy's settings, as [`~lze_trl.energy.compute_energy`] takes them."""
+        args = self.args
+        return {
+            "d_init_min": args.energy_d_init_min,
+            "momentum_weight": args.energy_momentum_weight,
+            "momentum_mode": args.energy_momentum_mode,
+            "terms": args.energy_terms,
+        }
+
     # ----------------------------------------------------------------------------------------------- scoring
     def score(
-        self,
-        prompt_ids: np.ndarray,
-        correctness: np.ndarray,
-        totals: np.ndarray,
-        complete: np.ndarray | None = None,
+        self, prompt_ids: np.ndarray, correctness: np.ndarray, totals: np.ndarray, complete: np.ndarray | None = None
     ) -> GroupBatch:
         """
-        Scores the groups of a generation batch and updates the per-prompt table with them (once per group).
+        Scores the groups of a generation batch into a [`GroupBatch`] (energies before the per-prompt table absorbs
+        them, EMA after) and updates the table, once per group.
 
         Args:
             prompt_ids (`np.ndarray`):
@@ -154,12 +147,8 @@ class LZERun:
             totals (`np.ndarray`):
                 Total (weighted) reward of each rollout, same shape: what GRPO's advantages see.
             complete (`np.ndarray`, *optional*):
-                Whether each group has all its rollouts: only a complete group may set its prompt's first pass rate (a
-                probe's few rollouts may not). Defaults to all.
-
-        Returns:
-            [`GroupBatch`]: the groups with their pass rates, liveness and energies (scored before the table
-            absorbs this observation), and the EMA after it.
+                Whether each group has all its rollouts (all by default): only a complete one may set its prompt's
+                first pass rate.
         """
         args = self.args
         ids = np.asarray(prompt_ids, dtype=np.int64)
@@ -175,13 +164,7 @@ class LZERun:
         initial = np.where(np.isnan(before["initial_pass_rate"]), first, before["initial_pass_rate"])
         ema = np.where(np.isnan(before["ema_pass_rate"]), first, before["ema_pass_rate"])
         energies = compute_energy(
-            np.nan_to_num(pass_rates),
-            np.nan_to_num(initial),
-            np.nan_to_num(ema),
-            d_init_min=args.energy_d_init_min,
-            momentum_weight=args.energy_momentum_weight,
-            momentum_mode=args.energy_momentum_mode,
-            terms=args.energy_terms,
+            np.nan_to_num(pass_rates), np.nan_to_num(initial), np.nan_to_num(ema), **self.energy_kwargs
         )
         energies = np.where(valid, energies, 0.0)
         batch = GroupBatch(
@@ -202,38 +185,20 @@ class LZERun:
 
     def probe(self, prompt_ids: np.ndarray, correctness: np.ndarray, remaining: int) -> GroupBatch:
         """
-        The groups of a probe (the first rollouts of each prompt) as candidates for completion, without touching the
-        state: their energy is the one the completed group is expected to have ([`expected_energy`], the prior the
-        prompt's EMA, or the batch's pooled probe pass rate for a new prompt, weighed `probe_prior_strength`
-        rollouts); every group with a positive expectation is a candidate (`live`).
-
-        Args:
-            prompt_ids (`np.ndarray`):
-                Id of each group's prompt, all processes' groups in order.
-            correctness (`np.ndarray`):
-                Correctness reward of each probe rollout, shape `(num_groups, probe_generations)`, NaN where
-                unscorable.
-            remaining (`int`):
-                Rollouts that would complete a group.
+        The probes (each group's first rollouts, `correctness` shaped `(num_groups, probe_generations)`, NaN where
+        unscorable) as candidates for completion by `remaining` rollouts, without touching the state: a group's energy
+        is the one it is expected to have once complete ([`~lze_trl.energy.expected_energy`], its prompt's EMA, or the
+        batch's pooled probe pass rate for a new prompt, weighed `probe_prior_strength` rollouts), and it is a
+        candidate (`live`) when that is positive.
         """
         args, ids = self.args, np.asarray(prompt_ids, dtype=np.int64)
-        successes, trials = self.counts(correctness)
+        successes, trials = pass_counts(correctness, args.pass_threshold)
         known = self.prompts.get(ids)
         pooled = (successes.sum() + 1.0) / (trials.sum() + 2.0)
         prior = np.where(np.isnan(known["ema_pass_rate"]), pooled, known["ema_pass_rate"])
-        energies = expected_energy(
-            successes,
-            trials,
-            remaining,
-            prior,
-            args.probe_prior_strength,
-            known["initial_pass_rate"],
-            known["ema_pass_rate"],
-            d_init_min=args.energy_d_init_min,
-            momentum_weight=args.energy_momentum_weight,
-            momentum_mode=args.energy_momentum_mode,
-            terms=args.energy_terms,
-        )
+        prior_a, prior_b = history_prior(prior, args.probe_prior_strength)
+        known_rates = known["initial_pass_rate"], known["ema_pass_rate"]
+        energies = expected_energy(successes, trials, remaining, prior_a, prior_b, *known_rates, **self.energy_kwargs)
         return GroupBatch(
             prompt_ids=ids,
             pass_rates=np.where(trials > 0, successes / np.maximum(trials, 1), np.nan),
@@ -246,19 +211,18 @@ class LZERun:
 
     def live_probability(self, prompt_ids: np.ndarray, correctness: np.ndarray, remaining: int) -> np.ndarray:
         """
-        The probability that each group is live once complete ([`~lze_trl.energy.live_probability`]), from its
-        rollouts so far (`correctness`, shape `(num_groups, rollouts so far)`, NaN where unscorable or not generated)
-        and its prompt's [`~LZERun.prior`], without touching the state: the adaptive budget's decision
-        (`rollout_rounds`).
+        The adaptive budget's decision, without touching the state: the probability that each group is live once
+        complete ([`~lze_trl.energy.live_probability`]) from its rollouts so far (`correctness`, shape `(num_groups,
+        rollouts so far)`, NaN where unscorable or not generated) and its prompt's [`~LZERun.prior`].
         """
-        successes, trials = self.counts(correctness)
+        successes, trials = pass_counts(correctness, self.args.pass_threshold)
         return live_probability(successes, trials, remaining, *self.prior(prompt_ids, correctness))
 
     def prior(self, prompt_ids: np.ndarray, correctness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """
-        The adaptive budget's `Beta(a, b)` prior of each group's pass rate: a prompt with a history has its EMA pass
-        rate, weighed `probe_prior_strength` rollouts, over Jeffreys' prior ([`~lze_trl.energy.history_prior`]); a new
-        prompt has [`~LZERun.new_prompt_prior`] of the batch (`correctness` as in [`~LZERun.live_probability`]).
+        The adaptive budget's `Beta(a, b)` prior of each group's pass rate: its prompt's EMA weighed
+        `probe_prior_strength` rollouts ([`~lze_trl.energy.history_prior`]), or for a new prompt
+        [`~LZERun.new_prompt_prior`].
         """
         ema = self.prompts.get(np.asarray(prompt_ids, dtype=np.int64))["ema_pass_rate"]
         known_a, known_b = history_prior(np.nan_to_num(ema), self.args.probe_prior_strength)
@@ -267,34 +231,24 @@ class LZERun:
 
     def new_prompt_prior(self, correctness: np.ndarray) -> tuple[float, float]:
         """
-        The adaptive budget's `Beta(a, b)` prior of a new prompt's pass rate, fitted to the batch: to the successes of
-        every group's first round (the first `rollout_rounds[0]` columns of `correctness`, shape `(num_groups,
-        rollouts so far)`) by [`~lze_trl.energy.fit_beta_prior`]. Where the batch cannot tell (a first round of one
-        rollout), the pooled pass rate weighed `probe_prior_strength` rollouts over Jeffreys' prior.
+        The adaptive budget's `Beta(a, b)` prior of a new prompt's pass rate, fitted to every group's first round (the
+        first `rollout_rounds[0]` columns of `correctness`) by [`~lze_trl.energy.fit_beta_prior`]; where that cannot
+        tell (a first round of one rollout), the pooled pass rate weighed `probe_prior_strength` rollouts.
         """
-        successes, trials = self.counts(np.asarray(correctness, dtype=np.float64)[:, : self.rounds[0]])
+        successes, trials = pass_counts(np.asarray(correctness)[:, : self.rounds[0]], self.args.pass_threshold)
         fitted = fit_beta_prior(successes, trials)
         if fitted is not None:
             return fitted
         a, b = history_prior((successes.sum() + 1.0) / (trials.sum() + 2.0), self.args.probe_prior_strength)
         return float(a), float(b)
 
-    def counts(self, correctness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Correct (at least `pass_threshold`) and scorable rollouts of each group so far (`correctness` shaped
-        `(num_groups, rollouts)`, NaN where unscorable or not generated)."""
-        correctness = np.asarray(correctness, dtype=np.float64)
-        scorable = np.isfinite(correctness)
-        return (np.where(scorable, correctness, -np.inf) >= self.args.pass_threshold).sum(axis=1), scorable.sum(axis=1)
-
     def select(self, batch: GroupBatch) -> np.ndarray:
         """The selector's weight of each group of `batch` (0 removes the group from the update)."""
         return np.asarray(self.selector.select(batch), dtype=np.float64)
 
     def record(self, batch: GroupBatch, weights: np.ndarray, global_step: int) -> dict[str, float]:
-        """
-        Closes a generation batch (all its groups in `batch`): counts the selections, appends to the selection log,
-        advances `batches_recorded`, and returns the batch's metrics (`lze/...` keys).
-        """
+        """Closes a generation batch (all its groups in `batch`): records the selections and the log, advances
+        `batches_recorded`, and returns the batch's `lze/` metrics."""
         selected = weights > 0
         self.prompts.record(batch.prompt_ids, batch.energies, selected)
         self.selection_log.append(
@@ -319,10 +273,8 @@ class LZERun:
 
     # ----------------------------------------------------------------------------------------------- planning
     def plan_epoch(self, epoch: int, order: np.ndarray) -> np.ndarray:
-        """
-        The rows an epoch rolls out, in order (one entry per group), from the epoch's permutation `order`: forward
-        pruning, then the selector's plan over what pruning left.
-        """
+        """The rows an epoch rolls out, one per group, from its permutation `order`: forward pruning, then the
+        selector's plan."""
         order = np.asarray(order, dtype=np.int64)
         if self.pruner is not None:
             order = self.pruner.plan_epoch(epoch, order, self.row_ids[order], self.prompts)

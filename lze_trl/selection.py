@@ -1,7 +1,4 @@
-"""Backward selection: which prompt groups of a generation batch take part in the policy update.
-
-Plain vectorised numpy: no torch or TRL import (a torch tensor of rewards is accepted and converted).
-"""
+"""Backward selection: which prompt groups of a generation batch take part in the policy update. Plain numpy."""
 
 from __future__ import annotations
 
@@ -10,33 +7,31 @@ from typing import Any
 import numpy as np
 
 
-def group_pass_rates(rewards: np.ndarray, num_generations: int, pass_threshold: float) -> np.ndarray:
-    """
-    Pass rate of each group of `num_generations` consecutive rollouts.
+def pass_counts(correctness: Any, pass_threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """The correct (reward `>= pass_threshold`) and the scorable (not NaN: a reward function returned `None`, or not
+    generated) rollouts of each group, `correctness` shaped `(num_groups, rollouts)`."""
+    correctness = np.asarray(correctness, dtype=np.float64)
+    scorable = ~np.isnan(correctness)
+    return (np.where(scorable, correctness, -np.inf) >= pass_threshold).sum(axis=1), scorable.sum(axis=1)
 
-    A rollout is correct when its reward is `>= pass_threshold`. Rollouts whose reward is NaN (a reward function that
-    returned `None`) are left out of both the numerator and the denominator; a group with no scorable rollout gets
-    a NaN pass rate.
+
+def group_pass_rates(rewards: Any, num_generations: int, pass_threshold: float) -> np.ndarray:
+    """
+    Pass rate of each group of `num_generations` consecutive rollouts: its correct over its scorable rollouts
+    ([`pass_counts`]), NaN for a group with no scorable rollout.
 
     Args:
         rewards (`torch.Tensor` or `np.ndarray`):
-            Rewards of shape `(num_groups * num_generations,)`, rows `[g * G, (g + 1) * G)` forming group `g`.
+            Correctness rewards, shape `(num_groups * num_generations,)`, NaN where a reward function returned `None`.
         num_generations (`int`):
-            Group size `G`.
+            Group size.
         pass_threshold (`float`):
-            Reward at or above which a rollout counts as correct (the config's `pass_threshold`).
-
-    Returns:
-        `np.ndarray`: pass rates of shape `(num_groups,)`, float64, NaN for unscorable groups.
+            Reward at or above which a rollout is correct.
     """
     if hasattr(rewards, "detach"):  # a torch tensor (this module does not import torch)
         rewards = rewards.detach().float().cpu().numpy()
-    rewards = np.asarray(rewards, dtype=np.float64).reshape(-1, num_generations)
-    scorable = ~np.isnan(rewards)
-    correct = (np.where(scorable, rewards, -np.inf) >= pass_threshold).sum(axis=1)
-    counts = scorable.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, correct / np.maximum(counts, 1), np.nan)
+    correct, counts = pass_counts(np.asarray(rewards, dtype=np.float64).reshape(-1, num_generations), pass_threshold)
+    return np.where(counts > 0, correct / np.maximum(counts, 1), np.nan)
 
 
 def in_learning_zone(pass_rate: Any) -> np.ndarray:
@@ -52,27 +47,19 @@ SPREAD_TOLERANCE = 1e-8
 
 def live_groups(pass_rates: Any, correctness: Any, totals: Any) -> np.ndarray:
     """
-    Whether each group is *live*: GRPO can learn from it. The one definition across the trainer's metrics
-    (`lze/dead_frac` is the share of scorable groups that are not live), the selectors, the guards and the benchmarks.
+    Whether each group is *live*: GRPO can learn from it (the one definition, for metrics, selectors and guards).
 
-    - Binary correctness reward (every scorable value of the group 0 or 1): live when the pass rate is strictly
-      between 0 and 1 (some rollouts right, some wrong), the paper's rule.
-    - Non-binary correctness reward (a score, a length or format reward): a group all on one side of
-      `pass_threshold` is still live when its total rewards (all reward functions, weighted, as GRPO's advantages see
-      them) differ over at least two scorable rollouts (standard deviation `> SPREAD_TOLERANCE`).
-
-    A group with no scorable rollout (NaN pass rate) is never live, and not dead either.
+    A group of a binary correctness reward (0 or 1) is live when its pass rate is strictly between 0 and 1 (the
+    paper's rule); under a non-binary one, a group all on one side of `pass_threshold` is live too when its total
+    rewards differ (standard deviation `> SPREAD_TOLERANCE`). A group with nothing scorable is neither live nor dead.
 
     Args:
         pass_rates (array-like):
             Pass rate of each group, shape `(num_groups,)`.
         correctness (array-like):
-            Correctness reward of each rollout, shape `(num_groups, num_generations)`, NaN where unscorable.
+            Correctness reward of each rollout, shape `(num_groups, rollouts)`, NaN where unscorable.
         totals (array-like):
-            Total (weighted) reward of each rollout, same shape.
-
-    Returns:
-        `np.ndarray`: boolean mask.
+            Total (weighted) reward of each rollout, same shape: what GRPO's advantages see.
     """
     p = np.asarray(pass_rates, dtype=np.float64)
     correctness = np.asarray(correctness, dtype=np.float64).reshape(len(p), -1)
@@ -108,28 +95,17 @@ def select_top_k(
     rng: np.random.Generator | None = None,
 ) -> np.ndarray:
     """
-    Top-`selection_ratio` selection of groups by energy, with Gumbel exploration noise (the parameters are the
-    config's fields of the same names).
-
-    Only live groups ([`live_groups`]) are selected, and only they count against the quota. Among them,
-    `quota = min(max(int(n * selection_ratio), 1), n_live)` are kept, ranked by
-    `energy + g` with `g ~ Gumbel(0, s)` and `s = selection_noise * max(max(E_live) - min(E_live), 0.01)`.
+    The top-`selection_ratio` groups by energy, with Gumbel exploration noise, as a boolean mask: among the live groups
+    only, `quota = min(max(int(n * selection_ratio), 1), n_live)` are kept, ranked by `energy + g`, `g ~ Gumbel(0, s)`,
+    `s = selection_noise * max(max(E_live) - min(E_live), 0.01)`.
 
     Args:
-        energies (`np.ndarray`):
-            Energy of each group of the generation batch (all processes' groups together).
-        live (`np.ndarray`):
-            Whether each group is live.
-        selection_ratio (`float`, *optional*, defaults to `0.4`):
-            Fraction of the groups to keep.
-        selection_noise (`float`, *optional*, defaults to `0.05`):
-            Scale of the Gumbel noise relative to the energy range; 0 ranks by energy alone.
+        energies, live (`np.ndarray`):
+            Energy of each group of the generation batch (all processes'), and whether it is live.
+        selection_ratio, selection_noise (`float`, *optional*, defaults to `0.4` and `0.05`):
+            The config's settings of these names.
         rng (`np.random.Generator`, *optional*):
-            Source of the noise. Pass a generator seeded identically on every process so that all take the same
-            decision. Defaults to a fresh unseeded generator.
-
-    Returns:
-        `np.ndarray`: boolean mask of the selected groups.
+            Source of the noise: seeded alike on every process, so that all take the same decision.
     """
     energies = np.nan_to_num(np.asarray(energies, dtype=np.float64).reshape(-1), nan=0.0)
     active = np.asarray(live, dtype=bool).reshape(-1)
@@ -157,11 +133,9 @@ the lowest energy a group in the learning zone can have with up to 16 rollouts (
 
 def spread_energies(energies: np.ndarray, pass_rates: np.ndarray, live: np.ndarray, totals: np.ndarray) -> np.ndarray:
     """
-    Energies of the live groups whose pass rate is 0 or 1 (live by the spread of their total rewards under a
-    non-binary correctness reward, see [`live_groups`]): the energy formula gives them 0, so they get
-    `SPREAD_ENERGY_MAX * s_g / max_h s_h`, `s_g` the standard deviation of their total rewards over the batch's such
-    groups `h`: they rank after every group in the learning zone, and among their kind by how much their rewards
-    differ. Other energies are returned as they are (a new array).
+    The energies, with those of the live groups at pass rate 0 or 1 (live by the spread of their total rewards,
+    [`live_groups`], energy 0 by the formula) set to `SPREAD_ENERGY_MAX * s_g / max_h s_h`, `s_g` their total rewards'
+    standard deviation: after every learning-zone group, and among their kind by how much their rewards differ.
     """
     energies = np.asarray(energies, dtype=np.float64).copy()
     p = np.asarray(pass_rates, dtype=np.float64)

@@ -74,14 +74,14 @@ def test_expected_energy_is_the_beta_binomial_expectation_of_the_completed_group
 ):
     from scipy.stats import betabinom
 
-    from lze_trl.energy import expected_energy
+    from lze_trl.energy import expected_energy, history_prior
 
     n = 5
     successes = np.array(data.draw(st.lists(st.integers(0, k), min_size=n, max_size=n)), dtype=float)
     prior = np.array(data.draw(st.lists(st.floats(0, 1), min_size=n, max_size=n)))
     p0 = np.array(data.draw(st.lists(st.sampled_from([np.nan, 0.2, 0.5, 0.9]), min_size=n, max_size=n)))
     ema = np.array(data.draw(st.lists(st.sampled_from([np.nan, 0.1, 0.6]), min_size=n, max_size=n)))
-    got = expected_energy(successes, np.full(n, float(k)), remaining, prior, prior_strength, p0, ema)
+    got = expected_energy(successes, np.full(n, float(k)), remaining, *history_prior(prior, prior_strength), p0, ema)
     for i in range(n):  # the same expectation, written out with scipy's Beta-binomial
         a = 0.5 + prior_strength * prior[i] + successes[i]
         b = 0.5 + prior_strength * (1 - prior[i]) + k - successes[i]
@@ -94,15 +94,14 @@ def test_expected_energy_is_the_beta_binomial_expectation_of_the_completed_group
 
 
 def test_expected_energy_of_a_whole_group_is_its_energy_and_the_prior_moves_it():
-    from lze_trl.energy import expected_energy
+    from lze_trl.energy import expected_energy, history_prior
 
     # nothing left to generate: the energy of the probe's own pass rate
     got = expected_energy(
         np.array([1.0, 2.0]),
         np.array([4.0, 4.0]),
         0,
-        np.array([0.5, 0.5]),
-        3.0,
+        *history_prior(np.array([0.5, 0.5]), 3.0),
         np.array([0.6, 0.6]),
         np.array([0.4, 0.4]),
     )
@@ -114,8 +113,7 @@ def test_expected_energy_of_a_whole_group_is_its_energy_and_the_prior_moves_it()
         np.array([2.0, 2.0]),
         np.array([2.0, 2.0]),
         6,
-        np.array([0.99, 0.3]),
-        8.0,
+        *history_prior(np.array([0.99, 0.3]), 8.0),
         np.array([0.5, 0.5]),
         np.array([0.99, 0.3]),
     )

@@ -30,6 +30,7 @@ from benchmarks.adaptive.regimes import run_one_arm  # noqa: E402
 from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec  # noqa: E402
 from lze_trl.energy import compute_energy  # noqa: E402
 from lze_trl.run import LZERun  # noqa: E402
+from lze_trl.selection import pass_counts  # noqa: E402
 
 
 ARM = "worth_rounds"
@@ -44,7 +45,7 @@ def reach_probability(run: LZERun, prompt_ids: np.ndarray, correctness: np.ndarr
     args = run.args
     c = np.asarray(correctness, dtype=np.float64)
     going = ~np.isnan(c[:, -1])  # the groups of the last round
-    successes, trials = run.counts(c)
+    successes, trials = pass_counts(c, run.args.pass_threshold)
     known = run.prompts.get(np.asarray(prompt_ids, dtype=np.int64))
     ema, initial = known["ema_pass_rate"], known["initial_pass_rate"]
     prior_a, prior_b = run.prior(prompt_ids, c)
