@@ -1,13 +1,8 @@
 """The LZE run state on disk: file names, atomic checkpoint files, the check of the train-dataset fingerprint.
 
-[`LZEGRPOTrainer`] calls [`save_state`] with each checkpoint (an `on_save` callback) and [`load_state`] when a run
-resumes, the way TRL keeps its entropy controller's state in a file of its own. The analysis side
-([`lze_trl.plotting`]) reads the tables named here and never imports the trainer. Plain numpy / pandas, no TRL import.
-
-Every file is written to a temporary file in the same folder and renamed over its final name (`os.replace`, atomic
-on POSIX and Windows), so a process killed at any instant leaves either no file or a complete one. The arrays and the
-counters travel in one file (`lze_state.npz`, the counters as JSON under the key `__counters__`), so they can never
-be out of step with each other.
+Every file is written to a temporary file in its folder and renamed over its final name (`os.replace`, atomic), so a
+process killed at any instant leaves either no file or a complete one. The arrays and the counters travel in one file
+(`lze_state.npz`, the counters as JSON under `__counters__`), so they cannot be out of step.
 """
 
 from __future__ import annotations
@@ -36,22 +31,13 @@ class LZEStateError(ValueError):
     """The LZE state of a checkpoint is missing, corrupt, or does not fit the run that resumes from it."""
 
 
-def atomic_write(path: str, write: Callable[[Any], None], binary: bool = True) -> None:
-    """
-    Writes a file so that it is either absent or complete, whenever the process dies.
-
-    Args:
-        path (`str`):
-            Final path of the file.
-        write (`Callable`):
-            Called with an open file object (a temporary file in the same folder) to write the content.
-        binary (`bool`, *optional*, defaults to `True`):
-            Open the temporary file in binary mode.
-    """
+def atomic_write(path: str, write: Callable[[Any], None]) -> None:
+    """Writes the file `path` (`write` gets a binary file object) so that it is either absent or complete, whenever the
+    process dies."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, "wb" if binary else "w") as f:
+        with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -69,12 +55,8 @@ def atomic_write(path: str, write: Callable[[Any], None], binary: bool = True) -
 
 
 def save_state(folder: str, arrays: dict[str, np.ndarray], counters: dict[str, Any]) -> str:
-    """
-    Writes the LZE state (arrays and JSON-serialisable counters) atomically as `folder/lze_state.npz`.
-
-    Returns:
-        `str`: the path written.
-    """
+    """Writes the LZE state (arrays and JSON-serialisable counters) atomically as `folder/lze_state.npz`; returns the
+    path."""
     if COUNTERS_KEY in arrays:
         raise ValueError(f"{COUNTERS_KEY!r} is reserved for the counters.")
     buffer = io.BytesIO()
@@ -86,15 +68,8 @@ def save_state(folder: str, arrays: dict[str, np.ndarray], counters: dict[str, A
 
 
 def load_state(folder: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """
-    Reads the LZE state written by [`save_state`].
-
-    Raises:
-        [`LZEStateError`]: naming the file, when it is missing or cannot be read.
-
-    Returns:
-        `tuple[dict, dict]`: the arrays and the counters.
-    """
+    """The arrays and the counters written by [`save_state`] into `folder`; an [`LZEStateError`] naming the file when
+    it is missing or cannot be read."""
     path = os.path.join(folder, STATE_FILE)
     if not os.path.isfile(path):
         raise LZEStateError(f"The checkpoint {folder!r} has no LZE state file {STATE_FILE!r}.")
@@ -116,12 +91,8 @@ def load_state(folder: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
 
 
 def load_selection_log(folder: str) -> Any:
-    """
-    The selection log saved in a checkpoint `folder` (a `pandas.DataFrame`).
-
-    Raises:
-        [`LZEStateError`]: naming the file, when it is missing or cannot be read.
-    """
+    """The selection log saved in a checkpoint `folder` (a `pandas.DataFrame`); an [`LZEStateError`] naming the file
+    when it is missing or cannot be read."""
     import pandas as pd
 
     path = os.path.join(folder, SELECTION_LOG_PARQUET)
@@ -139,11 +110,7 @@ def save_table(frame: Any, path: str) -> None:
 
 
 def check_fingerprint(saved: dict[str, Any] | None, current: dict[str, Any] | None, checkpoint: str) -> None:
-    """
-    Raises an [`LZEStateError`] when the checkpoint's train dataset (`saved`) is not the run's (`current`).
-
-    Checkpoints written before the fingerprint existed (`saved is None`) pass.
-    """
+    """Raises an [`LZEStateError`] when the checkpoint's train dataset (`saved`) is not the run's (`current`)."""
     if saved is None or current is None:
         return
     if saved["size"] != current["size"]:

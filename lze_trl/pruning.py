@@ -1,8 +1,4 @@
-"""Forward pruning: stop rolling out prompts that stay solved, revisit a few each epoch to catch forgetting.
-
-Plain numpy with no TRL import. The streaks are the per-prompt table's ([`PromptState`]); the pruner keeps only the
-epoch's revisits.
-"""
+"""Forward pruning: stop rolling out prompts that stay solved, revisit a few each epoch to catch forgetting."""
 
 from __future__ import annotations
 
@@ -15,29 +11,19 @@ class PromptPruner:
     """
     Forward pruning as an epoch planner.
 
-    A prompt whose pass rate was 1.0 on its last `solved_after` consecutive observations (the table's
-    `saturated_streak`) is in the prune pool and is not rolled out. At the start of every epoch,
-    [`~PromptPruner.plan_epoch`] draws a fraction `revisit_fraction` of the pool (at least one prompt) to be rolled
-    out again; a revisited prompt that is no longer fully solved ends its streak, and so leaves the pool; one that
-    still is stays pruned.
-
-    Every decision is a deterministic function of the table and of `(seed, epoch)`, so all processes, and a run
-    resumed from a checkpoint, take the same ones.
+    A prompt fully solved on its last `solved_after` observations (the per-prompt table's `saturated_streak`) is in the
+    prune pool and is not rolled out. Each epoch, [`~PromptPruner.plan_epoch`] draws `revisit_fraction` of the pool (at
+    least one prompt) to roll out again: one no longer fully solved ends its streak and leaves the pool. Every decision
+    is a function of the table and of `(seed, epoch)`: the same on every process and on resume.
 
     Args:
-        solved_after (`int`, *optional*, defaults to `2`):
-            Consecutive fully-solved observations after which a prompt is pruned.
-        revisit_fraction (`float`, *optional*, defaults to `0.1`):
-            Fraction of the prune pool revisited each epoch.
+        solved_after (`int`, *optional*, defaults to `2`), revisit_fraction (`float`, *optional*, defaults to `0.1`):
+            The config's `prune_solved_after` and `prune_revisit_fraction`.
         seed (`int`, *optional*, defaults to `0`):
             Seed of the revisit draws.
     """
 
     def __init__(self, solved_after: int = 2, revisit_fraction: float = 0.1, seed: int = 0) -> None:
-        if solved_after < 1:
-            raise ValueError(f"solved_after must be >= 1, got {solved_after}.")
-        if not 0.0 <= revisit_fraction <= 1.0:
-            raise ValueError(f"revisit_fraction must be in [0, 1], got {revisit_fraction}.")
         self.solved_after = solved_after
         self.revisit_fraction = revisit_fraction
         self.seed = seed
@@ -56,20 +42,8 @@ class PromptPruner:
         return state.get(ids)["saturated_streak"] >= self.solved_after
 
     def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: PromptState) -> np.ndarray:
-        """
-        Draws this epoch's revisits and returns the epoch's rows: `order` without the pruned prompts, but for the
-        revisited ones.
-
-        Args:
-            epoch (`int`):
-                Epoch number; with the seed it determines the revisit draw.
-            order (`np.ndarray`):
-                The epoch's rows in sampling order.
-            ids (`np.ndarray`):
-                Their prompt ids.
-            state ([`PromptState`]):
-                The per-prompt table.
-        """
+        """Draws `epoch`'s revisits and returns its rows: `order` (the rows in sampling order, with their prompt `ids`)
+        without the pruned prompts but the revisited ones."""
         pruned = self.pruned(ids, state)
         pool = np.unique(ids[pruned])
         self.revisited_ids = np.empty(0, dtype=np.int64)

@@ -1,16 +1,10 @@
-"""Train sampler: TRL's `RepeatSampler` order, made resumable, with each epoch's prompts asked of one planner.
-
-A subclass of TRL's `RepeatSampler` (same fields and `__len__`); `__iter__` lays the indices out as TRL's does from
-the epoch's planned rows and a rewindable generator (pinned against TRL's sampler by `tests/test_sampler.py`). Where
-training stands in the data is one object, [`~lze_trl.run.DataPosition`], saved with the LZE state and restored from
-it.
-"""
+"""Train sampler: TRL's `RepeatSampler` order, made resumable, with each epoch's prompts asked of one planner."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,36 +14,19 @@ from .guards import LZEWarning
 from .run import DataPosition
 
 
-class EpochPlanner(Protocol):
-    """
-    What the sampler asks for each epoch's rows ([`~lze_trl.run.LZERun`] is one): `plan_epoch(epoch, order)` gets the
-    epoch's permutation of the dataset rows and returns the rows the epoch rolls out, in order, one entry per group.
-    """
-
-    def plan_epoch(self, epoch: int, order: np.ndarray) -> np.ndarray: ...
-
-
 class LZERepeatSampler(RepeatSampler):
     """
-    Drop-in for TRL's `RepeatSampler` on map-style datasets (a subclass: `isinstance` checks and `len` hold).
-
-    Without a planner it yields exactly TRL's indices: every epoch draws one permutation from a generator seeded once
-    with `seed`, cuts it into batches of `batch_size` prompts (dropping an incomplete last batch), and yields each
-    batch `repeat_count` times with every index repeated `mini_repeat_count` times. Unlike TRL's sampler, the
-    permutation of epoch `e` is a function of `(seed, e)` (the generator is re-wound when needed), with `e` taken
-    from the `set_epoch(e)` call the Trainer makes, so a run resumed from a checkpoint sees the same order.
-
-    With a planner ([`EpochPlanner`]), the rows of epoch `e` are the planner's answer for that permutation, asked when
-    the epoch's iteration starts and kept in the [`DataPosition`], so a resumed run replays them exactly.
+    TRL's `RepeatSampler` (a subclass) on map-style datasets, resumable: the permutation of epoch `e` (from the
+    Trainer's `set_epoch`) is the one TRL's draws, as a function of `(seed, e)`; `tests/test_sampler.py` pins it.
 
     Args:
         num_samples, mini_repeat_count, batch_size, repeat_count, shuffle, seed:
             Those of TRL's `RepeatSampler` (the dataset's size for its `data_source`).
-        planner ([`EpochPlanner`], *optional*):
-            Decides each epoch's rows; `None` rolls every row out once per epoch.
+        planner ([`~lze_trl.run.LZERun`], *optional*):
+            Turns each epoch's permutation into the rows it rolls out (`plan_epoch(epoch, order)`), once per epoch.
         position ([`~lze_trl.run.DataPosition`], *optional*):
-            Where training stands; one with `resumed_from` set makes the sampler continue from it (its epoch, its
-            rows, past its `batches_in_epoch`). Defaults to a fresh one.
+            Where training stands, the epoch's planned rows included; with `resumed_from` set, the sampler continues
+            from it.
     """
 
     def __init__(
@@ -60,7 +37,7 @@ class LZERepeatSampler(RepeatSampler):
         repeat_count: int = 1,
         shuffle: bool = True,
         seed: int = 0,
-        planner: EpochPlanner | None = None,
+        planner: Any = None,
         position: DataPosition | None = None,
     ) -> None:
         # TRL's fields (`num_samples`, `batch_size`, ... read by its `__len__`); its own generator is not used: the
@@ -125,8 +102,16 @@ class LZERepeatSampler(RepeatSampler):
             self.position.epoch, self.position.batches_in_epoch, self.position.resumed_from = self.epoch + 1, 0, None
             order, skip = self.epoch_order(self.epoch), 0
             batches = len(order) // self.batch_size
-        if len(order) < self.batch_size:
-            self._warn_empty_epoch(len(set(order)))
+        if len(order) < self.batch_size:  # the Trainer would stop with a message that does not name the cause
+            warnings.warn(
+                f"Epoch {self.epoch} has no generation batch to roll out: {len(set(order))} of {self.num_samples} "
+                "prompts are left in its pool after forward pruning, fewer than one generation batch "
+                f"({self.batch_size} prompts), so training stops at this epoch. Train on more prompts, prune later (a "
+                "larger `prune_solved_after`), revisit more (`prune_revisit_fraction`), or turn pruning "
+                "(`prune_solved`) off.",
+                LZEWarning,
+                stacklevel=2,
+            )
         for b in range(batches):
             chunk = order[b * self.batch_size : (b + 1) * self.batch_size]
             for _ in range(self.repeat_count):
@@ -136,15 +121,3 @@ class LZERepeatSampler(RepeatSampler):
                 for index in chunk:
                     for _ in range(self.mini_repeat_count):
                         yield index
-
-    def _warn_empty_epoch(self, pool: int) -> None:
-        """Says why an epoch yields no generation batch (the Trainer then stops with a message about iterable
-        datasets, which does not name the cause)."""
-        warnings.warn(
-            f"Epoch {self.epoch} has no generation batch to roll out: {pool} of {self.num_samples} prompts are left "
-            f"in its pool after forward pruning, fewer than one generation batch ({self.batch_size} prompts), so "
-            "training stops at this epoch. Train on more prompts, prune later (a larger `prune_solved_after`), "
-            "revisit more (`prune_revisit_fraction`), or turn pruning (`prune_solved`) off.",
-            LZEWarning,
-            stacklevel=3,
-        )

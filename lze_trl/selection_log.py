@@ -8,20 +8,21 @@ from collections import deque
 import numpy as np
 
 
-COLUMNS = ("step", "batch", "prompt_id", "pass_rate", "energy", "weight", "live")
+COLUMNS = {
+    "step": np.int64,
+    "batch": np.int64,
+    "prompt_id": np.int64,
+    "pass_rate": np.float32,
+    "energy": np.float32,
+    "weight": np.float32,
+    "live": bool,
+}
+"""The log's columns and their types."""
 
 
 class SelectionLog:
-    """
-    The selection decisions of the most recent generation batches, one row per prompt group.
-
-    When the log holds more than `max_rows` rows, the oldest generation batches are dropped, so memory stays bounded
-    on long runs.
-
-    Args:
-        max_rows (`int`, *optional*, defaults to `100_000`):
-            Most rows kept; 0 disables the log.
-    """
+    """The selection decisions of the most recent generation batches, one row per prompt group: past `max_rows` rows
+    the oldest batches are dropped, so memory stays bounded on long runs; `max_rows=0` disables the log."""
 
     def __init__(self, max_rows: int = 100_000) -> None:
         self.max_rows = max_rows
@@ -39,20 +40,16 @@ class SelectionLog:
         live: np.ndarray,
     ) -> None:
         """Records one generation batch's decisions."""
+        n = len(prompt_ids)
+        self._add(
+            dict(zip(COLUMNS, (np.full(n, step), np.full(n, batch), prompt_ids, pass_rates, energies, weights, live)))
+        )
+
+    def _add(self, values: dict[str, np.ndarray]) -> None:
         if self.max_rows <= 0:
             return
-        n = len(prompt_ids)
-        batch = {
-            "step": np.full(n, step, dtype=np.int64),
-            "batch": np.full(n, batch, dtype=np.int64),
-            "prompt_id": np.asarray(prompt_ids, dtype=np.int64),
-            "pass_rate": np.asarray(pass_rates, dtype=np.float32),
-            "energy": np.asarray(energies, dtype=np.float32),
-            "weight": np.asarray(weights, dtype=np.float32),
-            "live": np.asarray(live, dtype=bool),
-        }
-        self.batches.append(batch)
-        self.num_rows += n
+        self.batches.append({name: np.asarray(values[name], dtype=dtype) for name, dtype in COLUMNS.items()})
+        self.num_rows += len(values["step"])
         while self.num_rows > self.max_rows and len(self.batches) > 1:
             self.num_rows -= len(self.batches.popleft()["step"])
 
@@ -74,18 +71,5 @@ class SelectionLog:
         """Replaces the log by the rows of `frame` (as written by [`~SelectionLog.to_pandas`]), e.g. on resume."""
         self.batches.clear()
         self.num_rows = 0
-        if self.max_rows <= 0 or len(frame) == 0:
-            return
-        batches = frame["batch"].to_numpy()
-        starts = np.flatnonzero(np.r_[True, batches[1:] != batches[:-1]])
-        for start, stop in zip(starts, [*starts[1:], len(batches)]):
-            rows = frame.iloc[start:stop]
-            self.append(
-                int(rows["step"].iloc[0]),
-                int(rows["batch"].iloc[0]),
-                rows["prompt_id"].to_numpy(),
-                rows["pass_rate"].to_numpy(),
-                rows["energy"].to_numpy(),
-                rows["weight"].to_numpy(),
-                rows["live"].to_numpy(),
-            )
+        for _, rows in frame.groupby("batch", sort=False):
+            self._add({name: rows[name].to_numpy() for name in COLUMNS})

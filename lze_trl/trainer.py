@@ -1,8 +1,7 @@
 """[`LZEGRPOTrainer`]: TRL's `GRPOTrainer` that updates only on learning-zone prompt groups.
 
-The class overrides TRL's hooks; one generation batch runs top to bottom in `generation_batch.py`, the method and its
-state live in [`LZERun`] (`run.py`), the prompt identity in `prompt_ids.py`. Every private name of TRL's and
-transformers' trainers used here is listed, with its reason, and pinned by a test, in `trl_coupling.py`.
+The class overrides TRL's hooks; a generation batch runs in `generation_batch.py`, the method's state lives in
+[`LZERun`]. Every private TRL name used here is listed, with its reason, in `trl_coupling.py`.
 """
 
 from __future__ import annotations
@@ -53,10 +52,9 @@ class _RolloutsGenerated(Exception):
 @dataclass
 class _TRLCall:
     """
-    How the overrides of TRL's `_generate` and `_calculate_rewards` act during one call of TRL's
-    `_generate_and_score_completions` inside a generation batch: stop after generating (`stop_after_generation`),
-    or return `served` rollouts (their [`Rows`] and every process's rewards) instead of generating and rewarding;
-    what TRL prepared, generated and rewarded is kept (`prompts`, `generated`, `rewards`). TRL has no hook for either
+    What our `_generate` and `_calculate_rewards` do in one call of TRL's `_generate_and_score_completions`: stop after
+    generating, or return `served` rollouts ([`Rows`], every process's rewards) instead of generating and rewarding;
+    they keep what TRL prepared, generated and rewarded. TRL has no hook for either
     (`docs/upstream/score-generated-rollouts.md`).
     """
 
@@ -94,20 +92,13 @@ class LZEGRPOTrainer(GRPOTrainer):
     Trainer for GRPO with Learning-Zone Energy (LZE) prompt selection.
 
     Each prompt group is scored by its energy (difficulty anchor x outcome uncertainty x pass-rate momentum) and only
-    the top `selection_ratio` of the groups take part in the policy update: the other rows are removed before TRL
-    splits the batch into micro-batches. With `probe_generations=k`, every prompt first gets `k` rollouts and only the
-    groups the selector would keep are completed; with `prune_solved=True`, prompts that stay fully solved are no
-    longer rolled out, and a few are revisited each epoch.
+    the top `selection_ratio` of the groups take part in the policy update. Generating in rounds (`probe_generations`,
+    `rollout_rounds`) completes only the groups worth completing; `prune_solved=True` stops rolling out prompts that
+    stay solved, revisiting a few each epoch.
 
     Takes the arguments of [`~trl.GRPOTrainer`]; `args` may be an [`LZEGRPOConfig`] or a plain `GRPOConfig` (which
-    then gets the LZE defaults); the trainer works on its own copy of it. With `selector="none"` it trains exactly as
-    `GRPOTrainer`.
-
-    Attributes:
-        lze ([`LZERun`]):
-            The run's LZE state: per-prompt table, selector, prune pool, selection log, position in the data.
-        prompt_ids ([`~lze_trl.prompt_ids.PromptIds`]):
-            How each row's prompt id is read.
+    gets the LZE defaults), and is copied. With `selector="none"` it trains exactly as `GRPOTrainer`. Its LZE state is
+    `trainer.lze` ([`LZERun`]), its prompt identity `trainer.prompt_ids` ([`~lze_trl.prompt_ids.PromptIds`]).
     """
 
     _call: _TRLCall | None = None  # a class default: a trainer built without `__init__` generates as GRPOTrainer
@@ -189,15 +180,11 @@ class LZEGRPOTrainer(GRPOTrainer):
         return train_on_generation_batch(self, inputs, self.state.global_step)
 
     def generate_rollouts(self, inputs: list[dict], num_rollouts: int) -> Rollouts:
-        """
-        Rollouts of `inputs` (`num_rollouts` consecutive rows per prompt), generated and rewarded by TRL, without
-        log-probabilities or advantages: TRL's `_generate_and_score_completions` prepares the prompts and generates,
-        then stops (its log-probabilities come only for the rows that reach [`~LZEGRPOTrainer.update_rows`]); TRL's
-        `_calculate_rewards` scores each rollout, once.
-        """
+        """Rollouts of `inputs` (`num_rollouts` consecutive rows per prompt), generated and rewarded once by TRL,
+        without log-probabilities (those come only for the rows that reach [`~LZEGRPOTrainer.update_rows`])."""
         prompt_ids = self._gathered_prompt_ids(inputs)  # before a rollout_func's extra fields join the rows
         call = _TRLCall(stop_after_generation=True)
-        with self._group_size(num_rollouts), self._calling(call), contextlib.suppress(_RolloutsGenerated):
+        with self._calling(call, num_rollouts), contextlib.suppress(_RolloutsGenerated):
             super()._generate_and_score_completions(inputs)
         if call.generated is None:
             raise RuntimeError("TRL's _generate_and_score_completions returned without calling _generate.")
@@ -216,10 +203,9 @@ class LZEGRPOTrainer(GRPOTrainer):
         self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None
     ) -> tuple[dict, Rollouts | None]:
         """
-        TRL's update rows of `inputs` (`_generate_and_score_completions`: token tensors, log-probabilities,
-        advantages over each group of `num_generations` rows, TRL's metrics). With `served` (the [`Rows`] of rollouts
-        generated before and every process's rewards), nothing is generated or rewarded again; without, TRL generates
-        and rewards the rows, and their [`Rollouts`] are returned too.
+        TRL's update rows of `inputs` (`_generate_and_score_completions`: tensors, log-probabilities, advantages over
+        each group, its metrics). `served` rollouts ([`Rows`], every process's rewards) are not generated or rewarded
+        again; without, TRL generates and rewards the rows, and their [`Rollouts`] are returned too.
         """
         # the prompt ids before TRL adds a rollout_func's extra fields to the rows
         prompt_ids = self._gathered_prompt_ids(inputs) if served is None else None
@@ -259,21 +245,15 @@ class LZEGRPOTrainer(GRPOTrainer):
         return rewards
 
     @contextlib.contextmanager
-    def _calling(self, call: _TRLCall):
-        self._call = call
+    def _calling(self, call: _TRLCall, group_size: int | None = None):
+        """`call` for our overrides of TRL's methods inside, and TRL's group size `num_generations` (which sets vLLM
+        server's completions per prompt) `group_size`."""
+        saved, self._call = self.num_generations, call
+        self.num_generations = group_size or saved
         try:
             yield
         finally:
-            self._call = None
-
-    @contextlib.contextmanager
-    def _group_size(self, size: int):
-        """TRL's group size inside: `num_generations`, which sets vLLM server's completions per prompt."""
-        saved, self.num_generations = self.num_generations, size
-        try:
-            yield
-        finally:
-            self.num_generations = saved
+            self._call, self.num_generations = None, saved
 
     def _gathered_prompt_ids(self, inputs: list[dict]) -> np.ndarray:
         ids = torch.as_tensor(self.prompt_ids.of_rows(inputs), device=self.accelerator.device)
@@ -329,14 +309,8 @@ class LZEGRPOTrainer(GRPOTrainer):
         checkpoint_files.save_table(self.selection_log.to_pandas(), os.path.join(folder, SELECTION_LOG_PARQUET))
 
     def load_lze_state(self, checkpoint: str) -> None:
-        """
-        Restores the LZE state saved in `checkpoint` (a checkpoint folder): per-prompt table, selector, prune pool,
-        position in the data, counters and selection log.
-
-        Raises:
-            [`~lze_trl.checkpoint.LZEStateError`]: when the state file or the selection log is missing or corrupt, or
-            the state was recorded on another train dataset (size or prompts).
-        """
+        """Restores the LZE state saved in the folder `checkpoint`, or raises an
+        [`~lze_trl.checkpoint.LZEStateError`] when it is missing, corrupt, or recorded on another train dataset."""
         arrays, counters = checkpoint_files.load_state(checkpoint)
         checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_ids.fingerprint, checkpoint)
         log_frame = checkpoint_files.load_selection_log(checkpoint)
@@ -350,14 +324,9 @@ class LZEGRPOTrainer(GRPOTrainer):
             self.lze.position.resumed_from = checkpoint  # the sampler continues at the saved position
 
     def _resume_lze_state(self, checkpoint: str) -> None:
-        """
-        Loads the LZE state of `checkpoint` for a resumed run.
-
-        A checkpoint without a usable LZE state (missing, corrupt, recorded on another train dataset) is refused with
-        an [`~lze_trl.checkpoint.LZEStateError`] when the state decides what is trained (any selector but `"none"`, or
-        forward pruning), unless `resume_lze_state="fresh"`: then, as for `selector="none"`, the run resumes with a
-        fresh LZE state after a warning.
-        """
+        """Loads the LZE state of `checkpoint` for a resumed run: one that cannot be loaded is refused when it decides
+        what is trained (a selector, pruning) unless `resume_lze_state="fresh"`; else the run warns and starts it
+        fresh."""
         try:
             self.load_lze_state(checkpoint)
         except LZEStateError as error:
