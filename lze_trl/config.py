@@ -64,19 +64,16 @@ class LZEGRPOConfig(GRPOConfig):
         > Parameters that control what counts as correct
 
         pass_threshold (`float`, *optional*, defaults to `0.5`):
-            A rollout is correct when the correctness reward is `>= pass_threshold`. A rollout whose correctness
-            reward is `None` (TRL turns it into NaN) counts neither as correct nor as wrong: it is left out of its
-            group's pass rate, and a group with no scorable rollout has no pass rate (energy 0, its state unchanged).
-            With a non-binary correctness reward (values other than 0 and 1), a group all on one side of the threshold
-            whose total rewards still differ is live: it gets a small energy below every learning-zone group (see
-            `lze_trl.selection.live_groups` and `spread_energies`).
+            A rollout is correct when the correctness reward is `>= pass_threshold`; one whose reward is `None` is left
+            out of its group's pass rate (a group with none scorable has no pass rate and energy 0). With a non-binary
+            correctness reward, a group all on one side of the threshold whose total rewards still differ is live,
+            with a small energy below every learning-zone group (`lze_trl.selection.live_groups`).
         correctness_reward (`str` or `int`, *optional*):
             Name or index of the reward function that defines correctness. Defaults to the first one.
         max_unscorable_batches (`int`, *optional*, defaults to `3`):
             Generation batches in a row in which every reward function returned `None` (or NaN) for every rollout
-            after which training stops with an error naming the functions: such rollouts get a zero advantage, so
-            the run learns nothing (stock `GRPOTrainer` trains on). A function that scores nothing in a batch is
-            named in a warning, once. 0 never stops.
+            after which training stops with an error naming them (their zero advantages teach nothing; stock
+            `GRPOTrainer` trains on); 0 never stops.
         > Parameters that control forward pruning
 
         prune_solved (`bool`, *optional*, defaults to `False`):
@@ -91,26 +88,21 @@ class LZEGRPOConfig(GRPOConfig):
         > Parameters that control probe-then-complete (generating less)
 
         probe_generations (`int`, *optional*, defaults to `0`):
-            Probe-then-complete: generate only this many rollouts of every prompt first (the probe), then complete to
-            `num_generations` only the groups the selector would keep, chosen by the energy each is expected to have
-            once complete ([`~lze_trl.energy.expected_energy`]); the others stop at the probe and never reach the
-            update. The probe's rollouts are part of the completed group, whose advantages TRL computes over the
-            whole group. 0 (the default) generates every rollout. In [1, `num_generations`); needs a selector that
-            reads pass rates and whole groups on every process.
+            Probe-then-complete: generate this many rollouts of every prompt first (the probe), then complete to
+            `num_generations` only the groups the selector would keep by the energy each is expected to have once
+            complete ([`~lze_trl.energy.expected_energy`]); the others never reach the update. 0 generates every
+            rollout. In [1, `num_generations`); needs a selector that reads pass rates, and whole groups per process.
         probe_prior_strength (`float`, *optional*, defaults to `4.0`):
-            Weight, in rollouts, of a prompt's pass-rate history (its EMA; for the probe, the batch's pooled probe pass
-            rate for a new prompt) in the expected energy of its probe, and in the live probability of the adaptive
-            budget, >= 0 (0: the rollouts alone). The adaptive budget fits a new prompt's prior to the batch instead.
+            Weight, in rollouts, of a prompt's pass-rate history (its EMA; for the probe's new prompts, the batch's
+            pooled probe pass rate) in the probe's expected energy and the adaptive budget's live probability, >= 0.
         rollout_rounds (`list[int]` or `None`, *optional*, defaults to `None`):
             The adaptive rollout budget: the rollouts a prompt has after each round, strictly increasing and ending at
-            `num_generations`, e.g. `[2, 4, 8]`. Every prompt gets the first round; after each round but the last, a
-            prompt goes on to the next only while its group may still be live: already mixed, or live once complete
-            with probability at least `rollout_live_threshold` ([`~lze_trl.energy.live_probability`], its pass-rate
-            history weighed `probe_prior_strength` rollouts, or for a new prompt a prior fitted to the batch's first
-            round, [`~lze_trl.energy.fit_beta_prior`]). The others stop, their rollouts all alike (no learning
-            signal), and never reach the update; the completed groups go to the selector as usual (`selection_ratio`
-            keeps its meaning). `None` (the default) generates every rollout. Not with `probe_generations`; needs a
-            selector that reads pass rates and whole groups on every process.
+            `num_generations`, e.g. `[2, 4, 8]`. Every prompt gets the first round, then goes on only while its group
+            is mixed or live once complete with probability at least `rollout_live_threshold`
+            ([`~lze_trl.energy.live_probability`]; a new prompt's prior is fitted to the batch's first round,
+            [`~lze_trl.energy.fit_beta_prior`]). The others never reach the update; the completed groups go to the
+            selector as usual. `None` generates every rollout. Not with `probe_generations`; needs a selector that
+            reads pass rates, and whole groups per process.
         rollout_live_threshold (`float`, *optional*, defaults to `0.5`):
             The live probability a group needs to get its next round of the adaptive budget (`rollout_rounds`), in
             (0, 1].
@@ -118,15 +110,12 @@ class LZEGRPOConfig(GRPOConfig):
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
             Rows (one per prompt group and generation batch) kept in the selection log, oldest dropped first; 0
-            disables it. Saved as `lze_selection_log.parquet` with each checkpoint and at the end of training, and
-            restored on resume.
+            disables it. Saved as `lze_selection_log.parquet` with each checkpoint and at the end of training.
         resume_lze_state (`str`, *optional*, defaults to `"strict"`):
-            What a resumed run does when its checkpoint has no usable LZE state: the state file `lze_state.npz` or
-            the selection log is missing or corrupt, or the state was recorded on another train dataset (its size and
-            a hash of its prompts are saved with the state). `"strict"` raises an error naming the file or both
-            dataset sizes, so per-prompt pass rates are never lost silently nor mapped onto other prompts; `"fresh"`
-            resumes the model, optimizer and schedule with a fresh LZE state, after a warning. With
-            `selector="none"` and no pruning the state decides nothing, and a missing one only warns.
+            What a resumed run does when its checkpoint has no usable LZE state (`lze_state.npz` or the selection log
+            missing or corrupt, or recorded on another train dataset): `"strict"` raises an error naming the cause, so
+            per-prompt pass rates are never lost silently nor mapped onto other prompts; `"fresh"` resumes with a fresh
+            LZE state after a warning. Where the state decides nothing (`selector="none"`, no pruning) it only warns.
     """
 
     selector: str = field(
@@ -262,39 +251,28 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
             f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
             "prompt; set num_generations >= 2 (the paper uses 8)."
         )
-    if isinstance(args.rollout_rounds, str):  # "2,4,8" from a command line or a recipe
-        args.rollout_rounds = [int(v) for v in args.rollout_rounds.replace("+", ",").split(",")]
     rounds = args.rollout_rounds
+    if isinstance(rounds, str):  # "2,4,8" from a command line or a recipe
+        rounds = args.rollout_rounds = [int(v) for v in rounds.replace("+", ",").split(",")]
     if rounds is not None:
-        ok = len(rounds) >= 2 and all(is_integer_at_least(r, 1) for r in rounds)
-        ok = ok and all(a < b for a, b in zip(rounds, rounds[1:])) and (G is None or rounds[-1] == G)
-        _check(
-            ok,
-            "rollout_rounds",
-            rounds,
-            f"use strictly increasing rollout counts >= 1 ending at num_generations={G}, e.g. [2, 4, {G}] (None turns "
-            "the adaptive budget off).",
-        )
-        _check(
-            not args.probe_generations,
-            "probe_generations",
-            args.probe_generations,
-            "set probe_generations=0 with rollout_rounds (the adaptive budget's first round is its probe).",
-        )
+        counts = len(rounds) >= 2 and all(is_integer_at_least(r, 1) for r in rounds)
+        increasing = counts and all(a < b for a, b in zip(rounds, rounds[1:])) and (G is None or rounds[-1] == G)
+        fix = f"use strictly increasing rollout counts >= 1 ending at num_generations={G}, e.g. [2, 4, {G}] (None "
+        _check(increasing, "rollout_rounds", rounds, fix + "turns the adaptive budget off).")
+        fix = "set probe_generations=0 with rollout_rounds (the adaptive budget's first round is its probe)."
+        _check(not args.probe_generations, "probe_generations", args.probe_generations, fix)
     if args.probe_generations or rounds is not None:
-        setting = (
-            f"probe_generations={args.probe_generations}" if args.probe_generations else f"rollout_rounds={rounds}"
-        )
-        off = "probe_generations=0" if args.probe_generations else "rollout_rounds=None"
+        probe = bool(args.probe_generations)
+        setting = f"probe_generations={args.probe_generations}" if probe else f"rollout_rounds={rounds}"
         rows = args.per_device_train_batch_size * args.steps_per_generation
-        for wrong, why in (
+        reasons = (
             (
                 args.probe_generations >= G,
                 f"it must be below num_generations={G} (the probe is a group's first rollouts)",
             ),
             (args.selector == "none", "selector='none' keeps every group: there is nothing to leave uncompleted"),
             (
-                rounds is not None and not SELECTORS[args.selector].needs_pass_rates,
+                not probe and not SELECTORS[args.selector].needs_pass_rates,
                 f"selector={args.selector!r} reads no pass rates: the budget could not tell its groups apart",
             ),
             (
@@ -302,9 +280,10 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
                 f"every process needs whole groups: per_device_train_batch_size x steps_per_generation = {rows} rows "
                 f"is not a multiple of num_generations={G}",
             ),
-        ):
-            if wrong:
-                raise ValueError(f"{setting} cannot run: {why}. Set {off}, or change that.")
+        )
+        for why in (why for wrong, why in reasons if wrong):
+            off = "probe_generations=0" if probe else "rollout_rounds=None"
+            raise ValueError(f"{setting} cannot run: {why}. Set {off}, or change that.")
 
 
 def default_output_dir(model: Any) -> str:

@@ -1,25 +1,13 @@
 """One training generation batch of LZE, top to bottom: generate in rounds, choose, score, select, record, keep rows.
 
-[`LZEGRPOTrainer`] hands every training generation batch to [`train_on_generation_batch`]. Without rounds (the
-default), TRL generates, rewards and turns every prompt's `num_generations` rollouts into update rows in one call,
-exactly as `GRPOTrainer` does. With rounds (`LZERun.rounds`: `[k, num_generations]` for the probe
-`probe_generations=k`, `rollout_rounds` for the adaptive budget):
-
-1. **Generate a round.** The groups still going on get their next rollouts, generated and rewarded (no
-   log-probabilities). The first round (the probe) goes to every prompt.
-2. **Choose who goes on.** The probe: each probe's expected energy once complete ([`~lze_trl.run.LZERun.probe`])
-   ranks it and the selector chooses with the generation batch's quota. The adaptive budget: a group goes on while it
-   may still be live ([`~lze_trl.run.LZERun.live_probability`] at least `rollout_live_threshold`). Either choice is
-   evened out so that every process goes on with the same number of groups (the processes run the same collectives on
-   the same number of rows). Back to 1 until the last round.
-3. **Update rows.** TRL turns the completed groups into update rows (log-probabilities, advantages over the whole
-   group, its metrics), with every rollout served: nothing is generated or rewarded twice, and only rows that can
-   reach the update get log-probabilities. A group that stopped early never reaches the update.
-
-Then, in both cases: every prompt is scored once into the per-prompt state (a completed group with its
-`num_generations` rollouts, a stopped one with those it has, which may not set a prompt's first pass rate), the
-selector weighs the complete groups, the run records the batch, and the update keeps the positively weighted rows. No
-TRL import: the trainer's TRL calls come in through [`LZETrainerCalls`].
+Without rounds (the default), TRL generates, rewards and makes update rows of every rollout in one call, as
+`GRPOTrainer` does. With rounds (`LZERun.rounds`: `[k, num_generations]` for `probe_generations=k`, or
+`rollout_rounds`), every prompt gets the first round; after each round the groups that go on are chosen (the probe:
+by expected energy, with the selector's quota; the adaptive budget: while they may still be live), the same number on
+every process; TRL then makes update rows of the completed groups with every rollout served, so that nothing is
+generated or rewarded twice and only rows that can reach the update get log-probabilities. Then, in both cases, every
+prompt is scored once into the per-prompt state, the selector weighs the complete groups, the run records the batch,
+and the update keeps the positively weighted rows. No TRL import: the trainer comes in as [`LZETrainerCalls`].
 """
 
 from __future__ import annotations
@@ -54,18 +42,8 @@ class LZETrainerCalls(Protocol):
 
 
 def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) -> Batch:
-    """
-    One training generation batch (see the module docstring): returns the rows this process hands TRL's update.
-
-    Args:
-        trainer ([`LZETrainerCalls`]):
-            The trainer.
-        inputs (`list[dict]`):
-            This process's rows of the generation batch, as the sampler drew them (each prompt `num_generations`
-            times in a row).
-        global_step (`int`):
-            The Trainer's global step (for the selection log).
-    """
+    """The rows this process hands TRL's update from its `inputs` (as the sampler drew them, each prompt
+    `num_generations` times in a row); `global_step` is the Trainer's, for the selection log."""
     run, G, correct = trainer.lze, trainer.num_generations, trainer.lze.correctness_index
     processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
     if len(run.rounds) == 1:  # every prompt's G rollouts: TRL generates, rewards and makes update rows in one call
@@ -130,12 +108,8 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
 
 
 def even_out(chosen: np.ndarray, energies: np.ndarray, num_processes: int) -> np.ndarray:
-    """
-    The choice with the same number of groups on every process (groups in order, split evenly over the processes):
-    `max(ceil(chosen / num_processes), 1)` each (at least one, so that every process has rows to update on), dropping
-    a process's lowest-energy chosen groups or adding its highest-energy others. Decided from gathered data: the
-    same on every process.
-    """
+    """The choice with `max(ceil(chosen / num_processes), 1)` groups on every process (groups split evenly over the
+    processes, in order), dropping a process's lowest-energy chosen groups or adding its highest-energy others."""
     per_process = chosen.reshape(num_processes, -1)
     energy = energies.reshape(num_processes, -1)
     count = max(math.ceil(int(chosen.sum()) / num_processes), 1)
@@ -147,10 +121,8 @@ def even_out(chosen: np.ndarray, energies: np.ndarray, num_processes: int) -> np
 
 
 def served_rows(rounds: list[tuple[Rows, np.ndarray, int]], groups: np.ndarray) -> Rows:
-    """
-    The rows of `groups` (this process's group indices), each group's rows of every round in order, from the rounds'
-    `(rows, groups generated, rollouts per group)`: a group's rows as one `_generate` call would have returned them.
-    """
+    """The rows of `groups` (this process's group indices) from the rounds' `(rows, groups generated, rollouts per
+    group)`: each group's rows of every round in order, as one `_generate` call would have returned them."""
     merged = functools.reduce(merge_rows, [rows for rows, _, _ in rounds])
     order, offset = [[] for _ in groups], 0
     for rows, held, size in rounds:

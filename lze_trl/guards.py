@@ -31,17 +31,8 @@ def _is_reward_value(value: Any) -> bool:
 
 
 def check_reward_values(name: str, values: Any, num_completions: int | None = None) -> None:
-    """
-    Raises a `TypeError` naming the reward function when it did not return one number (or `None`) per completion.
-
-    Args:
-        name (`str`):
-            The reward function's name, as TRL logs it.
-        values:
-            What the function returned.
-        num_completions (`int`, *optional*):
-            How many completions it was given; `None` skips the length check.
-    """
+    """Raises a `TypeError` naming the reward function `name` when its `values` are not one number (or `None`) per
+    completion (of `num_completions`, when given)."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__len__"):
         raise TypeError(
             f"Reward function {name!r} returned a {type(values).__name__}; it must return a list with one float (or "
@@ -74,9 +65,8 @@ def is_async_callable(func: Callable) -> bool:
 
 def checked_reward_func(func: Callable, name: str) -> Callable:
     """
-    Wraps a reward function (a function, a method, a `functools.partial`, a callable object; sync or async) so that its
-    return value is checked by [`check_reward_values`]. The wrapper keeps the function's name and signature, and is a
-    coroutine function when calling `func` returns a coroutine, so TRL calls it exactly as it would call `func`.
+    `func` (any callable, sync or async) with its return value checked by [`check_reward_values`]: same name and
+    signature, and a coroutine function when `func` returns a coroutine, so TRL calls it exactly as it calls `func`.
     """
 
     def num_completions(kwargs: dict) -> int | None:
@@ -105,19 +95,10 @@ def checked_reward_func(func: Callable, name: str) -> Callable:
 # ------------------------------------------------------------------------------------------ runs that cannot learn
 class LearningZoneGuard:
     """
-    Notices when the first `num_batches` generation batches hold no group in the learning zone (pass rate strictly
-    between 0 and 1: whether `pass_threshold` separates the rollouts, not whether a group is live), and says why once:
-    the threshold most likely does not fit the correctness reward (a length or format reward always above it, a score
-    that never reaches it). [`LearningZoneGuard.observe`] then returns a message naming `pass_threshold`,
-    `correctness_reward`, the reward function and the range of rewards it returned.
-
-    Args:
-        pass_threshold (`float`):
-            The run's `pass_threshold`.
-        reward_name (`str`):
-            Name of the correctness reward function.
-        num_batches (`int`, *optional*, defaults to `3`):
-            Generation batches to watch.
+    Notices when the first `num_batches` generation batches hold no group in the learning zone (`pass_threshold`
+    separates no group's rollouts), most likely because the threshold does not fit the correctness reward
+    `reward_name`; [`LearningZoneGuard.observe`] then returns, once, a message naming the settings, the function and
+    the range of its rewards.
     """
 
     def __init__(self, pass_threshold: float, reward_name: str, num_batches: int = 3) -> None:
@@ -172,20 +153,10 @@ class LearningZoneGuard:
 # ----------------------------------------------------------------------------------------------- unscorable rewards
 class UnscorableGuard:
     """
-    Says once, naming the reward function, when a reward function returns `None` (or NaN) for every rollout of a
-    generation batch, and raises a `RuntimeError` after `max_unscorable_batches` generation batches in a row in which
-    no rollout could be scored by any function: TRL gives such rollouts a zero advantage, so the run would go on
-    training on nothing (stock `GRPOTrainer` does, logging a warning per batch). `max_unscorable_batches=0` never
-    raises. Its count of such batches in a row is saved with the run, so a resumed run stops where the uninterrupted
-    one would.
-
-    Args:
-        reward_names (`list[str]`):
-            The reward functions' names, in TRL's order.
-        max_unscorable_batches (`int`):
-            The run's `max_unscorable_batches`.
-        warn (`Callable[[str], None]`):
-            How a warning is given.
+    Says once (through `warn`) when a reward function of `reward_names` returns `None` (or NaN) for every rollout of a
+    generation batch, and raises a `RuntimeError` after `max_unscorable_batches` (0: never) generation batches in a row
+    in which no function scored any rollout: TRL gives them zero advantages, so the run would train on nothing, as
+    stock `GRPOTrainer` does. Its count is saved with the run: a resumed run stops where the uninterrupted one would.
     """
 
     def __init__(self, reward_names: list[str], max_unscorable_batches: int, warn: Callable[[str], None]) -> None:
@@ -276,17 +247,8 @@ class ProbeGuard:
 
 # ----------------------------------------------------------------------------------------------- dataset size
 def check_dataset_fits_batch(num_prompts: int, generation_batch_size: int, num_generations: int) -> None:
-    """
-    Raises a `ValueError` when the train dataset cannot fill one generation batch (the run would train 0 steps).
-
-    Args:
-        num_prompts (`int`):
-            Rows of the train dataset.
-        generation_batch_size (`int`):
-            Rollouts per generation batch, all processes together.
-        num_generations (`int`):
-            Rollouts per prompt.
-    """
+    """Raises a `ValueError` when a train dataset of `num_prompts` rows cannot fill one generation batch (of
+    `generation_batch_size` rollouts, all processes, `num_generations` per prompt): the run would train 0 steps."""
     needed = generation_batch_size // num_generations
     if num_prompts < needed:
         raise ValueError(

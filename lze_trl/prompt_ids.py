@@ -1,11 +1,8 @@
 """Stable prompt ids, read from the rows TRL hands around: no column is added to the data.
 
-A prompt's id keys its per-prompt state. It is a content hash of the **whole row** (every column: the `prompt`, and
-whatever else defines the task, e.g. an answer, a task parameter the reward reads, an image), so rows that hold the
-same prompt text for different tasks are different prompts, and only identical rows share one state. It needs nothing
-but the rows `GRPOTrainer` passes to `_generate_and_score_completions`. For a map-style train dataset the id is the
-index of the first row with that content (so the prompt table joins the dataset's columns, and the sampler maps ids
-back to rows); for an iterable one it is the hash itself. Plain numpy and hashlib, no TRL import.
+A prompt's id keys its per-prompt state. It is a content hash of the **whole row** (the `prompt` and whatever else
+defines the task: an answer, a parameter the reward reads, an image), so only identical rows share one state. For a
+map-style train dataset the id is the index of the first row with that content; for an iterable one, the hash.
 """
 
 from __future__ import annotations
@@ -51,25 +48,12 @@ def has_prompt_column(dataset: Any) -> bool:
 
 class PromptIds:
     """
-    The prompt ids of a run's train dataset.
+    The prompt ids of a run's train dataset: a map-style `dataset`, or `None` for an iterable one. A row's identity is
+    its `columns` (those TRL hands to `_generate_and_score_completions`; all by default). With `environments` (an
+    `environment_factory` makes the tasks), identical rows are said, once, to share one state.
 
-    Args:
-        dataset (`datasets.Dataset` or `None`):
-            A map-style train dataset: ids are row indices, the first row of each distinct content. `None` (an
-            iterable dataset): ids are the rows' content hashes.
-        columns (`list[str]`, *optional*):
-            The columns that define a row's identity: those TRL hands to `_generate_and_score_completions` (all of
-            them by default; `prompt` and the images under `remove_unused_columns=True`).
-        environments (`bool`, *optional*, defaults to `False`):
-            Whether an `environment_factory` makes the tasks: identical rows then share one state even when the
-            environment draws a new task at each reset, and a one-time warning says so.
-
-    Attributes:
-        row_ids (`np.ndarray` or `None`):
-            The id of every row of the map-style dataset (`row_ids[i] == i` unless row `i` repeats an earlier row).
-        fingerprint (`dict` or `None`):
-            `size` and `hash` of the map-style dataset's rows, recorded with the state so that a resumed run can tell
-            whether its state belongs to the same rows in the same order.
+    `row_ids` holds the id of every row of a map-style dataset (`row_ids[i] == i` unless row `i` repeats an earlier
+    one), `fingerprint` its size and a hash of its rows, saved with the state to check a resumed run's dataset.
     """
 
     def __init__(self, dataset: Any = None, columns: list[str] | None = None, environments: bool = False) -> None:
@@ -96,11 +80,8 @@ class PromptIds:
             )
 
     def of_rows(self, rows: list[dict[str, Any]]) -> np.ndarray:
-        """
-        The ids of dataset rows (as `GRPOTrainer` passes them to `_generate_and_score_completions`). A row that the
-        map-style dataset does not hold (rewritten by user code) gets its content hash, which no row index can equal
-        in practice.
-        """
+        """The ids of dataset rows as TRL hands them around; a row the map-style dataset does not hold gets its content
+        hash."""
         if self.columns is not None:
             rows = [{k: row[k] for k in self.columns if k in row} for row in rows]
         keys = np.fromiter((row_key(row) for row in rows), dtype=np.int64, count=len(rows))

@@ -1,8 +1,4 @@
-"""The per-prompt state: one table of statistics, updated once per scored group, read by every part of LZE.
-
-The energy, the selectors, forward pruning and rollout-side planning all read this table; none keeps a copy of a
-pass-rate statistic of its own. Plain vectorised numpy, no torch or TRL import.
-"""
+"""The per-prompt state: one table of statistics, updated once per scored group, read by every part of LZE."""
 
 from __future__ import annotations
 
@@ -57,10 +53,8 @@ class PromptIndex:
 
 class PromptState:
     """
-    Every per-prompt statistic of a run, one row per prompt observed (columns: [`COLUMNS`]).
-
-    Rows live in flat arrays indexed by a dense slot per prompt id ([`PromptIndex`]): about 50 bytes per prompt, so a
-    pool of one million prompts costs about 50 MB (arrays grow by doubling, so up to twice that).
+    Every per-prompt statistic of a run ([`COLUMNS`]), one row per prompt observed. Rows live in flat arrays indexed
+    by a dense slot per prompt ([`PromptIndex`]): about 50 bytes per prompt (up to twice that, as arrays double).
 
     Args:
         ema_decay (`float`, *optional*, defaults to `0.9`):
@@ -114,14 +108,11 @@ class PromptState:
         complete: Sequence[bool] | np.ndarray | None = None,
     ) -> None:
         """
-        Updates the table with one scored group per entry.
+        Updates the table with one scored group per entry (a NaN pass rate leaves its prompt untouched).
 
-        A NaN pass rate (no scorable rollout) leaves its prompt untouched. A prompt seen for the first time starts
-        with `ema_pass_rate` = its pass rate (the first occurrence's, if it repeats in the call), and so does its
-        `initial_pass_rate`, unless `complete` (one flag per entry) says the group lacks some of its rollouts: a
-        probe's few rollouts leave it NaN until a full group of the prompt is observed. A prompt that appears several
-        times in one call is updated once, with the mean of its pass rates (its saturated streak grows only if every
-        one of its groups was saturated on the same side).
+        A new prompt's EMA starts at its (first) pass rate, and so does its `initial_pass_rate` once a group of it is
+        `complete` (has all its rollouts). A prompt that appears several times in one call is updated once, with the
+        mean of its pass rates (its saturated streak grows only if all were saturated on the same side).
         """
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         p = np.asarray(pass_rates, dtype=np.float64).reshape(-1)

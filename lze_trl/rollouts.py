@@ -1,9 +1,8 @@
 """[`Rollouts`]: rollouts generated and rewarded once, kept per row until TRL turns them into update rows.
 
-TRL's `GRPOTrainer._generate(prompts)` returns one tuple whose parts are named in [`GENERATED_PARTS`]; every part
-holds one entry per row (or is `None`), except `extra_fields` (a dict whose list values hold one entry per row) and
-`tool_images` (one entry per row, or `[]` without tools). `tests/test_trl_coupling.py` pins that layout against the
-installed TRL. Plain Python/numpy, no TRL import.
+Every part of TRL's `_generate` result ([`GENERATED_PARTS`]) holds one entry per row (or is `None`), but
+`extra_fields` (a dict whose lists hold one entry per row) and `tool_images` (`[]` without tools), as
+`tests/test_trl_coupling.py` pins against the installed TRL.
 """
 
 from __future__ import annotations
@@ -54,11 +53,8 @@ def _concat(first: Any, second: Any, name: str) -> Any:
 
 @dataclass
 class Rows:
-    """
-    This process's rows of rollouts generated before: the `inputs` as the sampler drew them, the `prompts` as TRL
-    prepared them for `_generate`, TRL's `_generate` result for them (`generated`), and the values reward functions
-    logged for them through `log_extra` (`extra_logs`, one list per column, `None` where a row has none).
-    """
+    """This process's rows of rollouts generated before: the `inputs`, the `prompts` TRL prepared, its `_generate`
+    result (`generated`) and what reward functions logged for them (`extra_logs`, one list per column)."""
 
     inputs: list[dict]
     prompts: list
@@ -78,11 +74,8 @@ class Rows:
 
 @dataclass
 class Rollouts:
-    """
-    Rollouts generated and rewarded in one TRL generation call: this process's [`Rows`] and every process's
-    `prompt_ids` and `rewards` (rows x reward functions, NaN where a function returned `None`), gathered in TRL's
-    order (process 0's rows, then process 1's, ...).
-    """
+    """Rollouts generated and rewarded in one TRL call: this process's [`Rows`], and every process's `prompt_ids` and
+    `rewards` (rows x reward functions, NaN where unscored) in TRL's order."""
 
     rows: Rows
     prompt_ids: np.ndarray

@@ -1,8 +1,4 @@
-"""The selector interface: how the groups of a generation batch are chosen (and weighted) for the policy update.
-
-A selector is a small class registered by name; [`LZEGRPOTrainer`] looks it up from `args.selector` and needs no change
-for a new one. Plain numpy with no TRL import.
-"""
+"""The selector interface: how the groups of a generation batch are chosen (and weighted) for the policy update."""
 
 from __future__ import annotations
 
@@ -17,25 +13,11 @@ import numpy as np
 @dataclass
 class GroupBatch:
     """
-    What a selector sees of one generation batch: one entry per prompt group, all processes together.
-
-    Attributes:
-        prompt_ids (`np.ndarray`):
-            Id of each group's prompt ([`~lze_trl.prompt_ids.PromptIds`]: dataset row or content hash).
-        pass_rates (`np.ndarray`):
-            Pass rate of each group; NaN when no rollout could be scored.
-        rewards (`np.ndarray`):
-            Correctness reward of each rollout, shape `(num_groups, num_generations)`, NaN where unscorable.
-        energies (`np.ndarray`):
-            Learning-Zone Energy of each group (scored before the per-prompt table absorbs this observation).
-        live (`np.ndarray`):
-            Whether each group may take part in the update: GRPO can learn from it
-            ([`~lze_trl.selection.live_groups`]); for a probe, whether its completed group is expected to be live
-            (a positive expected energy).
-        ema_pass_rates (`np.ndarray`):
-            Each prompt's pass-rate EMA after this observation (the per-prompt table's).
-        rng (`np.random.Generator`):
-            Generator seeded from `(seed, index of the generation batch)`: identical on every process and on resume.
+    What a selector sees of one generation batch, one entry per prompt group (all processes'): each group's prompt id,
+    pass rate (NaN when nothing was scorable), correctness `rewards` (`(num_groups, rollouts)`, NaN where unscorable),
+    energy (before the per-prompt table absorbs this observation), whether it is `live` (GRPO can learn from it,
+    [`~lze_trl.selection.live_groups`]; for a probe, a positive expected energy) and its prompt's pass-rate EMA (after
+    it); `rng` is seeded from `(seed, generation batch)`: the same on every process and on resume.
     """
 
     prompt_ids: np.ndarray
@@ -53,21 +35,12 @@ class GroupBatch:
 
 class Selector:
     """
-    Base class of selectors.
+    Base class of selectors, built from the run's config (`args`), from which it reads its own settings.
 
-    Subclasses set `name`, implement [`~Selector.select`] and, when they keep state, `state_dict` /
-    `load_state_dict` (saved in checkpoints). The other hooks are optional:
-
-    - [`~Selector.plan_epoch`]: change which prompts an epoch rolls out, and how often (set `plans_rollouts = True`);
-      the train sampler asks for it at the start of each epoch, after forward pruning.
-    - [`~Selector.metrics`]: values logged as `lze/<name>` with each generation batch.
-
-    Every decision must be a deterministic function of what the selector is given (and of its state), so that all
-    processes take the same one.
-
-    Args:
-        args ([`LZEGRPOConfig`]):
-            The run's configuration; a selector reads its own settings from it.
+    Subclasses set `name` and implement [`~Selector.select`]; optionally `state_dict` / `load_state_dict` (saved in
+    checkpoints), [`~Selector.plan_epoch`] (with `plans_rollouts = True`: which prompts an epoch rolls out, asked
+    after forward pruning) and [`~Selector.metrics`]. Every decision must be a deterministic function of what the
+    selector is given and of its state, so that all processes take the same one.
     """
 
     name: ClassVar[str] = ""
@@ -82,39 +55,19 @@ class Selector:
 
     @classmethod
     def check_args(cls, args: Any) -> None:
-        """
-        Validates this selector's own settings in `args`, raising a `ValueError` that names the setting and the fix.
-
-        Called by [`LZEGRPOConfig`] for every registered selector. A selector registered outside the package reads
-        its settings from fields of a config subclass of its own and checks them here: adding one touches neither the
-        trainer nor [`LZEGRPOConfig`].
-
-        Args:
-            args ([`LZEGRPOConfig`]):
-                The run's configuration.
-        """
+        """Validates this selector's own settings in the config `args` (a config subclass's, for a selector from
+        outside the package), raising a `ValueError` that names the setting and the fix; [`LZEGRPOConfig`] calls it
+        for every registered selector."""
 
     def select(self, batch: GroupBatch) -> np.ndarray:
-        """
-        Weight of each group in the update: 0 removes the group's rows from the update's forward/backward, 1 keeps
-        them as they are, any other positive value scales their advantages (a weighted loss).
-
-        Args:
-            batch ([`GroupBatch`]):
-                The generation batch's groups.
-
-        Returns:
-            `np.ndarray`: float weights of shape `(batch.num_groups,)`.
-        """
+        """The weight of each group of `batch` in the update, shape `(batch.num_groups,)`: 0 removes its rows, 1 keeps
+        them, another positive value scales their advantages."""
         raise NotImplementedError
 
     def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: Any) -> np.ndarray:
-        """
-        The rows `epoch` rolls out, in order (one entry per group of `num_generations` rollouts), from `order` (the
-        epoch's permutation of the dataset rows left by forward pruning) with their prompt `ids` and the per-prompt
-        table `state` ([`~lze_trl.prompt_state.PromptState`]). Return a subset to skip prompts, repeat a row to roll
-        its prompt out several times.
-        """
+        """The rows `epoch` rolls out, one per group, from `order` (its permutation of the rows forward pruning left)
+        with their prompt `ids` and the per-prompt table `state`: a subset skips prompts, a repeated row rolls its
+        prompt out again."""
         return order
 
     def metrics(self) -> dict[str, float]:
