@@ -97,8 +97,13 @@ class LZEGRPOTrainer(GRPOTrainer):
     stay solved, revisiting a few each epoch.
 
     Takes the arguments of [`~trl.GRPOTrainer`]; `args` may be an [`LZEGRPOConfig`] or a plain `GRPOConfig` (which
-    gets the LZE defaults), and is copied. With `selector="none"` it trains exactly as `GRPOTrainer`. Its LZE state is
-    `trainer.lze` ([`LZERun`]), its prompt identity `trainer.prompt_ids` ([`~lze_trl.prompt_ids.PromptIds`]).
+    gets the LZE defaults), and is copied. With `selector="none"` it trains exactly as `GRPOTrainer`.
+
+    Attributes:
+        lze ([`LZERun`]):
+            The run's LZE state: per-prompt table, selector, prune pool, selection log, position in the data.
+        prompt_ids ([`~lze_trl.prompt_ids.PromptIds`]):
+            How each row's prompt id is read.
     """
 
     _call: _TRLCall | None = None  # a class default: a trainer built without `__init__` generates as GRPOTrainer

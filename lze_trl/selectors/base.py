@@ -13,11 +13,24 @@ import numpy as np
 @dataclass
 class GroupBatch:
     """
-    What a selector sees of one generation batch, one entry per prompt group (all processes'): each group's prompt id,
-    pass rate (NaN when nothing was scorable), correctness `rewards` (`(num_groups, rollouts)`, NaN where unscorable),
-    energy (before the per-prompt table absorbs this observation), whether it is `live` (GRPO can learn from it,
-    [`~lze_trl.selection.live_groups`]; for a probe, a positive expected energy) and its prompt's pass-rate EMA (after
-    it); `rng` is seeded from `(seed, generation batch)`: the same on every process and on resume.
+    What a selector sees of one generation batch: one entry per prompt group, all processes together.
+
+    Attributes:
+        prompt_ids (`np.ndarray`):
+            Id of each group's prompt ([`~lze_trl.prompt_ids.PromptIds`]).
+        pass_rates (`np.ndarray`):
+            Pass rate of each group; NaN when no rollout could be scored.
+        rewards (`np.ndarray`):
+            Correctness reward of each rollout, shape `(num_groups, rollouts)`, NaN where unscorable.
+        energies (`np.ndarray`):
+            Energy of each group (before the per-prompt table absorbs this observation).
+        live (`np.ndarray`):
+            Whether GRPO can learn from each group ([`~lze_trl.selection.live_groups`]); for a probe, whether its
+            expected energy is positive.
+        ema_pass_rates (`np.ndarray`):
+            Each prompt's pass-rate EMA after this observation.
+        rng (`np.random.Generator`):
+            Seeded from `(seed, generation batch)`: the same on every process and on resume.
     """
 
     prompt_ids: np.ndarray
@@ -60,8 +73,17 @@ class Selector:
         for every registered selector."""
 
     def select(self, batch: GroupBatch) -> np.ndarray:
-        """The weight of each group of `batch` in the update, shape `(batch.num_groups,)`: 0 removes its rows, 1 keeps
-        them, another positive value scales their advantages."""
+        """
+        The weight of each group in the update: 0 removes its rows, 1 keeps them, another positive value scales their
+        advantages.
+
+        Args:
+            batch ([`GroupBatch`]):
+                The generation batch's groups.
+
+        Returns:
+            `np.ndarray`: float weights of shape `(batch.num_groups,)`.
+        """
         raise NotImplementedError
 
     def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: Any) -> np.ndarray:
