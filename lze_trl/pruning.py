@@ -24,6 +24,11 @@ class PromptPruner:
     """
 
     def __init__(self, solved_after: int = 2, revisit_fraction: float = 0.1, seed: int = 0) -> None:
+        if solved_after < 1 or not 0.0 <= revisit_fraction <= 1.0:  # a public class: checked here too, not only by
+            raise ValueError(  # LZEGRPOConfig (solved_after=0 would prune every prompt)
+                f"PromptPruner needs solved_after >= 1 and revisit_fraction in [0, 1]; got {solved_after} and "
+                f"{revisit_fraction}."
+            )
         self.solved_after = solved_after
         self.revisit_fraction = revisit_fraction
         self.seed = seed

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from lze_trl import PromptPruner, PromptState
 
@@ -65,3 +66,9 @@ def test_state_roundtrip():
     b = PromptPruner(solved_after=1)
     b.load_state_dict(a.state_dict())
     np.testing.assert_array_equal(a.revisited_ids, b.revisited_ids)
+
+
+@pytest.mark.parametrize("settings", [dict(solved_after=0), dict(revisit_fraction=1.5), dict(revisit_fraction=-0.1)])
+def test_bad_settings_are_refused_by_the_pruner_itself(settings):
+    with pytest.raises(ValueError, match="PromptPruner needs solved_after >= 1 and revisit_fraction in"):
+        PromptPruner(**settings)
