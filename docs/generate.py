@@ -4,14 +4,14 @@
     python docs/generate.py --check  # exit 1 when one is out of date (tests/test_docs.py runs this check)
 
 - `docs/source/configuration.md`: every setting `LZEGRPOConfig` adds to TRL's `GRPOConfig`, from the class's own
-  field documentation (its docstring, in TRL's format), in the docstring's groups and order, with the `--help` text.
+  field documentation (its docstring, in TRL's format; also each flag's `--help`), in the docstring's groups and
+  order.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 
@@ -29,7 +29,6 @@ def configuration_page() -> str:
     doc = LZEGRPOConfig.__doc__
     body = doc[doc.index("Parameters:") + len("Parameters:") :]
     lines = [line[4:] if line.startswith("    ") else line for line in body.splitlines()]
-    helps = {f.name: f.metadata.get("help", "") for f in fields(LZEGRPOConfig)}
     out = [
         "# Configuration reference",
         "",
@@ -49,7 +48,7 @@ def configuration_page() -> str:
         elif match := entry.match(line):
             name, kind = match.groups()
             seen.append(name)
-            out += ["", f"### `{name}`", "", f"{kind}. Command line: `--{name}` ({helps.get(name, '')})", ""]
+            out += ["", f"### `{name}`", "", f"{kind}. Command line: `--{name}`.", ""]
         elif line.strip() and seen:
             out.append(line.strip())
     missing = sorted(set(LZE_FIELDS) - set(seen))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 from trl import GRPOConfig
@@ -118,71 +120,26 @@ class LZEGRPOConfig(GRPOConfig):
             LZE state after a warning. Where the state decides nothing (`selector="none"`, no pruning) it only warns.
     """
 
-    selector: str = field(
-        default="lze",
-        metadata={"help": "How prompt groups are chosen for the update (a registered selector's name)."},
-    )
-    selection_ratio: float = field(
-        default=0.4, metadata={"help": "Fraction of the generation batch's groups kept for the update, in (0, 1]."}
-    )
-    selection_noise: float = field(
-        default=0.05, metadata={"help": "Scale of the Gumbel exploration noise relative to the energy range."}
-    )
-    energy_ema_decay: float = field(default=0.9, metadata={"help": "Decay of the pass-rate EMA, in [0, 1)."})
-    energy_momentum_weight: float = field(default=0.3, metadata={"help": "Weight of the momentum term, >= 0."})
-    energy_momentum_mode: str = field(
-        default="abs", metadata={"help": "Momentum mode.", "choices": list(MOMENTUM_MODES)}
-    )
-    energy_d_init_min: float = field(default=0.05, metadata={"help": "Floor of the difficulty anchor, in [0, 1]."})
-    energy_terms: list[str] = field(
-        default_factory=lambda: list(ENERGY_TERMS),
-        metadata={"help": "Energy terms to use, a subset of anchor, uncertainty, momentum (ablations)."},
-    )
-    pass_threshold: float = field(
-        default=0.5, metadata={"help": "A rollout is correct when the correctness reward is >= pass_threshold."}
-    )
-    correctness_reward: str | None = field(
-        default=None,
-        metadata={"help": "Name or index of the reward function that defines correctness (default: the first)."},
-    )
-    max_unscorable_batches: int = field(
-        default=3,
-        metadata={"help": "Generation batches in a row with no scorable rollout before training stops (0: never)."},
-    )
-    prune_solved: bool = field(
-        default=False, metadata={"help": "Stop rolling out prompts that stay fully solved, revisiting a few."}
-    )
-    prune_solved_after: int = field(
-        default=2, metadata={"help": "Consecutive fully-solved observations after which a prompt is pruned, >= 1."}
-    )
-    prune_revisit_fraction: float = field(
-        default=0.1, metadata={"help": "Fraction of the prune pool revisited each epoch, in [0, 1]."}
-    )
-    probe_generations: int = field(
-        default=0,
-        metadata={"help": "Probe-then-complete: rollouts of every prompt first; complete only the kept (0: off)."},
-    )
-    probe_prior_strength: float = field(
-        default=4.0, metadata={"help": "Weight in rollouts of a prompt's history in its probe's expectation, >= 0."}
-    )
-    rollout_rounds: list[int] | None = field(
-        default=None,
-        metadata={"help": "Adaptive rollout budget: rollouts per prompt after each round, ending at num_generations."},
-    )
-    rollout_live_threshold: float = field(
-        default=0.5, metadata={"help": "Live probability a group needs for its next round of rollouts, in (0, 1]."}
-    )
-    selection_log_max_rows: int = field(
-        default=100_000, metadata={"help": "Rows kept in the selection log (oldest dropped first); 0 disables it."}
-    )
-    resume_lze_state: str = field(
-        default="strict",
-        metadata={
-            "help": "On resume, a checkpoint without a usable LZE state (missing, corrupt, other train dataset): "
-            "'strict' refuses with an error, 'fresh' resumes with a fresh LZE state.",
-            "choices": list(RESUME_MODES),
-        },
-    )
+    selector: str = "lze"
+    selection_ratio: float = 0.4
+    selection_noise: float = 0.05
+    energy_ema_decay: float = 0.9
+    energy_momentum_weight: float = 0.3
+    energy_momentum_mode: str = field(default="abs", metadata={"choices": list(MOMENTUM_MODES)})
+    energy_d_init_min: float = 0.05
+    energy_terms: list[str] = field(default_factory=lambda: list(ENERGY_TERMS))
+    pass_threshold: float = 0.5
+    correctness_reward: str | None = None
+    max_unscorable_batches: int = 3
+    prune_solved: bool = False
+    prune_solved_after: int = 2
+    prune_revisit_fraction: float = 0.1
+    probe_generations: int = 0
+    probe_prior_strength: float = 4.0
+    rollout_rounds: list[int] | None = None
+    rollout_live_threshold: float = 0.5
+    selection_log_max_rows: int = 100_000
+    resume_lze_state: str = field(default="strict", metadata={"choices": list(RESUME_MODES)})
 
     def __post_init__(self):
         super().__post_init__()
@@ -191,34 +148,41 @@ class LZEGRPOConfig(GRPOConfig):
 
 LZE_FIELDS = tuple(f.name for f in fields(LZEGRPOConfig) if f.name not in {g.name for g in fields(GRPOConfig)})
 
+# Each LZE field's `--help` (`lze-trl grpo --help`, TRL's `TrlParser`) is its entry of the class docstring, said once.
+_ENTRY = re.compile(r"^        (\w+) \(.*\):\n((?:            .*\n)+)", re.MULTILINE)
+for _name, _text in _ENTRY.findall(LZEGRPOConfig.__doc__):
+    _field = LZEGRPOConfig.__dataclass_fields__[_name]
+    _field.metadata = MappingProxyType({**_field.metadata, "help": " ".join(_text.split())})
+
+
+def _at_least(low: float) -> Callable[[Any], bool]:
+    return lambda v: _finite(v) and v >= low
+
+
+def _count(low: int) -> Callable[[Any], bool]:
+    return lambda v: is_integer_at_least(v, low)
+
 
 _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
-    # (setting, whether a value is valid, the fix), checked in this order after `selector` and `selection_ratio`
-    ("selection_noise", lambda v: _finite(v) and v >= 0, "use a finite value >= 0 (0 disables exploration noise)."),
+    # (setting, whether a value is valid, the fix), checked in this order after `selector`
+    ("selection_ratio", within(0, 1, closed_low=False), "use a fraction in (0, 1], e.g. 0.4 (1.0: every live group)."),
+    ("selection_noise", _at_least(0), "use a finite value >= 0 (0 disables exploration noise)."),
     ("energy_ema_decay", within(0, 1, closed_high=False), "use a decay in [0, 1), e.g. 0.9."),
-    ("energy_momentum_weight", lambda v: _finite(v) and v >= 0, "use a finite weight >= 0, e.g. 0.3."),
+    ("energy_momentum_weight", _at_least(0), "use a finite weight >= 0, e.g. 0.3."),
     ("energy_momentum_mode", lambda v: v in MOMENTUM_MODES, f"use one of {list(MOMENTUM_MODES)}."),
     ("energy_d_init_min", within(0, 1), "use a value in [0, 1], e.g. 0.05."),
     ("pass_threshold", _finite, "use a finite reward threshold."),
-    ("prune_solved_after", lambda v: is_integer_at_least(v, 1), "use an integer >= 1, e.g. 2."),
-    (
-        "max_unscorable_batches",
-        lambda v: is_integer_at_least(v, 0),
-        "use an integer >= 0, e.g. 3 (0 trains on however long nothing is scored).",
-    ),
-    ("selection_log_max_rows", lambda v: is_integer_at_least(v, 0), "use an integer >= 0 (0 disables the log)."),
+    ("prune_solved_after", _count(1), "use an integer >= 1, e.g. 2."),
+    ("max_unscorable_batches", _count(0), "use an integer >= 0, e.g. 3 (0 trains on however long nothing is scored)."),
+    ("selection_log_max_rows", _count(0), "use an integer >= 0 (0 disables the log)."),
     ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
-    ("probe_generations", lambda v: is_integer_at_least(v, 0), "use an integer >= 0, e.g. 2 (0 turns the probe off)."),
+    ("probe_generations", _count(0), "use an integer >= 0, e.g. 2 (0 turns the probe off)."),
     ("rollout_live_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
-    (
-        "probe_prior_strength",
-        lambda v: _finite(v) and v >= 0,
-        "use a weight >= 0, e.g. 4 (0: the probe alone).",
-    ),
+    ("probe_prior_strength", _at_least(0), "use a weight >= 0, e.g. 4 (0: the probe alone)."),
     (
         "resume_lze_state",
         lambda v: v in RESUME_MODES,
-        f"use one of {list(RESUME_MODES)} ('fresh' resumes with a fresh LZE state on purpose).",
+        f"use one of {list(RESUME_MODES)} ('fresh': a fresh state, on purpose).",
     ),
 )
 
@@ -226,27 +190,17 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
 def validate_lze_args(args: LZEGRPOConfig) -> None:
     """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting."""
     _check(args.selector in SELECTORS, "selector", args.selector, f"use one of {sorted(SELECTORS)}.")
-    _check(
-        within(0, 1, closed_low=False)(args.selection_ratio),
-        "selection_ratio",
-        args.selection_ratio,
-        "use a fraction in (0, 1], e.g. 0.4 (1.0 keeps every informative group).",
-    )
-    terms = args.energy_terms.split(",") if isinstance(args.energy_terms, str) else list(args.energy_terms)
-    terms = [t.strip() for t in terms] if all(isinstance(t, str) for t in terms) else terms
-    _check(
-        len(terms) > 0 and set(terms) <= set(ENERGY_TERMS),
-        "energy_terms",
-        args.energy_terms,
-        f"use a non-empty subset of {list(ENERGY_TERMS)}.",
-    )
-    args.energy_terms = terms
     for name, valid, fix in _CHECKS:
         _check(valid(getattr(args, name)), name, getattr(args, name), fix)
+    terms = args.energy_terms.split(",") if isinstance(args.energy_terms, str) else list(args.energy_terms)
+    terms = [t.strip() if isinstance(t, str) else t for t in terms]
+    fix = f"use a non-empty subset of {list(ENERGY_TERMS)}."
+    _check(len(terms) > 0 and set(terms) <= set(ENERGY_TERMS), "energy_terms", args.energy_terms, fix)
+    args.energy_terms = terms
     for selector in SELECTORS.values():  # each selector validates its own settings
         selector.check_args(args)
-    G = args.num_generations
-    if G is not None and G < 2 and (SELECTORS[args.selector].needs_pass_rates or args.prune_solved):
+    G, needs_pass_rates = args.num_generations, SELECTORS[args.selector].needs_pass_rates
+    if G is not None and G < 2 and (needs_pass_rates or args.prune_solved):
         raise ValueError(
             f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
             "prompt; set num_generations >= 2 (the paper uses 8)."
@@ -262,9 +216,7 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         fix = "set probe_generations=0 with rollout_rounds (the adaptive budget's first round is its probe)."
         _check(not args.probe_generations, "probe_generations", args.probe_generations, fix)
     if args.probe_generations or rounds is not None:
-        probe = bool(args.probe_generations)
-        setting = f"probe_generations={args.probe_generations}" if probe else f"rollout_rounds={rounds}"
-        rows = args.per_device_train_batch_size * args.steps_per_generation
+        probe, rows = bool(args.probe_generations), args.per_device_train_batch_size * args.steps_per_generation
         reasons = (
             (
                 args.probe_generations >= G,
@@ -272,7 +224,7 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
             ),
             (args.selector == "none", "selector='none' keeps every group: there is nothing to leave uncompleted"),
             (
-                not probe and not SELECTORS[args.selector].needs_pass_rates,
+                not probe and not needs_pass_rates,
                 f"selector={args.selector!r} reads no pass rates: the budget could not tell its groups apart",
             ),
             (
@@ -281,6 +233,7 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
                 f"is not a multiple of num_generations={G}",
             ),
         )
+        setting = f"probe_generations={args.probe_generations}" if probe else f"rollout_rounds={rounds}"
         for why in (why for wrong, why in reasons if wrong):
             off = "probe_generations=0" if probe else "rollout_rounds=None"
             raise ValueError(f"{setting} cannot run: {why}. Set {off}, or change that.")

@@ -95,44 +95,30 @@ def checked_reward_func(func: Callable, name: str) -> Callable:
 # ------------------------------------------------------------------------------------------ runs that cannot learn
 class LearningZoneGuard:
     """
-    Notices when the first `num_batches` generation batches hold no group in the learning zone (`pass_threshold`
-    separates no group's rollouts), most likely because the threshold does not fit the correctness reward
-    `reward_name`; [`LearningZoneGuard.observe`] then returns, once, a message naming the settings, the function and
-    the range of its rewards.
+    Notices when the first `num_batches` generation batches hold no group in the learning zone, most likely because
+    `pass_threshold` does not fit the correctness reward `reward_name`: [`LearningZoneGuard.observe`] then returns,
+    once, a message naming the settings, the function and the range of its rewards.
     """
 
     def __init__(self, pass_threshold: float, reward_name: str, num_batches: int = 3) -> None:
-        self.pass_threshold = pass_threshold
-        self.reward_name = reward_name
-        self.num_batches = num_batches
-        self.seen = 0
-        self.live = 0
+        self.pass_threshold, self.reward_name, self.num_batches = pass_threshold, reward_name, num_batches
+        self.seen, self.done = 0, False
         self.low, self.high = math.inf, -math.inf
-        self.done = False
 
     def observe(self, pass_rates: np.ndarray, rewards: np.ndarray) -> str | None:
         """Records one generation batch; returns the warning the first time the run is found unable to learn."""
-        if self.done:
+        finite = np.asarray(rewards, dtype=np.float64)
+        finite = finite[np.isfinite(finite)]
+        if self.done or not finite.size:  # nothing scored: [`UnscorableGuard`] says so, naming the reward function
             return None
-        pass_rates = np.asarray(pass_rates, dtype=np.float64)
-        rewards = np.asarray(rewards, dtype=np.float64)
-        if not np.isfinite(rewards).any():
-            return None  # nothing scored: [`UnscorableGuard`] says so, naming the reward function
         self.seen += 1
-        self.live += int(in_learning_zone(pass_rates).sum())
-        finite = rewards[np.isfinite(rewards)]
-        if finite.size:
-            self.low, self.high = min(self.low, float(finite.min())), max(self.high, float(finite.max()))
-        if self.live > 0:
-            self.done = True
+        self.low, self.high = min(self.low, float(finite.min())), max(self.high, float(finite.max()))
+        self.done = bool(in_learning_zone(pass_rates).any()) or self.seen >= self.num_batches
+        if not self.done or in_learning_zone(pass_rates).any():
             return None
-        if self.seen < self.num_batches:
-            return None
-        self.done = True
-        if self.low == self.high:
-            observed = f"the constant {self.low:g}"
-        else:
-            observed = f"values in [{self.low:g}, {self.high:g}]"
+        observed = (
+            f"the constant {self.low:g}" if self.low == self.high else f"values in [{self.low:g}, {self.high:g}]"
+        )
         side = (
             "always at or above"
             if self.low >= self.pass_threshold

@@ -22,39 +22,11 @@ COLUMNS = {
 """The table's columns and their types."""
 
 
-class PromptIndex:
-    """
-    Maps arbitrary non-negative int64 prompt ids (row indices or 63-bit content hashes) to dense slots `0..n-1`,
-    vectorised: a `pandas.Index` of the ids in slot order, new ids appended in order of first appearance.
-    """
-
-    def __init__(self) -> None:
-        self.index = pd.Index(np.empty(0, dtype=np.int64))
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    def lookup(self, ids: np.ndarray) -> np.ndarray:
-        """Slots of `ids`, -1 where an id is unknown."""
-        return self.index.get_indexer(np.asarray(ids, dtype=np.int64)).astype(np.int64)
-
-    def add(self, ids: np.ndarray) -> np.ndarray:
-        """Slots of `ids`, giving the next free slots to ids never seen (in order of first appearance)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        new = pd.unique(ids[self.lookup(ids) < 0])
-        if len(new):
-            self.index = self.index.append(pd.Index(new, dtype=np.int64))
-        return self.lookup(ids)
-
-    def ids(self) -> np.ndarray:
-        """The ids in slot order."""
-        return self.index.to_numpy(dtype=np.int64)
-
-
 class PromptState:
     """
     Every per-prompt statistic of a run ([`COLUMNS`]), one row per prompt observed. Rows live in flat arrays indexed
-    by a dense slot per prompt ([`PromptIndex`]): about 50 bytes per prompt (up to twice that, as arrays double).
+    by a dense slot per prompt (`index`, a `pandas.Index` of the non-negative int64 prompt ids in order of first
+    observation): about 50 bytes per prompt (up to twice that, as arrays double).
 
     Args:
         ema_decay (`float`, *optional*, defaults to `0.9`):
@@ -71,26 +43,34 @@ class PromptState:
 
     def __init__(self, ema_decay: float = 0.9) -> None:
         self.ema_decay = ema_decay
-        self.index = PromptIndex()
+        self.index = pd.Index(np.empty(0, dtype=np.int64))
         for name, dtype in COLUMNS.items():
             setattr(self, name, np.zeros(0, dtype=dtype))
 
     def __len__(self) -> int:
         return len(self.index)
 
+    def _lookup(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Slots of `ids`, -1 where an id was never observed."""
+        return self.index.get_indexer(np.asarray(ids, dtype=np.int64).reshape(-1)).astype(np.int64)
+
     def _slots(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        slots = self.index.add(np.asarray(ids, dtype=np.int64).reshape(-1))
+        """Slots of `ids`, giving the next free slots (and room in the arrays) to ids never seen."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        new = pd.unique(ids[self._lookup(ids) < 0])
+        if len(new):
+            self.index = self.index.append(pd.Index(new, dtype=np.int64))
         capacity = len(self.num_observations)
         if len(self.index) > capacity:
             size = max(len(self.index), 2 * capacity, 1024)
             for name in COLUMNS:
                 old = getattr(self, name)
                 setattr(self, name, np.concatenate([old, np.zeros(size - capacity, dtype=old.dtype)]))
-        return slots
+        return self._lookup(ids)
 
     def get(self, ids: Sequence[int] | np.ndarray) -> dict[str, np.ndarray]:
         """The columns for `ids` (float columns NaN and counts 0 for prompts never observed)."""
-        slots = self.index.lookup(np.asarray(ids, dtype=np.int64).reshape(-1))
+        slots = self._lookup(ids)
         seen = slots >= 0
         out = {}
         for name, dtype in COLUMNS.items():
@@ -149,33 +129,25 @@ class PromptState:
         self, ids: Sequence[int] | np.ndarray, energies: np.ndarray, selected: Sequence[bool] | np.ndarray
     ) -> None:
         """Records each group's energy and counts the prompts whose group took part in the update."""
-        slots = self.index.lookup(np.asarray(ids, dtype=np.int64).reshape(-1))
+        slots = self._lookup(ids)
         seen = slots >= 0
         self.last_energy[slots[seen]] = np.asarray(energies, dtype=np.float64)[seen]
         np.add.at(self.num_selected, slots[seen & np.asarray(selected, dtype=bool)], 1)
 
     def table(self) -> dict[str, np.ndarray]:
-        """Every observed prompt's row as columns (`prompt_id` first), in order of first observation."""
+        """Every observed prompt's row as columns (`prompt_id` first), in order of first observation: the state saved
+        in checkpoints (`state_dict`)."""
         n = len(self.index)
-        return {"prompt_id": self.index.ids(), **{name: getattr(self, name)[:n].copy() for name in COLUMNS}}
+        return {"prompt_id": self.index.to_numpy(dtype=np.int64), **{k: getattr(self, k)[:n].copy() for k in COLUMNS}}
 
-    def nbytes(self) -> int:
-        """Bytes held by the table (index included)."""
-        return sum(getattr(self, name).nbytes for name in COLUMNS) + 2 * self.index.ids().nbytes
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """The table as plain arrays (trimmed to the prompts seen), for checkpoints."""
-        return self.table()
+    state_dict = table
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         """Restores a table produced by [`~PromptState.state_dict`]."""
         missing = [name for name in ("prompt_id", *COLUMNS) if name not in state]
         if missing:
             raise ValueError(f"The saved prompt state lacks the columns {missing}.")
-        self.index = PromptIndex()
-        for name, dtype in COLUMNS.items():
-            setattr(self, name, np.zeros(0, dtype=dtype))
-        self._slots(np.asarray(state["prompt_id"], dtype=np.int64))
-        n = len(self.index)
+        self.__init__(self.ema_decay)
+        n = len(self._slots(state["prompt_id"]))
         for name, dtype in COLUMNS.items():
             getattr(self, name)[:n] = np.asarray(state[name], dtype=dtype)

@@ -71,6 +71,19 @@ def test_the_config_holds_only_what_the_core_uses_and_help_lists_lze_after_grpo(
     assert [f.name for f in fields(LZEGRPOConfig)][-len(ours) :] == ours  # GRPO's first, as `--help` shows them
 
 
+def test_each_lze_flag_s_help_is_its_entry_of_the_config_docstring():
+    from transformers import HfArgumentParser
+
+    from lze_trl.config import LZE_FIELDS
+
+    helps = {a.dest: a.help for a in HfArgumentParser(LZEGRPOConfig)._actions}
+    doc = " ".join(LZEGRPOConfig.__doc__.split())
+    for name in LZE_FIELDS:
+        assert helps[name] and helps[name] in doc, name
+    assert helps["pass_threshold"].startswith("A rollout is correct when the correctness reward is `>=")
+    assert helps["selection_ratio"] == "Fraction of the generation batch's groups kept for the update, in (0, 1]."
+
+
 def test_the_trainer_works_on_a_copy_of_the_callers_config(tmp_path, tiny):
     from datasets import Dataset
 

@@ -142,7 +142,7 @@ def test_lze_adds_nothing_to_the_rows_reward_functions_and_hooks_see(tmp_path):
     # groups), keyed by their row index
     rolled_out = {prompt_number(p) for call in ours.reward_calls for p in call["prompts"]}
     assert len(rolled_out) == 3 * 2
-    assert sorted(ours.lze.prompts.index.ids().tolist()) == sorted(rolled_out)
+    assert sorted(ours.lze.prompts.table()["prompt_id"].tolist()) == sorted(rolled_out)
 
 
 @pytest.mark.parametrize(
@@ -225,7 +225,9 @@ def test_rollout_func_runs_with_lze(tmp_path):
     trainer.train()
     # one rollout_func call per step, for its 2 prompts x 4 generations; the per-prompt table keyed them by dataset row
     assert [len(prompts) for prompts in seen] == [8, 8]
-    assert sorted(trainer.lze.prompts.index.ids().tolist()) == sorted({prompt_number(p) for ps in seen for p in ps})
+    assert sorted(trainer.lze.prompts.table()["prompt_id"].tolist()) == sorted(
+        {prompt_number(p) for ps in seen for p in ps}
+    )
 
 
 def test_a_dataset_without_prompt_column_is_refused_only_without_an_environment(tmp_path):

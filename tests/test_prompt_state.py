@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lze_trl import PromptState
-from lze_trl.prompt_state import COLUMNS, PromptIndex
+from lze_trl.prompt_state import COLUMNS
 
 
 def test_first_observation_then_ema_last_and_counts():
@@ -72,12 +72,13 @@ def test_state_dict_roundtrip_with_large_ids_and_growth_after_loading():
         PromptState().load_state_dict({"prompt_id": np.arange(2)})
 
 
-def test_prompt_index_maps_ids_to_dense_slots():
-    index = PromptIndex()
-    assert list(index.add(np.array([50, 7, 50, 2**60]))) == [0, 1, 0, 2]
-    assert list(index.lookup(np.array([7, 8, 2**60]))) == [1, -1, 2]
-    assert list(index.add(np.array([8, 7]))) == [3, 1]
-    assert list(index.ids()) == [50, 7, 2**60, 8]
+def test_prompts_get_dense_slots_in_order_of_first_observation():
+    state = PromptState()
+    state.observe(np.array([50, 7, 50, 2**60]), [0.5, 0.5, 1.0, 0.5], batch_index=0)
+    state.observe(np.array([8, 7]), [0.5, 0.25], batch_index=1)
+    assert state.table()["prompt_id"].tolist() == [50, 7, 2**60, 8]
+    assert state.get(np.array([7, 9, 2**60]))["num_observations"].tolist() == [2, 0, 1]
+    assert state.get([50])["num_observations"][0] == 2  # twice in one call: one row, counted twice
 
 
 def test_million_prompt_pool_costs_tens_of_mb():
@@ -86,7 +87,7 @@ def test_million_prompt_pool_costs_tens_of_mb():
     for chunk in np.array_split(ids, 10):
         state.observe(chunk, np.full(len(chunk), 0.5), batch_index=0)
     assert len(state) == 10**6
-    assert state.nbytes() < 100 * 2**20
+    assert sum(getattr(state, name).nbytes for name in COLUMNS) + state.index.nbytes < 100 * 2**20
 
 
 @settings(max_examples=100, deadline=None)

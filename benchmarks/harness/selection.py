@@ -18,9 +18,15 @@ from lze_trl.config import LZE_FIELDS, LZEGRPOConfig
 from lze_trl.demo import DemoConfig, MethodSpec, run_method
 from lze_trl.demo.comparison import machine_info, to_jsonable
 from lze_trl.demo.training import prepare
+from lze_trl.prompt_state import COLUMNS, PromptState
 from lze_trl.run import LZERun
 
 from .markdown import selection_markdown
+
+
+def nbytes(state: PromptState) -> int:
+    """Bytes held by the per-prompt table: its arrays, and its index counted twice (the ids and pandas' hash table)."""
+    return sum(getattr(state, name).nbytes for name in COLUMNS) + 2 * state.index.to_numpy().nbytes
 
 
 def _rewards(pass_rates: np.ndarray, num_generations: int) -> np.ndarray:
@@ -118,8 +124,8 @@ def bench_selection(
                     "mean": float(np.mean(full)),
                 },
                 "observe_pool_seconds": observe_seconds,
-                "nbytes": state.nbytes(),
-                "bytes_per_prompt": state.nbytes() / size,
+                "nbytes": nbytes(state),
+                "bytes_per_prompt": nbytes(state) / size,
                 "capacity": int(len(state.num_observations)),
             }
         )
