@@ -1,8 +1,5 @@
-"""Row bookkeeping for scored generation batches (dicts of per-row tensors and lists), with no TRL import.
-
-Used by a generation batch ([`lze_trl.generation_batch`]) to remove unselected rows from the update (TRL then
-shuffles and splits what is left, so the update's forward/backward costs what the kept rows cost).
-"""
+"""Removing unselected rows from TRL's update rows (dicts of per-row tensors and lists): TRL then shuffles and splits
+what is left, so the update's forward/backward costs what the kept rows cost."""
 
 from __future__ import annotations
 
@@ -14,11 +11,6 @@ import torch
 
 
 Batch = dict[str, Any]
-
-
-def num_rows(batch: Batch) -> int:
-    """Rows of a batch: the length of its `prompt_ids`."""
-    return len(batch["prompt_ids"])
 
 
 def take_rows(batch: Batch, index: torch.Tensor) -> Batch:
@@ -35,7 +27,7 @@ def take_rows(batch: Batch, index: torch.Tensor) -> Batch:
     from trl.trainer.utils import split_pixel_values_by_grid, unsplit_pixel_values_by_grid
 
     split = split_pixel_values_by_grid(batch)
-    n = num_rows(batch)
+    n = len(batch["prompt_ids"])
     for key, value in split.items():
         if isinstance(value, torch.Tensor) and value.ndim > 0 and value.shape[0] != n:
             raise ValueError(
@@ -46,7 +38,7 @@ def take_rows(batch: Batch, index: torch.Tensor) -> Batch:
 
 
 def _take(batch: Batch, index: torch.Tensor) -> Batch:
-    n = num_rows(batch)
+    n = len(batch["prompt_ids"])
     out = {}
     for key, value in batch.items():
         if isinstance(value, torch.Tensor) and value.ndim > 0 and value.shape[0] == n:

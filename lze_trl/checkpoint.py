@@ -78,13 +78,10 @@ def load_state(folder: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             arrays = {k: data[k] for k in data.files}
     except Exception as error:  # zipfile.BadZipFile, EOFError, ValueError, OSError: all mean an unreadable file
         raise LZEStateError(f"The LZE state file {path!r} is corrupt ({type(error).__name__}: {error}).") from error
-    blob = arrays.pop(COUNTERS_KEY, None)
-    if blob is None:
-        raise LZEStateError(f"The LZE state file {path!r} holds no counters.")
     try:
-        counters = json.loads(blob.tobytes().decode("utf-8", errors="replace"))
-    except json.JSONDecodeError as error:
-        raise LZEStateError(f"The LZE counters in {path!r} are corrupt ({error}).") from error
+        counters = json.loads(arrays.pop(COUNTERS_KEY).tobytes().decode("utf-8", errors="replace"))
+    except (KeyError, json.JSONDecodeError) as error:
+        raise LZEStateError(f"The LZE counters in {path!r} are missing or corrupt ({error!r}).") from error
     if not isinstance(counters, dict):
         raise LZEStateError(f"The LZE counters in {path!r} are corrupt (not a JSON object).")
     return arrays, counters

@@ -1,16 +1,5 @@
-"""Learning-Zone Energy of a prompt group, and the Bayesian decisions of generating in rounds.
-
-The energy of a prompt group in generation batch t (the paper's Eq. 1-4; `docs/source/method.md`) is
-
-    energy = difficulty_anchor * uncertainty * (1 + momentum_weight * momentum)
-    difficulty_anchor = max(1 - p0, d_init_min)
-    uncertainty       = 4 * p * (1 - p)
-    momentum          = min(2 * |p - ema|, 1)             ("abs")
-                      = min(2 * max(p - ema, 0), 1)        ("improve")
-
-where `p` is the group's pass rate now, `p0` the prompt's first pass rate and `ema` the exponential moving average of
-its past pass rates (before it absorbs `p`), both from the per-prompt table. Plain vectorised numpy, no TRL import.
-"""
+"""Learning-Zone Energy of a prompt group ([`compute_energy`]), and the Bayesian decisions of generating in rounds.
+Plain vectorised numpy, no TRL import."""
 
 from __future__ import annotations
 
@@ -34,20 +23,15 @@ def compute_energy(
     terms: Sequence[str] = ENERGY_TERMS,
 ) -> np.ndarray:
     """
-    Learning-Zone Energy of prompt groups (float64, the shape of `pass_rate`; 0 for `p` in {0, 1} while the
-    uncertainty term is on).
+    Learning-Zone Energy of prompt groups (the paper's Eq. 1-4; `docs/source/method.md`), float64:
 
-    Args:
-        pass_rate, initial_pass_rate, ema_pass_rate (`np.ndarray`):
-            `p`, `p0` and `ema` of each group (the module docstring).
-        d_init_min (`float`, *optional*, defaults to `0.05`):
-            Floor of the difficulty anchor.
-        momentum_weight (`float`, *optional*, defaults to `0.3`):
-            Weight of the momentum term.
-        momentum_mode (`str`, *optional*, defaults to `"abs"`):
-            `"abs"` (the authors' release) or `"improve"` (the paper's wording: only improvement counts).
-        terms (`Sequence[str]`, *optional*, defaults to all three):
-            The terms kept (ablations); one left out takes its neutral value (1, or 0 for the momentum).
+        energy = max(1 - p0, d_init_min) * 4 p (1 - p) * (1 + momentum_weight * momentum)
+        momentum = min(2 |p - ema|, 1) ("abs", the authors' release) or min(2 max(p - ema, 0), 1) ("improve")
+
+    with `p` the group's `pass_rate` now, `p0` its prompt's first pass rate (`initial_pass_rate`) and `ema` the EMA of
+    its past pass rates (`ema_pass_rate`, before it absorbs `p`); 0 for `p` in {0, 1} while the uncertainty term is on.
+    The `terms` kept (ablations of the paper's Fig. 3) are among `anchor`, `uncertainty` and `momentum`; one left out
+    takes its neutral value (1, or 0 for the momentum).
     """
     if momentum_mode not in MOMENTUM_MODES:
         raise ValueError(f"Unknown momentum mode {momentum_mode!r}; expected one of {MOMENTUM_MODES}.")

@@ -13,12 +13,8 @@ logger = logging.get_logger(__name__)
 
 
 def requested_engine(args: Any) -> str | None:
-    """
-    The sharded engine the user asked for, `"FSDP"` or `"DeepSpeed"`, or `None` for none.
-
-    Read from the training arguments (`fsdp=...`, `deepspeed=...`) and from the environment that `accelerate launch`
-    sets for an FSDP or DeepSpeed config (`ACCELERATE_USE_FSDP`, `ACCELERATE_USE_DEEPSPEED`).
-    """
+    """The sharded engine asked for, `"FSDP"` or `"DeepSpeed"` (by the training arguments `fsdp=...`, `deepspeed=...`,
+    or the environment `accelerate launch` sets for such a config), or `None`."""
     flag = lambda name: os.environ.get(name, "false").lower() in ("1", "true", "yes")  # noqa: E731
     if getattr(args, "deepspeed", None) or flag("ACCELERATE_USE_DEEPSPEED"):
         return "DeepSpeed"
@@ -29,8 +25,7 @@ def requested_engine(args: Any) -> str | None:
 
 def running_engine(accelerator: Any) -> str:
     """The engine that really runs, in words: `"FSDP2"`, `"DeepSpeed ZeRO-3"`, `"DDP over 2 processes"`, ..."""
-    kind = accelerator.distributed_type
-    state = accelerator.state
+    kind, state = accelerator.distributed_type, accelerator.state
     if kind == DistributedType.FSDP and getattr(state, "fsdp_plugin", None) is not None:
         return f"FSDP{state.fsdp_plugin.fsdp_version}"
     if kind == DistributedType.DEEPSPEED and getattr(state, "deepspeed_plugin", None) is not None:
@@ -42,14 +37,10 @@ def running_engine(accelerator: Any) -> str:
 
 def warn_if_not_sharded(trainer: Any) -> str | None:
     """
-    Warns once, on the main process, when FSDP or DeepSpeed was asked for but the model is not sharded.
-
-    accelerate falls back silently: `fsdp=...` with `use_cpu=True` (or on a machine without GPUs) becomes DDP, and
-    an FSDP or DeepSpeed config launched without GPUs becomes DDP too. Returns the message, or `None` when the
-    requested engine runs (or none was requested).
+    Warns once, on the main process, when FSDP or DeepSpeed was asked for but the model is not sharded (accelerate
+    falls back to DDP silently on a machine without GPUs or with `use_cpu=True`); returns the message, or `None`.
     """
-    requested = requested_engine(trainer.args)
-    running = running_engine(trainer.accelerator)
+    requested, running = requested_engine(trainer.args), running_engine(trainer.accelerator)
     if requested is None or running.startswith(requested):
         return None
     message = (

@@ -13,7 +13,6 @@ and the update keeps the positively weighted rows. No TRL import: the trainer co
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any, Protocol
 
@@ -21,7 +20,7 @@ import numpy as np
 import torch
 
 from .batching import Batch, pad_rows
-from .rollouts import Rollouts, Rows, merge_rows
+from .rollouts import Rollouts, Rows, gather_rows
 from .selection import group_pass_rates
 
 
@@ -123,10 +122,10 @@ def even_out(chosen: np.ndarray, energies: np.ndarray, num_processes: int) -> np
 def served_rows(rounds: list[tuple[Rows, np.ndarray, int]], groups: np.ndarray) -> Rows:
     """The rows of `groups` (this process's group indices) from the rounds' `(rows, groups generated, rollouts per
     group)`: each group's rows of every round in order, as one `_generate` call would have returned them."""
-    merged = functools.reduce(merge_rows, [rows for rows, _, _ in rounds])
-    order, offset = [[] for _ in groups], 0
-    for rows, held, size in rounds:
-        for slot, position in enumerate(np.searchsorted(held, groups)):
-            order[slot].extend(range(offset + int(position) * size, offset + (int(position) + 1) * size))
-        offset += len(rows.prompts)
-    return merged.take([r for group in order for r in group])
+    picks = [
+        (r, int(np.searchsorted(held, group)) * size + j)
+        for group in groups
+        for r, (_, held, size) in enumerate(rounds)
+        for j in range(size)
+    ]
+    return gather_rows([rows for rows, _, _ in rounds], picks)

@@ -245,24 +245,6 @@ def check_dataset_fits_batch(num_prompts: int, generation_batch_size: int, num_g
         )
 
 
-def check_map_style(args: Any) -> None:
-    """Raises a `ValueError` naming the setting that needs a map-style train dataset (it plans which rows an epoch
-    rolls out, or draws rows by index), when the train dataset is an `IterableDataset`."""
-    from .selectors import get_selector
-
-    selector = get_selector(args.selector)(args)
-    needs = [
-        (args.prune_solved, "prune_solved=True", "set prune_solved=False"),
-        (selector.plans_rollouts, f"selector={args.selector!r}", "use a selector that plans no epoch"),
-    ]
-    for needed, setting, fix in needs:
-        if needed:
-            raise ValueError(
-                f"{setting} needs a map-style train dataset (it plans which prompts an epoch rolls out, or draws "
-                f"extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`, or {fix}."
-            )
-
-
 def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str, Any]) -> bool:
     """
     Checks what [`LZEGRPOTrainer`] is given beyond its config (which checks itself) and returns whether LZE can run:
@@ -272,6 +254,7 @@ def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str
     from datasets import IterableDataset
 
     from .prompt_ids import has_prompt_column
+    from .selectors import get_selector
 
     environments = trainer_kwargs.get("environment_factory") is not None
     if train_dataset is not None and not environments and not has_prompt_column(train_dataset):
@@ -291,12 +274,21 @@ def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str
             LZEWarning,
             stacklevel=3,
         )
-    if enabled and iterable:
-        check_map_style(args)
-    if args.probe_generations and not enabled:
+    if enabled and iterable and (args.prune_solved or get_selector(args.selector)(args).plans_rollouts):
+        setting, fix = (
+            ("prune_solved=True", "set prune_solved=False")
+            if args.prune_solved
+            else (f"selector={args.selector!r}", "use a selector that plans no epoch")
+        )
         raise ValueError(
-            f"probe_generations={args.probe_generations} cannot run: it needs a prompt identity (a map-style train "
-            "dataset, or an iterable one with `prompt`). Set probe_generations=0, or change that."
+            f"{setting} needs a map-style train dataset (it plans which prompts an epoch rolls out, or draws "
+            f"extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`, or {fix}."
+        )
+    if (args.probe_generations or args.rollout_rounds) and not enabled:
+        raise ValueError(
+            f"probe_generations={args.probe_generations} and rollout_rounds={args.rollout_rounds} cannot run: "
+            "generating in rounds needs a prompt identity (a map-style train dataset, or an iterable one with "
+            "`prompt`). Set probe_generations=0 and rollout_rounds=None, or change that."
         )
     return enabled
 

@@ -9,18 +9,13 @@ from .prompt_state import PromptState
 
 class PromptPruner:
     """
-    Forward pruning as an epoch planner.
+    Forward pruning as an epoch planner (`solved_after` and `revisit_fraction`: the config's `prune_solved_after` and
+    `prune_revisit_fraction`; `seed`: of the revisit draws).
 
     A prompt fully solved on its last `solved_after` observations (the per-prompt table's `saturated_streak`) is in the
     prune pool and is not rolled out. Each epoch, [`~PromptPruner.plan_epoch`] draws `revisit_fraction` of the pool (at
     least one prompt) to roll out again: one no longer fully solved ends its streak and leaves the pool. Every decision
     is a function of the table and of `(seed, epoch)`: the same on every process and on resume.
-
-    Args:
-        solved_after (`int`, *optional*, defaults to `2`), revisit_fraction (`float`, *optional*, defaults to `0.1`):
-            The config's `prune_solved_after` and `prune_revisit_fraction`.
-        seed (`int`, *optional*, defaults to `0`):
-            Seed of the revisit draws.
     """
 
     def __init__(self, solved_after: int = 2, revisit_fraction: float = 0.1, seed: int = 0) -> None:

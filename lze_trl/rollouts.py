@@ -27,30 +27,6 @@ GENERATED_PARTS = (
 """The parts of TRL's `_generate` result, in order."""
 
 
-def _rows(part: Any, index: Sequence[int], n: int, name: str) -> Any:
-    if part is None:
-        return None
-    if isinstance(part, dict):  # extra_fields: per-row lists and values shared by every row
-        return {key: _rows(value, index, n, key) if isinstance(value, list) else value for key, value in part.items()}
-    if isinstance(part, list) and len(part) == n:
-        return [part[i] for i in index]
-    if isinstance(part, list) and not part:  # tool_images without tools
-        return []
-    raise TypeError(f"TRL's `_generate` returned {name}={type(part).__name__} of length {len(part)} for {n} rows.")
-
-
-def _concat(first: Any, second: Any, name: str) -> Any:
-    if first is None and second is None:
-        return None
-    if isinstance(first, dict) and isinstance(second, dict) and first.keys() == second.keys():
-        return {key: _concat(first[key], second[key], key) for key in first}
-    if isinstance(first, list) and isinstance(second, list):
-        return first + second
-    if first == second:  # a value shared by every row
-        return first
-    raise TypeError(f"Rollouts of two generation rounds disagree on {name}: they cannot be merged.")
-
-
 @dataclass
 class Rows:
     """This process's rows of rollouts generated before: the `inputs`, the `prompts` TRL prepared, its `_generate`
@@ -60,16 +36,6 @@ class Rows:
     prompts: list
     generated: tuple
     extra_logs: dict[str, list]
-
-    def take(self, index: Sequence[int]) -> Rows:
-        """The rows `index`, in that order."""
-        n = len(self.prompts)
-        return Rows(
-            [self.inputs[i] for i in index],
-            [self.prompts[i] for i in index],
-            tuple(_rows(part, index, n, name) for part, name in zip(self.generated, GENERATED_PARTS)),
-            {column: [values[i] for i in index] for column, values in self.extra_logs.items()},
-        )
 
 
 @dataclass
@@ -87,18 +53,29 @@ class Rollouts:
         return self.prompt_ids[::size], self.rewards.reshape(-1, size, self.rewards.shape[-1])
 
 
-def merge_rows(first: Rows, second: Rows) -> Rows:
-    """The rows of two generation rounds one after the other, as one `_generate` call of TRL returns them."""
-    columns = sorted(first.extra_logs.keys() | second.extra_logs.keys())
+def gather_rows(rounds: Sequence[Rows], picks: Sequence[tuple[int, int]]) -> Rows:
+    """The rows `picks` (`(round, row)` pairs) of the [`Rows`] of one or more generation rounds, in that order, as one
+    `_generate` call of TRL returns them."""
+
+    def part(values: list, name: str, in_dict: bool = False) -> Any:
+        if all(v is None for v in values):
+            return None
+        if all(isinstance(v, dict) and v.keys() == values[0].keys() for v in values):  # extra_fields
+            return {key: part([v[key] for v in values], key, in_dict=True) for key in values[0]}
+        if all(isinstance(v, list) and len(v) == len(rows.prompts) for v, rows in zip(values, rounds)):
+            return [values[r][i] for r, i in picks]
+        if all(isinstance(v, list) and not v for v in values):  # tool_images without tools
+            return []
+        if in_dict and not any(isinstance(v, list) for v in values) and all(v == values[0] for v in values):
+            return values[0]  # an extra field shared by every row
+        shapes = ", ".join(type(v).__name__ + (f" of length {len(v)}" if isinstance(v, list) else "") for v in values)
+        rows = ", ".join(str(len(r.prompts)) for r in rounds)
+        raise TypeError(f"TRL's `_generate` returned {name}={shapes} for {rows} rows: lze-trl cannot keep it per row.")
+
+    columns = sorted(set().union(*(rows.extra_logs for rows in rounds)))
     return Rows(
-        first.inputs + second.inputs,
-        first.prompts + second.prompts,
-        tuple(_concat(a, b, name) for a, b, name in zip(first.generated, second.generated, GENERATED_PARTS)),
-        {
-            c: [
-                *first.extra_logs.get(c, [None] * len(first.prompts)),
-                *second.extra_logs.get(c, [None] * len(second.prompts)),
-            ]
-            for c in columns
-        },
+        [rounds[r].inputs[i] for r, i in picks],
+        [rounds[r].prompts[i] for r, i in picks],
+        tuple(part([rows.generated[k] for rows in rounds], name) for k, name in enumerate(GENERATED_PARTS)),
+        {c: [rounds[r].extra_logs[c][i] if c in rounds[r].extra_logs else None for r, i in picks] for c in columns},
     )

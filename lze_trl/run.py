@@ -67,10 +67,8 @@ class LZERun:
     the state and of what it is given, so every process, given the same gathered rewards, decides the same.
 
     Args:
-        args ([`LZEGRPOConfig`]):
-            The run's configuration.
-        num_generations (`int`):
-            Rollouts per prompt group.
+        args ([`LZEGRPOConfig`]), num_generations (`int`):
+            The run's configuration, and its rollouts per prompt group.
         row_ids (`np.ndarray` or `None`):
             The prompt id of every row of a map-style train dataset; `None` for an iterable one (no epoch planning).
         reward_names (`list[str]`, *optional*), correctness_index (`int`, *optional*, defaults to `0`):
@@ -114,41 +112,27 @@ class LZERun:
         )
         self.probe_guard = ProbeGuard(args, self.warn) if len(self.rounds) > 1 else None
         self.batches_recorded = 0
-
-    @property
-    def plans_rollouts(self) -> bool:
-        """Whether an epoch may roll out fewer (or other) prompts than the dataset holds."""
-        return self.pruner is not None or self.selector.plans_rollouts
-
-    @property
-    def energy_kwargs(self) -> dict[str, Any]:
-        """The energy's settings, as [`~lze_trl.energy.compute_energy`] takes them."""
-        args = self.args
-        return {
+        self.energy_kwargs = {  # the energy's settings, as [`~lze_trl.energy.compute_energy`] takes them
             "d_init_min": args.energy_d_init_min,
             "momentum_weight": args.energy_momentum_weight,
             "momentum_mode": args.energy_momentum_mode,
             "terms": args.energy_terms,
         }
 
+    @property
+    def plans_rollouts(self) -> bool:
+        """Whether an epoch may roll out fewer (or other) prompts than the dataset holds."""
+        return self.pruner is not None or self.selector.plans_rollouts
+
     # ----------------------------------------------------------------------------------------------- scoring
     def score(
         self, prompt_ids: np.ndarray, correctness: np.ndarray, totals: np.ndarray, complete: np.ndarray | None = None
     ) -> GroupBatch:
         """
-        Scores the groups of a generation batch into a [`GroupBatch`] (energies before the per-prompt table absorbs
-        them, EMA after) and updates the table, once per group.
-
-        Args:
-            prompt_ids (`np.ndarray`):
-                Id of each group's prompt, all processes' groups in order.
-            correctness (`np.ndarray`):
-                Correctness reward of each rollout, shape `(num_groups, rollouts per group)`, NaN where unscorable.
-            totals (`np.ndarray`):
-                Total (weighted) reward of each rollout, same shape: what GRPO's advantages see.
-            complete (`np.ndarray`, *optional*):
-                Whether each group has all its rollouts (all by default): only a complete one may set its prompt's
-                first pass rate.
+        Scores the groups of a generation batch (all processes', in order: each one's prompt id, the correctness and
+        total reward of each of its rollouts, NaN where unscorable) into a [`GroupBatch`] (energies before the
+        per-prompt table absorbs them, EMA after) and updates the table, once per group. Only a `complete` group (all
+        by default) may set its prompt's first pass rate.
         """
         args = self.args
         ids = np.asarray(prompt_ids, dtype=np.int64)

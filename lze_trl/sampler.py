@@ -52,7 +52,6 @@ class LZERepeatSampler(RepeatSampler):
         self._generator = torch.Generator()
         self._generator.manual_seed(seed)
         self._epochs_drawn = 0
-        self._last_perm: tuple[int, list[int]] | None = None
 
     @property
     def epoch(self) -> int:
@@ -69,15 +68,12 @@ class LZERepeatSampler(RepeatSampler):
         """The permutation TRL's `RepeatSampler` draws for `epoch`: its `epoch`-th `randperm` from `seed`."""
         if not self.shuffle:
             return list(range(self.num_samples))
-        if self._last_perm is not None and self._last_perm[0] == epoch:
-            return self._last_perm[1]
         if self._epochs_drawn > epoch:
             self._generator.manual_seed(self.seed)
             self._epochs_drawn = 0
         while self._epochs_drawn <= epoch:
             perm = torch.randperm(self.num_samples, generator=self._generator).tolist()
             self._epochs_drawn += 1
-        self._last_perm = (epoch, perm)
         return perm
 
     def epoch_order(self, epoch: int) -> list[int]:

@@ -16,18 +16,9 @@ def pass_counts(correctness: Any, pass_threshold: float) -> tuple[np.ndarray, np
 
 
 def group_pass_rates(rewards: Any, num_generations: int, pass_threshold: float) -> np.ndarray:
-    """
-    Pass rate of each group of `num_generations` consecutive rollouts: its correct over its scorable rollouts
-    ([`pass_counts`]), NaN for a group with no scorable rollout.
-
-    Args:
-        rewards (`torch.Tensor` or `np.ndarray`):
-            Correctness rewards, shape `(num_groups * num_generations,)`, NaN where a reward function returned `None`.
-        num_generations (`int`):
-            Group size.
-        pass_threshold (`float`):
-            Reward at or above which a rollout is correct.
-    """
+    """Pass rate of each group of `num_generations` consecutive rollouts (`rewards`, a tensor or an array of the
+    correctness rewards, NaN where unscorable): its correct over its scorable rollouts ([`pass_counts`]), NaN for a
+    group with no scorable rollout."""
     if hasattr(rewards, "detach"):  # a torch tensor (this module does not import torch)
         rewards = rewards.detach().float().cpu().numpy()
     correct, counts = pass_counts(np.asarray(rewards, dtype=np.float64).reshape(-1, num_generations), pass_threshold)
@@ -52,14 +43,8 @@ def live_groups(pass_rates: Any, correctness: Any, totals: Any) -> np.ndarray:
     A group of a binary correctness reward (0 or 1) is live when its pass rate is strictly between 0 and 1 (the
     paper's rule); under a non-binary one, a group all on one side of `pass_threshold` is live too when its total
     rewards differ (standard deviation `> SPREAD_TOLERANCE`). A group with nothing scorable is neither live nor dead.
-
-    Args:
-        pass_rates (array-like):
-            Pass rate of each group, shape `(num_groups,)`.
-        correctness (array-like):
-            Correctness reward of each rollout, shape `(num_groups, rollouts)`, NaN where unscorable.
-        totals (array-like):
-            Total (weighted) reward of each rollout, same shape: what GRPO's advantages see.
+    `correctness` and `totals` (the correctness and the total weighted reward of each rollout, what GRPO's advantages
+    see) are shaped `(num_groups, rollouts)`, NaN where unscorable.
     """
     p = np.asarray(pass_rates, dtype=np.float64)
     correctness = np.asarray(correctness, dtype=np.float64).reshape(len(p), -1)
@@ -99,13 +84,8 @@ def select_top_k(
     only, `quota = min(max(int(n * selection_ratio), 1), n_live)` are kept, ranked by `energy + g`, `g ~ Gumbel(0, s)`,
     `s = selection_noise * max(max(E_live) - min(E_live), 0.01)`.
 
-    Args:
-        energies, live (`np.ndarray`):
-            Energy of each group of the generation batch (all processes'), and whether it is live.
-        selection_ratio, selection_noise (`float`, *optional*, defaults to `0.4` and `0.05`):
-            The config's settings of these names.
-        rng (`np.random.Generator`, *optional*):
-            Source of the noise: seeded alike on every process, so that all take the same decision.
+    `energies` and `live` describe every group of the generation batch (all processes'); `rng`, the noise's source, is
+    seeded alike on every process, so that all take the same decision.
     """
     energies = np.nan_to_num(np.asarray(energies, dtype=np.float64).reshape(-1), nan=0.0)
     active = np.asarray(live, dtype=bool).reshape(-1)

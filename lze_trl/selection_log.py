@@ -46,10 +46,9 @@ class SelectionLog:
         )
 
     def _add(self, values: dict[str, np.ndarray]) -> None:
-        if self.max_rows <= 0:
-            return
-        self.batches.append({name: np.asarray(values[name], dtype=dtype) for name, dtype in COLUMNS.items()})
-        self.num_rows += len(values["step"])
+        if self.max_rows > 0:
+            self.batches.append({name: np.asarray(values[name], dtype=dtype) for name, dtype in COLUMNS.items()})
+            self.num_rows += len(values["step"])
         while self.num_rows > self.max_rows and len(self.batches) > 1:
             self.num_rows -= len(self.batches.popleft()["step"])
 

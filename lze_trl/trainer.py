@@ -51,12 +51,9 @@ class _RolloutsGenerated(Exception):
 
 @dataclass
 class _TRLCall:
-    """
-    What our `_generate` and `_calculate_rewards` do in one call of TRL's `_generate_and_score_completions`: stop after
-    generating, or return `served` rollouts ([`Rows`], every process's rewards) instead of generating and rewarding;
-    they keep what TRL prepared, generated and rewarded. TRL has no hook for either
-    (`docs/upstream/score-generated-rollouts.md`).
-    """
+    """One call of TRL's `_generate_and_score_completions`: our `_generate` stops it after generating, or serves the
+    `served` rollouts ([`Rows`], every process's rewards); what TRL prepared, generated and rewarded is kept. TRL has
+    no hook for either (`docs/upstream/score-generated-rollouts.md`)."""
 
     stop_after_generation: bool = False
     served: tuple[Rows, np.ndarray] | None = None
@@ -207,11 +204,8 @@ class LZEGRPOTrainer(GRPOTrainer):
     def update_rows(
         self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None
     ) -> tuple[dict, Rollouts | None]:
-        """
-        TRL's update rows of `inputs` (`_generate_and_score_completions`: tensors, log-probabilities, advantages over
-        each group, its metrics). `served` rollouts ([`Rows`], every process's rewards) are not generated or rewarded
-        again; without, TRL generates and rewards the rows, and their [`Rollouts`] are returned too.
-        """
+        """TRL's update rows of `inputs` (`_generate_and_score_completions`) of the `served` rollouts ([`Rows`], every
+        process's rewards), or without, of rollouts TRL generates and rewards, returned too as [`Rollouts`]."""
         # the prompt ids before TRL adds a rollout_func's extra fields to the rows
         prompt_ids = self._gathered_prompt_ids(inputs) if served is None else None
         call = _TRLCall(served=served)

@@ -294,3 +294,17 @@ def test_environment_datasets_without_prompt_column(tmp_path, iterable, recwarn)
         assert trainer.args.selector == "lze"
         assert len(trainer.lze.prompts) == 2 * 2  # 2 steps x 2 groups, different rows of the dataset's first epoch
     assert trainer.state.global_step == 2
+
+
+@pytest.mark.parametrize("rounds", [{"probe_generations": 2}, {"rollout_rounds": [2, 4]}], ids=["probe", "budget"])
+def test_generating_in_rounds_without_a_prompt_identity_is_refused(tmp_path, rounds):
+    # An iterable dataset without `prompt` trains as plain GRPO (above): a generation saver asked for would do nothing.
+    dataset = Dataset.from_dict({"question": [f"{i}+{i % 7}" for i in range(16)]}).to_iterable_dataset()
+    with pytest.raises(ValueError, match="generating in rounds needs a prompt identity.*probe_generations=0 and"):
+        make_trainer(
+            tmp_path,
+            reward=chat_reward,
+            dataset=dataset,
+            trainer_kwargs=dict(environment_factory=CountingEnv),
+            **rounds,
+        )

@@ -21,7 +21,7 @@ from trl import GRPOTrainer
 
 from lze_trl import LZEGRPOTrainer, LZEWarning
 from lze_trl.generation_batch import even_out
-from lze_trl.rollouts import Rollouts, Rows, merge_rows
+from lze_trl.rollouts import Rollouts, Rows, gather_rows
 
 
 # ----------------------------------------------------------------------------------------------- pieces
@@ -57,17 +57,22 @@ def rollouts(rows, logs=None):
     return Rollouts(Rows([{"prompt": p} for p in prompts], prompts, generate_result(rows), logs or {}), None, None)
 
 
-def test_rows_of_generate_results_are_taken_and_merged_as_one_call_returns_them():
+def test_rows_of_generate_results_are_gathered_as_one_call_returns_them():
     probe, rest = rollouts([3, 4], {"judge": ["a", "b"]}), rollouts([5, 6, 7])
-    merged = merge_rows(probe.rows.take([1]), rest.rows.take([0, 2]))
-    assert [x["prompt"] for x in merged.inputs] == merged.prompts == ["p4", "p5", "p7"]
-    assert merged.generated == generate_result([4, 5, 7])  # per-row parts taken, `None` and empty parts kept
-    assert merged.extra_logs == {"judge": ["b", None, None]}  # a reward function's log_extra values follow their rows
+    gathered = gather_rows([probe.rows, rest.rows], [(0, 1), (1, 0), (1, 2)])
+    assert [x["prompt"] for x in gathered.inputs] == gathered.prompts == ["p4", "p5", "p7"]
+    assert gathered.generated == generate_result([4, 5, 7])  # per-row parts taken, `None` and empty parts kept
+    assert gathered.extra_logs == {
+        "judge": ["b", None, None]
+    }  # a reward function's log_extra values follow their rows
     extra = (*generate_result([1, 2])[:5], {"env_mask": [[1], [0]], "shared": 3}, None, [])
-    taken = Rows([{}, {}], ["a", "b"], extra, {}).take([1]).generated
+    taken = gather_rows([Rows([{}, {}], ["a", "b"], extra, {})], [(0, 1)]).generated
     assert taken[5] == {"env_mask": [[0]], "shared": 3}
     with pytest.raises(TypeError, match="completion_ids=list of length 1 for 2 rows"):
-        Rows([{}, {}], ["a", "b"], (*extra[:1], [[1]], *extra[2:]), {}).take([0])
+        gather_rows([Rows([{}, {}], ["a", "b"], (*extra[:1], [[1]], *extra[2:]), {})], [(0, 0)])
+    other = (*extra[:5], {"env_mask": [[1], [0]], "shared": 4}, None, [])
+    with pytest.raises(TypeError, match="shared=int, int for 2, 2 rows"):  # rounds disagree on a shared value
+        gather_rows([Rows([{}, {}], ["a", "b"], extra, {}), Rows([{}, {}], ["c", "d"], other, {})], [(0, 0)])
 
 
 # ----------------------------------------------------------------------------------------------- trainer runs
