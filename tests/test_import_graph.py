@@ -121,3 +121,14 @@ def test_neither_the_package_nor_the_tests_of_the_core_import_the_benchmarks():
 def test_no_module_of_the_package_is_over_400_lines():
     long = {p.name: n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400}
     assert long == {}, "split these modules"
+
+
+CORE = ["trainer", "config", "run", "energy", "selection", "prompt_state", "checkpoint", "sampler", "batching"]
+CORE += ["guards", "pruning", "prompt_ids", "trl_coupling", "engines", "selection_log", "generation_batch", "rollouts"]
+
+
+def test_the_core_holds_at_most_2700_lines():
+    # Issue #33's bound on what a reader of the trainer and the method has to read: the modules above and selectors/
+    paths = [PACKAGE / f"{name}.py" for name in CORE] + sorted((PACKAGE / "selectors").glob("*.py"))
+    assert all(path.is_file() for path in paths)
+    assert sum(len(path.read_text().splitlines()) for path in paths) <= 2700

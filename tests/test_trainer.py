@@ -116,7 +116,7 @@ def test_none_and_nan_rewards_neither_crash_nor_poison_state(tmp_path):
     assert any(i % 4 == 0 for i in seen) and any(i % 4 for i in seen)  # both kinds were rolled out
     assert np.isfinite(state["ema_pass_rate"]).all() and np.isfinite(state["initial_pass_rate"]).all()
     # every scorable prompt was scored, the unscorable ones (i % 4 == 0) never
-    assert sorted(trainer.lze.prompts.index.ids().tolist()) == sorted(i for i in seen if i % 4)
+    assert sorted(trainer.lze.prompts.index.tolist()) == sorted(i for i in seen if i % 4)
     assert all(np.isfinite(v) for v in logged(trainer, "loss"))
 
 
@@ -172,7 +172,7 @@ def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
     )
     trainer.train()
     assert len(seen) == 2 * 2  # 2 steps x 2 groups
-    assert sorted(trainer.lze.prompts.index.ids().tolist()) == sorted(row_key({"prompt": p}) for p in seen)
+    assert sorted(trainer.lze.prompts.index.tolist()) == sorted(row_key({"prompt": p}) for p in seen)
 
 
 def test_lora_run_updates_only_adapters(tmp_path):
