@@ -4,6 +4,8 @@
 `demo_results.json`, gzipped, and its per-prompt table and selection log) and prints, per run and method, whether
 every stored number is equal; exits 1 on a difference other than the expected ones (times, the warm start's path, the
 load average, and TRL's `completions/mean_length`, which the change logs for both generation rounds).
+`--results benchmarks/results/one_path/smaller_core` compares the same runs before and after the core was cut to
+2,700 lines (the landed main before it against the final code).
 """
 
 from __future__ import annotations
