@@ -113,8 +113,9 @@ class LearningZoneGuard:
             return None
         self.seen += 1
         self.low, self.high = min(self.low, float(finite.min())), max(self.high, float(finite.max()))
-        self.done = bool(in_learning_zone(pass_rates).any()) or self.seen >= self.num_batches
-        if not self.done or in_learning_zone(pass_rates).any():
+        live = bool(in_learning_zone(pass_rates).any())
+        self.done = live or self.seen >= self.num_batches
+        if live or not self.done:
             return None
         observed = (
             f"the constant {self.low:g}" if self.low == self.high else f"values in [{self.low:g}, {self.high:g}]"

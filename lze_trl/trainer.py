@@ -204,8 +204,9 @@ class LZEGRPOTrainer(GRPOTrainer):
     def update_rows(
         self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None
     ) -> tuple[dict, Rollouts | None]:
-        """TRL's update rows of `inputs` (`_generate_and_score_completions`) of the `served` rollouts ([`Rows`], every
-        process's rewards), or without, of rollouts TRL generates and rewards, returned too as [`Rollouts`]."""
+        """TRL's update rows of `inputs` (`_generate_and_score_completions`), made from the `served` rollouts
+        ([`Rows`], every process's rewards); without `served`, TRL generates and rewards the rollouts, which are
+        returned as [`Rollouts`] too."""
         # the prompt ids before TRL adds a rollout_func's extra fields to the rows
         prompt_ids = self._gathered_prompt_ids(inputs) if served is None else None
         call = _TRLCall(served=served)
