@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import re
 import warnings
 from collections.abc import Callable
@@ -155,10 +156,6 @@ for _name, _text in _ENTRY.findall(LZEGRPOConfig.__doc__):
     _field.metadata = MappingProxyType({**_field.metadata, "help": " ".join(_text.split())})
 
 
-def _at_least(low: float) -> Callable[[Any], bool]:
-    return lambda v: _finite(v) and v >= low
-
-
 def _count(low: int) -> Callable[[Any], bool]:
     return lambda v: is_integer_at_least(v, low)
 
@@ -166,9 +163,9 @@ def _count(low: int) -> Callable[[Any], bool]:
 _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     # (setting, whether a value is valid, the fix), checked in this order after `selector`
     ("selection_ratio", within(0, 1, closed_low=False), "use a fraction in (0, 1], e.g. 0.4 (1.0: every live group)."),
-    ("selection_noise", _at_least(0), "use a finite value >= 0 (0 disables exploration noise)."),
+    ("selection_noise", within(0, math.inf), "use a finite value >= 0 (0 disables exploration noise)."),
     ("energy_ema_decay", within(0, 1, closed_high=False), "use a decay in [0, 1), e.g. 0.9."),
-    ("energy_momentum_weight", _at_least(0), "use a finite weight >= 0, e.g. 0.3."),
+    ("energy_momentum_weight", within(0, math.inf), "use a finite weight >= 0, e.g. 0.3."),
     ("energy_momentum_mode", lambda v: v in MOMENTUM_MODES, f"use one of {list(MOMENTUM_MODES)}."),
     ("energy_d_init_min", within(0, 1), "use a value in [0, 1], e.g. 0.05."),
     ("pass_threshold", _finite, "use a finite reward threshold."),
@@ -178,7 +175,7 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
     ("probe_generations", _count(0), "use an integer >= 0, e.g. 2 (0 turns the probe off)."),
     ("rollout_live_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
-    ("probe_prior_strength", _at_least(0), "use a weight >= 0, e.g. 4 (0: the probe alone)."),
+    ("probe_prior_strength", within(0, math.inf), "use a weight >= 0, e.g. 4 (0: the probe alone)."),
     (
         "resume_lze_state",
         lambda v: v in RESUME_MODES,

@@ -123,9 +123,9 @@ def within(low: float, high: float, closed_low: bool = True, closed_high: bool =
     """The check that a value is a finite number between `low` and `high` (each end closed or open)."""
 
     def valid(x: Any) -> bool:
-        above = low <= x if closed_low else low < x
-        below = x <= high if closed_high else x < high
-        return is_finite_number(x) and above and below
+        if not is_finite_number(x):  # before comparing: a string would raise a TypeError naming no setting
+            return False
+        return (low <= x if closed_low else low < x) and (x <= high if closed_high else x < high)
 
     return valid
 
