@@ -5,7 +5,7 @@
 every stored number is equal; exits 1 on a difference other than the expected ones (times, the warm start's path, the
 load average, and TRL's `completions/mean_length`, which the change logs for both generation rounds).
 `--results benchmarks/results/one_path/smaller_core` compares the same runs before and after the core was cut to
-2,700 lines (the landed main before it against the final code).
+2,700 lines (the landed main before it against the cut core).
 """
 
 from __future__ import annotations
