@@ -79,9 +79,6 @@ class RunMeter:
             Wall-clock in the selection machinery alone: energy scoring, the selector, the selection bookkeeping.
         step_seconds (`float`):
             Wall-clock in `training_step` (rollouts included); the update is the difference.
-        forward_tokens (`int`):
-            Prompt + completion tokens through rollout replay's no-gradient forwards (the log-probabilities recorded
-            for replay and the importance ratios of replayed tokens): `2 N` FLOPs each, as generation.
     """
 
     rollout_prompt_tokens: int = 0
@@ -94,7 +91,6 @@ class RunMeter:
     rollout_seconds: float = 0.0
     selection_seconds: float = 0.0
     step_seconds: float = 0.0
-    forward_tokens: int = 0
 
     @property
     def rollout_processed_tokens(self) -> int:
@@ -109,9 +105,8 @@ class RunMeter:
         return self.update_prompt_tokens + self.update_completion_tokens
 
     def flops(self, num_params: int) -> dict[str, float]:
-        """Generation (forward-only replay passes included), update and total FLOPs under the `2 N` / `6 N` model."""
-        processed = self.rollout_processed_tokens + self.forward_tokens
-        generation = float(GENERATION_FLOPS_PER_TOKEN * num_params * processed)
+        """Generation, update and total FLOPs under the `2 N` / `6 N` model."""
+        generation = float(GENERATION_FLOPS_PER_TOKEN * num_params * self.rollout_processed_tokens)
         update = float(UPDATE_FLOPS_PER_TOKEN * num_params * self.update_processed_tokens)
         return {"generation_flops": generation, "update_flops": update, "total_flops": generation + update}
 

@@ -8,12 +8,12 @@ update's forward and backward), plus the weight sync. A run's projected step is
 
     generation_seconds_per_token * completion tokens generated
     + scoring_seconds_per_rollout * rollouts
-    + update_seconds_per_token * (update tokens + replay forward tokens / 3)
+    + update_seconds_per_token * update tokens
     + sync_seconds
 
-per step (a no-gradient forward costs about a third of a forward and backward), and the demo reports it as a ratio to
-the baseline's projected step. The profile is shipped as `vllm_profile.json` with the command that measured it;
-BENCHMARKS.md section 6 says how far it is from a clean CPU measurement, where generation is a quarter of the step.
+per step, and the demo reports it as a ratio to the baseline's projected step. The profile is shipped as
+`vllm_profile.json` with the command that measured it; BENCHMARKS.md section 6 says how far it is from a clean CPU
+measurement, where generation is a quarter of the step.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ def load_profile(path: str | Path = PROFILE) -> dict[str, Any] | None:
 
 
 def projected_step_seconds(
-    profile: dict[str, Any], completion_tokens: float, rollouts: float, update_tokens: float, forward_tokens: float
+    profile: dict[str, Any], completion_tokens: float, rollouts: float, update_tokens: float
 ) -> float:
     """The projected seconds of one step with these token counts per step (see the module docstring)."""
     return (
         profile["generation_seconds_per_token"] * completion_tokens
         + profile["scoring_seconds_per_rollout"] * rollouts
-        + profile["update_seconds_per_token"] * (update_tokens + forward_tokens / 3.0)
+        + profile["update_seconds_per_token"] * update_tokens
         + profile["sync_seconds"]
     )
 
@@ -52,5 +52,5 @@ def projected_summary_seconds(profile: dict[str, Any], summary: dict[str, Any]) 
     `profile`.
     """
     steps = max(summary["optimizer_steps"], 1)
-    counts = ("rollout_tokens", "rollouts", "update_processed_tokens", "forward_tokens")
+    counts = ("rollout_tokens", "rollouts", "update_processed_tokens")
     return projected_step_seconds(profile, *(summary.get(key, 0) / steps for key in counts))

@@ -1,6 +1,6 @@
 """The figures of a comparison: one run's summary row against the baseline (accuracies, tokens, FLOPs, times, time
-and FLOPs to the baseline's target), ratios, dead shares and the machine-readable headline
-summary of `demo_results.json`."""
+and FLOPs to the baseline's target), ratios, dead shares and the machine-readable headline summary of
+`demo_results.json`."""
 
 from __future__ import annotations
 
@@ -52,42 +52,14 @@ def dead_shares(log: Any) -> dict[str, float | None]:
     }
 
 
-def audited_skips(steps: list[dict[str, Any]] | None) -> dict[str, float | None]:
-    """
-    The rollout filter's audit at the end of a run (`None` without a filter): skipped prompts generated anyway
-    (`audited_skips`), how many came back alive (`audited_skips_alive`), and their share (`wrong_skip_rate`).
-    """
-    last = next((s for s in reversed(steps or []) if "lze/rollout_filter/audited_total" in s), None)
-    if last is None:
-        return {"audited_skips": None, "audited_skips_alive": None, "wrong_skip_rate": None}
-    audited, alive = last["lze/rollout_filter/audited_total"], last["lze/rollout_filter/audited_alive_total"]
-    return {
-        "audited_skips": audited,
-        "audited_skips_alive": alive,
-        "wrong_skip_rate": alive / audited if audited else None,
-    }
-
-
-def replay_figures(steps: list[dict[str, Any]] | None, totals: dict[str, Any], batches: int) -> dict[str, Any]:
-    """
-    Rollout replay's share of the updated groups (mean over steps; 0 without replay), the tokens of its no-gradient
-    forwards, and the run's step projected under vLLM from its tokens per step ([`lze_trl.demo.projection`];
-    `None` without a profile).
-    """
-    shares = [s["lze/replayed_share"] for s in steps or [] if "lze/replayed_share" in s]
+def projected_vllm_step_seconds(totals: dict[str, Any], batches: int) -> float | None:
+    """The run's step projected under vLLM from its tokens per step ([`lze_trl.demo.projection`]; `None` without a
+    profile)."""
     profile = load_profile()
-    projected = None
-    if profile is not None:
-        per_step = [
-            totals.get(key, 0) / batches
-            for key in ("rollout_completion_tokens", "rollouts", "update_processed_tokens", "forward_tokens")
-        ]
-        projected = projected_step_seconds(profile, *per_step)
-    return {
-        "replayed_share": sum(shares) / len(shares) if shares else 0.0,
-        "forward_tokens": totals.get("forward_tokens", 0),
-        "projected_vllm_step_seconds": projected,
-    }
+    if profile is None:
+        return None
+    per_step = [totals[key] / batches for key in ("rollout_completion_tokens", "rollouts", "update_processed_tokens")]
+    return projected_step_seconds(profile, *per_step)
 
 
 def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_window: int = 1) -> dict[str, Any]:
@@ -137,8 +109,7 @@ def summarize(run: dict[str, Any], baseline: dict[str, Any] | None, target_windo
         # Share of the generated completion tokens that went through an update's forward/backward.
         "utilisation": totals["update_completion_tokens"] / max(totals["rollout_completion_tokens"], 1),
         **dead_shares(run.get("selection_log")),
-        **audited_skips(run.get("steps")),
-        **replay_figures(run.get("steps"), totals, batches),
+        "projected_vllm_step_seconds": projected_vllm_step_seconds(totals, batches),
     }
     for split in EVAL_SPLITS:
         row[f"start_{split}_accuracy"] = first[f"{split}_accuracy"]
@@ -236,10 +207,9 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
         `dict[str, Any]`: `start` (`learning_zone_share`: share of the training groups with a sampled pass rate in
         (0, 1) at the start; `test_accuracy`, `ood_accuracy`: greedy; `test_size`, `ood_size`: prompts evaluated) and
         `methods.<name>` (`test_accuracy`, `ood_accuracy`: final greedy; `update_tokens_ratio`,
-        `fresh_rollouts_ratio` (rollouts generated; replay reuses others), `total_flops_ratio`: to the baseline's
-        totals; `dead_share`: share of the generated groups that were dead (scorable and not live); `utilisation`:
-        share of the generated completion tokens that reached a backward pass; `replayed_share`: share of the
-        updated groups taken from the replay buffer; `projected_vllm_step_ratio`: the step projected under vLLM
+        `fresh_rollouts_ratio` (rollouts generated), `total_flops_ratio`: to the baseline's totals; `dead_share`:
+        share of the generated groups that were dead (scorable and not live); `utilisation`: share of the generated
+        completion tokens that reached a backward pass; `projected_vllm_step_ratio`: the step projected under vLLM
         ([`lze_trl.demo.projection`]), to the baseline's; `rollouts_to_grpo_final`, `flops_to_grpo_final`: rollouts
         and FLOPs spent until the run first reached the baseline's final in-domain test accuracy, as ratios to the
         baseline's totals, `None` when never reached; `rollouts_to_grpo_final_ood`, `flops_to_grpo_final_ood`: the
@@ -266,7 +236,6 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
             "ood_accuracy": row["final_ood_accuracy"],
             "update_tokens_ratio": _ratio(row["update_tokens"], base["update_tokens"]),
             "fresh_rollouts_ratio": _ratio(row["rollouts"], base["rollouts"]),
-            "replayed_share": row.get("replayed_share", 0.0),
             "projected_vllm_step_ratio": _ratio(
                 row.get("projected_vllm_step_seconds"), base.get("projected_vllm_step_seconds")
             ),
