@@ -108,11 +108,11 @@ def test_neither_the_package_nor_the_tests_of_the_core_import_the_benchmarks():
             elif isinstance(node, ast.Attribute) and node.attr.startswith(experimental):
                 raise AssertionError(f"{path.name} reads the experimental setting {node.attr!r}")
     assert not (PACKAGE / "experimental").exists()
-    of_the_benchmarks = {"test_peers.py", "test_selectors.py", "test_bench.py", "test_rollout_budget.py"}
-    of_the_benchmarks |= {"dist_peers.py", "dist_selectors.py", "test_tables.py", "test_one_path_report.py"}
+    of_the_benchmarks = {"test_peers.py", "test_selectors.py", "test_bench.py", "test_frontier_report.py"}
+    of_the_benchmarks |= {"dist_peers.py", "dist_selectors.py", "test_tables.py", "test_same_numbers_report.py"}
     of_the_benchmarks |= {"test_adaptive_report.py", "test_agentic_checker.py", "test_agentic_report.py"}
     of_the_benchmarks |= {"test_adaptive_control.py", "test_adaptive_worth.py", "test_bench_tables.py"}
-    of_the_benchmarks |= {"test_vllm_step_table.py", "test_first_contact.py"}
+    of_the_benchmarks |= {"test_vllm_step_table.py", "test_first_contact.py", "test_benchmarks_page.py"}
     for path in (PACKAGE.parent / "tests").glob("*.py"):
         if path.name not in of_the_benchmarks:
             assert not re.search(r"^\s*(from|import) benchmarks\b", path.read_text(), re.MULTILINE), path.name

@@ -6,7 +6,7 @@
 Reads `benchmarks/results/adaptive/runs/<regime>_s<seed>/seed_<seed>/demo_results.json.gz` (written by `run.sh`) and
 the C-GRPO arm's `cgrpo_runs/`, the uniform control's `control_runs/` and the adaptive budget with a fitted prior's
 `fitted_runs/` beside it (the same layout, written by `benchmarks/cgrpo/run.py`, `control.py` and `run.sh`).
-Per regime: the tables of `benchmarks/rollout_budget/report.py` (accuracy, cost, GRPO's frontier at each arm's
+Per regime: the tables of `benchmarks/frontier/report.py` (accuracy, cost, GRPO's frontier at each arm's
 budget); every arm against GRPO with intervals corrected for the number of arms (Bonferroni intervals, Holm-adjusted
 p-values); every arm against GRPO's own curve read at the arm's rollouts; then the issue's goals for the adaptive
 budget, met or missed (goal 3c: against C-GRPO at equal rollouts). The protocol is in BENCHMARKS.md section 12.
@@ -29,7 +29,7 @@ from tabulate import tabulate
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.rollout_budget.report import WINDOW, figure, load, report, rows, smoothed_final  # noqa: E402
+from benchmarks.frontier.report import WINDOW, figure, load, report, rows, smoothed_final  # noqa: E402
 
 
 RESULTS = ROOT / "benchmarks" / "results" / "adaptive"

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.report import corrected, report_main  # noqa: E402
 from benchmarks.agentic.run import REGIMES  # noqa: E402
-from benchmarks.rollout_budget.report import smoothed_final  # noqa: E402
+from benchmarks.frontier.report import smoothed_final  # noqa: E402
 
 
 RESULTS = ROOT / "benchmarks" / "results" / "agentic"

@@ -1,6 +1,6 @@
 """Accuracy against rollouts, one point per arm: GRPO's frontier as lines, every other arm as a labelled point.
 
-Reads a rollout-budget `report.json` (benchmarks/rollout_budget/report.py) and draws, for in-domain and OOD accuracy
+Reads a frontier `report.json` (benchmarks/frontier/report.py) and draws, for in-domain and OOD accuracy
 (mean of the last 3 evaluations, mean over seeds with its 95% t interval), each arm at its fresh rollouts per step
 relative to GRPO's. GRPO's fewer-prompts points and fewer-rollouts-per-prompt points are joined to the full batch:
 
@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `benchmarks.*` from a checkout
-from benchmarks.rollout_budget.report import half_width  # noqa: E402
+from benchmarks.frontier.report import half_width  # noqa: E402
 
 
 METRICS = {"test_last3": "in-domain accuracy, last 3 evaluations", "ood_last3": "OOD accuracy, last 3 evaluations"}
@@ -90,7 +90,7 @@ def plot(report: Path, output: Path, title: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("report", type=Path, help="a report.json of benchmarks/rollout_budget/report.py")
+    parser.add_argument("report", type=Path, help="a report.json of benchmarks/frontier/report.py")
     parser.add_argument("--title", default="", help="the figure's title (the regime)")
     parser.add_argument("--output", type=Path, default=None, help="defaults to frontier.png beside the report")
     cli = parser.parse_args()

@@ -18,7 +18,7 @@ seeds=(0 1 2 3 4)
 frontier=("grpo:per_device_train_batch_size=256" "grpo:per_device_train_batch_size=128"
   "grpo:num_generations=4,per_device_train_batch_size=256" "grpo:num_generations=2,per_device_train_batch_size=128")
 folders() { for name in "$@"; do for s in "${seeds[@]}"; do echo "$runs/${name}_s$s"; done; done; }
-report() { $PY benchmarks/rollout_budget/report.py "$@" --baseline grpo; }
+report() { $PY benchmarks/frontier/report.py "$@" --baseline grpo; }
 # shellcheck disable=SC2046  # one folder per word
 report $(folders dead dead_more dead_half) --controls "${frontier[@]}" \
   "grpo:per_device_train_batch_size=256,learning_rate=2e-4" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The probe-then-complete benchmark (BENCHMARKS.md section 10): one (regime, seed) per call, e.g.
 #   bash benchmarks/probe/run.sh dead 0 OUT
-# writes OUT/<regime>_s<seed>/ (python benchmarks/bench.py train); report with benchmarks/rollout_budget/report.py.
+# writes OUT/<regime>_s<seed>/ (python benchmarks/bench.py train); report with benchmarks/frontier/report.py.
 # Section 10's rollout-filter and DAPO-refill arms (`lze+rollout`, `dapo:dapo_max_resample=2`, the `filter` regime)
 # ran with the plugins at commit 77000d9; they left the repository with issue #33.
 set -euo pipefail

@@ -1,9 +1,9 @@
-"""Report of the rollout-budget benchmark (issue #23): does a mode save fresh rollouts against GRPO *and* against GRPO
-with a smaller generation batch?
+"""Report of runs against GRPO and GRPO's frontier (first written for the rollout-budget benchmark, issue #23): does a
+mode save fresh rollouts against GRPO *and* against GRPO with a smaller generation batch?
 
-    python benchmarks/rollout_budget/report.py OUT_DIR [OUT_DIR ...] --baseline grpo \
+    python benchmarks/frontier/report.py OUT_DIR [OUT_DIR ...] --baseline grpo \
         --controls "grpo:per_device_train_batch_size=256" "grpo:per_device_train_batch_size=128" \
-        --output benchmarks/results/rollout_budget/carries
+        --output OUT
 
 Reads every `seed_*/demo_results.json` (or `.json.gz`) under the given `python benchmarks/bench.py train` folders
 and writes `report.md`, `report.json` and `accuracy_vs_rollouts.png`. A folder given as `PATH@LABEL` (e.g. a longer

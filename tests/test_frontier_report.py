@@ -1,4 +1,4 @@
-"""The rollout-budget report (`benchmarks/rollout_budget/report.py`): targets, reach, the matched control, paired
+"""The frontier report (`benchmarks/frontier/report.py`): targets, reach, the matched control, paired
 differences and the guard column, on hand-built bench results."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks.rollout_budget import report
+from benchmarks.frontier import report
 
 
 def method(accuracies: list[float], rollouts_per_eval: int, warnings: list[str] | None = None) -> dict:

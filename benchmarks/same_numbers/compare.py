@@ -1,10 +1,10 @@
 """BENCHMARKS.md section 11: the same runs before and after the one-path change (issue #33), compared number by number.
 
-`python benchmarks/one_path/compare.py` reads `benchmarks/results/one_path/{before,after}/` (each run's
+`python benchmarks/same_numbers/compare.py` reads `benchmarks/results/same_numbers/{before,after}/` (each run's
 `demo_results.json`, gzipped, and its per-prompt table and selection log) and prints, per run and method, whether
 every stored number is equal; exits 1 on a difference other than the expected ones (times, the warm start's path, the
 load average, and TRL's `completions/mean_length`, which the change logs for both generation rounds).
-`--results benchmarks/results/one_path/smaller_core` compares the same runs before and after the core was cut to
+`--results benchmarks/results/same_numbers/smaller_core` compares the same runs before and after the core was cut to
 2,700 lines (the landed main before it against the cut core).
 """
 
@@ -20,7 +20,7 @@ import pandas as pd
 from tabulate import tabulate
 
 
-ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "one_path"
+ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "same_numbers"
 RUNS = {"demo": "`lze-trl demo`", "dead": "dead-mass probe", "carries": "`carries` probes"}
 RENAMED = {"generation": "batch", "last_generation": "last_batch"}  # the change renamed these columns
 EXPECTED = ("seconds", "share_of_step", "step_time", "load_average", "warm_start/path", "completions/mean_length")
