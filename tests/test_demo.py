@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -331,12 +332,16 @@ def test_time_and_flops_to_the_baseline_target():
 
 # ----------------------------------------------------------------------------------------------- end to end
 @pytest.mark.slow
-def test_demo_command_end_to_end(tmp_path, capsys):
+def test_demo_command_end_to_end(tmp_path, capsys, monkeypatch):
     from lze_trl.commands.demo import main
 
     out = tmp_path / "demo"
+    monkeypatch.delenv("WANDB_MODE", raising=False)
     assert main(["--tiny", "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache")]) == 0
     printed = capsys.readouterr().out
+    # The demo's own lines come first: it reports to no tracker and sets no WANDB_MODE (with "offline", importing
+    # transformers prints "[INFO] Running in WANDB offline mode" before anything else).
+    assert printed.startswith("lze-trl demo: ") and "WANDB_MODE" not in os.environ
     # the headline table comes last, one row per method
     headline = printed[printed.index("Headline (task carries") :]
     assert "in the learning zone" in headline and "rollouts to target" in headline
@@ -380,6 +385,10 @@ def test_demo_command_end_to_end(tmp_path, capsys):
     assert grpo["update_processed_tokens"] == grpo["rollout_tokens"] + grpo["rollout_prompt_tokens"]
     assert "target" not in results  # no verdict against an issue's target inside the wheel
     assert sum(results["start"]["train_pass_rate_histogram"]["counts"]) == config.n_train
+    # the starting accuracy names the test set it was measured on (the README's snippets grade other ones)
+    test_split = f'make_dataset({config.n_test}, seed={config.data_seed}, split="test")'
+    start_test = results["start"]["test_accuracy"]
+    assert f"in-domain test {start_test:.3f} on {config.n_test} held-out prompts" in printed and test_split in printed
     assert results["machine"]["start"]["cpu_count"] >= 1
     for name in ("accuracy_vs_time", "accuracy_vs_flops", "distributions", "update_tokens"):
         path = results["figures"][name]

@@ -85,7 +85,6 @@ def build_config(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    os.environ.setdefault("WANDB_MODE", "offline")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import warnings
@@ -94,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from lze_trl.demo import run_demo
     from lze_trl.demo.tables import format_headline, format_histogram, format_table
-    from lze_trl.guards import LZEWarning
+    from lze_trl.errors import LZEWarning
 
     logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -117,9 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     print(format_histogram(state["train_pass_rate_histogram"]))
     by_level = ", ".join(f"L{k}: {v:.2f}" for k, v in state["train_pass_rate_by_level"].items())
     print(f"  by level: {by_level}")
+    # Say what was measured: the README's snippets grade other test sets (e.g. 200 prompts), with other accuracies.
+    test_split = f'get_task("{config.task}").make_dataset({state["test_size"]}, seed={config.data_seed}, split="test")'
     print(
-        f"Starting greedy accuracy: in-domain test {state['test_accuracy']:.3f}, OOD {state['ood_accuracy']:.3f}, "
-        f"train prompts {state['train_accuracy']:.3f}\n"
+        f"Starting greedy accuracy: in-domain test {state['test_accuracy']:.3f} on {state['test_size']} held-out "
+        f"prompts ({test_split}), OOD {state['ood_accuracy']:.3f} on {state['ood_size']} prompts, train prompts "
+        f"{state['train_accuracy']:.3f} on the first {min(config.n_train_eval, config.n_train)}\n"
     )
     print(format_table(results))
     flop = results["flop_model"]
