@@ -7,7 +7,7 @@ STAMP := $(VENV)/.lze-installed
 # accelerator and ZeRO-3 partitioning.
 DEEPSPEED := deepspeed==0.19.8
 
-.PHONY: install test test-fast test-trl-min test-vllm demo lint clean
+.PHONY: install test test-fast test-trl-min test-vllm demo docs lint clean
 
 install: $(STAMP)
 
@@ -81,6 +81,14 @@ test-vllm: $(VLLM_STAMP)
 
 demo: install
 	$(VENV)/bin/lze-trl demo
+
+# The docs (docs/source) built with Hugging Face's doc-builder, as TRL's are, into build/docs/lze_trl/main/en: one MDX
+# page per entry of _toctree.yml, with every [[autodoc]] and [`Name`] link resolved against the installed lze_trl
+# (the build fails on a page missing from the table of contents or an [[autodoc]] name that does not exist). No
+# --html: that needs doc-builder's SvelteKit kit, which its package does not ship, and its npm packages.
+# tests/test_docs.py runs the same build.
+docs: install
+	$(VENV)/bin/doc-builder build lze_trl docs/source --build_dir build/docs --clean --version main --version_tag_suffix ""
 
 lint: install
 	$(PY) -m ruff check lze_trl tests benchmarks docs

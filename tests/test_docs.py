@@ -8,6 +8,7 @@ A block that needs a GPU or the Hub is marked with an HTML comment on the line b
 
 from __future__ import annotations
 
+import inspect
 import re
 import shlex
 import subprocess
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from test_cli_grpo import CHAT_TEMPLATE
 from testing_utils import logged, make_trainer, prompt_dataset
 
@@ -84,6 +86,47 @@ def test_every_python_block_runs(page, index, mark, code, tmp_path, tiny_model, 
 def test_the_generated_pages_are_up_to_date():
     result = subprocess.run([sys.executable, str(ROOT / "docs" / "generate.py"), "--check"], capture_output=True)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+
+
+# The build of `make docs` (Makefile): Hugging Face's doc-builder, as TRL's docs are built, without `--html` (that
+# needs doc-builder's SvelteKit kit, which its package does not ship, and npm packages): the MDX pages, with every
+# [[autodoc]] directive and [`Name`] link resolved against the installed `lze_trl`.
+DOC_BUILDER = [str(Path(sys.executable).with_name("doc-builder")), "build", "lze_trl", "docs/source"]
+DOC_BUILDER_FLAGS = ["--version", "main", "--version_tag_suffix", ""]
+AUTODOC = re.compile(r"^\[\[autodoc\]\] (\S+)$", re.M)
+
+
+def plain(text: str) -> str:
+    """Text without Markdown links and code marks, to compare a docstring with its rendering."""
+    return re.sub(r"[\[\]`~]", "", re.sub(r"\]\([^)]*\)", "", text))
+
+
+@pytest.mark.slow
+def test_the_docs_build_with_doc_builder(tmp_path):
+    result = subprocess.run(
+        [*DOC_BUILDER, "--build_dir", str(tmp_path), *DOC_BUILDER_FLAGS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    built = tmp_path / "lze_trl" / "main" / "en"
+    toc = yaml.safe_load((ROOT / "docs" / "source" / "_toctree.yml").read_text())
+    local = {page["local"] for section in toc for page in section["sections"]}
+    assert {p.stem for p in built.glob("*.mdx")} == local
+    import lze_trl
+
+    documented = set()
+    for page in sorted((ROOT / "docs" / "source").glob("*.md")):
+        rendered = (built / f"{page.stem}.mdx").read_text()
+        assert "[[autodoc]]" not in rendered, f"{page.name}: an [[autodoc]] directive was left unresolved"
+        for name in AUTODOC.findall(page.read_text()):
+            documented.add(name)
+            assert f"<anchor>lze_trl.{name}</anchor>" in rendered, f"{page.name}: [[autodoc]] {name} not rendered"
+            summary = plain(inspect.getdoc(getattr(lze_trl, name)).split("\n\n")[0]).split("\n")[0]
+            assert summary in plain(rendered), f"{page.name}: the docstring of {name} is not on the page"
+    assert {"LZEGRPOTrainer", "LZEGRPOConfig"} <= documented, "docs/source/api.md lost the trainer or the config"
 
 
 def test_every_page_of_the_docs_is_in_the_table_of_contents():
