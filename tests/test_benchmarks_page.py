@@ -1,8 +1,8 @@
 """BENCHMARKS.md quotes only what the committed reports say (no training, no vLLM).
 
 Every table of the page names its source in the HTML comment on the line before it,
-`<!-- from PATH[, "HEADING"], table N -->`: the N-th table (from 1) of the report `PATH` after the line that starts with
-`HEADING` (or from the report's start). Each column of the page's table is a column of that table (a name that
+`<!-- from PATH[, "HEADING"], table N -->`: the N-th table (from 1) of the report `PATH` after the line that starts
+with `HEADING` (or from the report's start). Each column of the page's table is a column of that table (a name that
 appears twice there is read in order), and each row of the page's table is one of its rows, cell for cell. Every
 decimal number of a section's prose is one of the section's own tables (so a number the prose quotes is one the
 section shows, and one the report does not print fails). The reports are in turn rebuilt from
@@ -24,6 +24,7 @@ PAGE = ROOT / "BENCHMARKS.md"
 SOURCE = re.compile(r'<!-- from (?P<path>\S+?)(?:, "(?P<heading>[^"]+)")?, table (?P<index>\d+) -->')
 NUMBER = re.compile(r"-?\d+\.\d+")  # `+0.016` reads `0.016` and `0.905x` reads `0.905`, as the reports write them
 VLLM_STEP_TABLE = ROOT / "benchmarks" / "results" / "vllm_cpu" / "2026-11-24_probe.json"
+VLLM_HEADER = "| run | rollouts | s/step | generation | scoring | update | measured / GRPO |"
 LIMIT = 500  # lines
 
 
@@ -93,11 +94,8 @@ def test_every_table_is_quoted_from_a_report():
         for match, table in quoted_tables(section):
             source = source_table(match["path"], match["heading"], int(match["index"]))
             assert quoted_rows(table, source) == [], (heading, match.group(0))
-        # a table the page prints must be one it names the source of (the step-time table: tests/test_vllm_step_table.py)
+        # every table names its source, but the step-time table (checked by tests/test_vllm_step_table.py)
         assert len(tables(section)) == len(quoted_tables(section)) + section.count(VLLM_HEADER), heading
-
-
-VLLM_HEADER = "| run | rollouts | s/step | generation | scoring | update | measured / GRPO |"
 
 
 def source_numbers(section: str) -> set[str]:
