@@ -18,7 +18,7 @@ _EXPORTS = {
     "LZEPlotCallback": "plotting.callback",
     "LZERepeatSampler": "sampler",
     "LZERun": "run",
-    "LZEWarning": "guards",
+    "LZEWarning": "errors",
     "PromptPruner": "pruning",
     "PromptState": "prompt_state",
     "add_plot_callback": "plotting.callback",
@@ -47,7 +47,7 @@ __all__ = [
 if TYPE_CHECKING:
     from .config import LZEGRPOConfig
     from .energy import compute_energy
-    from .guards import LZEWarning
+    from .errors import LZEWarning
     from .plotting.callback import LZEPlotCallback, add_plot_callback
     from .prompt_state import PromptState
     from .pruning import PromptPruner

@@ -16,6 +16,7 @@ from trl.trainer.utils import get_config_model_id
 
 from .checkpoint import RESUME_MODES
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
+from .rounds import check_round_settings
 from .selectors import SELECTORS
 from .selectors.base import check_setting as _check
 from .selectors.base import is_finite_number as _finite
@@ -88,27 +89,26 @@ class LZEGRPOConfig(GRPOConfig):
         prune_revisit_fraction (`float`, *optional*, defaults to `0.1`):
             Fraction of the prune pool revisited (rolled out again) at the start of each epoch (at least one prompt
             when > 0), in [0, 1].
-        > Parameters that control probe-then-complete (generating less)
+        > Parameters that control generation in rounds (generating less)
 
-        probe_generations (`int`, *optional*, defaults to `0`):
-            Probe-then-complete: generate this many rollouts of every prompt first (the probe), then complete to
-            `num_generations` only the groups the selector would keep by the energy each is expected to have once
-            complete ([`~lze_trl.energy.expected_energy`]); the others never reach the update. 0 generates every
-            rollout. In [1, `num_generations`); needs a selector that reads pass rates, and whole groups per process.
-        probe_prior_strength (`float`, *optional*, defaults to `4.0`):
-            Weight, in rollouts, of a prompt's pass-rate history (its EMA; for the probe's new prompts, the batch's
-            pooled probe pass rate) in the probe's expected energy and the adaptive budget's live probability, >= 0.
-        rollout_rounds (`list[int]` or `None`, *optional*, defaults to `None`):
-            The adaptive rollout budget: the rollouts a prompt has after each round, strictly increasing and ending at
-            `num_generations`, e.g. `[2, 4, 8]`. Every prompt gets the first round, then goes on only while its group
-            is mixed or live once complete with probability at least `rollout_live_threshold`
-            ([`~lze_trl.energy.live_probability`]; a new prompt's prior is fitted to the batch's first round,
-            [`~lze_trl.energy.fit_beta_prior`]). The others never reach the update; the completed groups go to the
-            selector as usual. `None` generates every rollout. Not with `probe_generations`; needs a selector that
-            reads pass rates, and whole groups per process.
-        rollout_live_threshold (`float`, *optional*, defaults to `0.5`):
-            The live probability a group needs to get its next round of the adaptive budget (`rollout_rounds`), in
-            (0, 1].
+        generation_rounds (`list[int]` or `None`, *optional*, defaults to `None`):
+            Generate each generation batch in rounds: the rollouts a group has after each round, strictly increasing
+            and ending at `num_generations`, e.g. `[2, 8]` or `[2, 4, 8]`. Every group gets the first round; after
+            each round `round_policy` chooses the groups that go on; only complete groups can reach the update. `None`
+            generates every rollout in one round, as `GRPOTrainer`. Needs whole groups per process.
+        round_policy (`str`, *optional*, defaults to `"adaptive"`):
+            Which groups go on after a round of `generation_rounds`, by the name of a registered round policy (see
+            `lze_trl.rounds`): `"adaptive"` (the adaptive rollout budget: a group goes on while the probability that
+            it ends in the learning zone is at least `learning_zone_threshold`; needs a selector that reads pass
+            rates) or `"probe"` (probe-then-complete: the groups the selector would keep by the energy each is
+            expected to have once complete, [`~lze_trl.energy.expected_energy`]; not with `selector="none"`).
+        history_prior_strength (`float`, *optional*, defaults to `4.0`):
+            Weight, in rollouts, of a prompt's pass-rate history (its EMA) in the round policies' prior of its pass
+            rate, >= 0 (a new prompt's prior: the batch's pooled pass rate for the probe, a prior fitted to the first
+            round for the adaptive budget).
+        learning_zone_threshold (`float`, *optional*, defaults to `0.5`):
+            The probability of ending in the learning zone a group needs to go on to the next round under
+            `round_policy="adaptive"` ([`~lze_trl.energy.learning_zone_probability`]), in (0, 1].
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
@@ -135,10 +135,10 @@ class LZEGRPOConfig(GRPOConfig):
     prune_solved: bool = False
     prune_solved_after: int = 2
     prune_revisit_fraction: float = 0.1
-    probe_generations: int = 0
-    probe_prior_strength: float = 4.0
-    rollout_rounds: list[int] | None = None
-    rollout_live_threshold: float = 0.5
+    generation_rounds: list[int] | None = None
+    round_policy: str = "adaptive"
+    history_prior_strength: float = 4.0
+    learning_zone_threshold: float = 0.5
     selection_log_max_rows: int = 100_000
     resume_lze_state: str = field(default="strict", metadata={"choices": list(RESUME_MODES)})
 
@@ -173,9 +173,8 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("max_unscorable_batches", _count(0), "use an integer >= 0, e.g. 3 (0 trains on however long nothing is scored)."),
     ("selection_log_max_rows", _count(0), "use an integer >= 0 (0 disables the log)."),
     ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
-    ("probe_generations", _count(0), "use an integer >= 0, e.g. 2 (0 turns the probe off)."),
-    ("rollout_live_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
-    ("probe_prior_strength", within(0, math.inf), "use a weight >= 0, e.g. 4 (0: the probe alone)."),
+    ("learning_zone_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
+    ("history_prior_strength", within(0, math.inf), "use a weight >= 0, e.g. 4 (0: the rollouts alone)."),
     (
         "resume_lze_state",
         lambda v: v in RESUME_MODES,
@@ -202,38 +201,22 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
             f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
             "prompt; set num_generations >= 2 (the paper uses 8)."
         )
-    rounds = args.rollout_rounds
+    rounds = args.generation_rounds
     if isinstance(rounds, str):  # "2,4,8" from a command line or a recipe
-        rounds = args.rollout_rounds = [int(v) for v in rounds.replace("+", ",").split(",")]
+        rounds = args.generation_rounds = [int(v) for v in rounds.replace("+", ",").split(",")]
     if rounds is not None:
         counts = len(rounds) >= 2 and all(is_integer_at_least(r, 1) for r in rounds)
         increasing = counts and all(a < b for a, b in zip(rounds, rounds[1:])) and (G is None or rounds[-1] == G)
-        fix = f"use strictly increasing rollout counts >= 1 ending at num_generations={G}, e.g. [2, 4, {G}] (None "
-        _check(increasing, "rollout_rounds", rounds, fix + "turns the adaptive budget off).")
-        fix = "set probe_generations=0 with rollout_rounds (the adaptive budget's first round is its probe)."
-        _check(not args.probe_generations, "probe_generations", args.probe_generations, fix)
-    if args.probe_generations or rounds is not None:
-        probe, rows = bool(args.probe_generations), args.per_device_train_batch_size * args.steps_per_generation
-        reasons = (
-            (
-                args.probe_generations >= G,
-                f"it must be below num_generations={G} (the probe is a group's first rollouts)",
-            ),
-            (args.selector == "none", "selector='none' keeps every group: there is nothing to leave uncompleted"),
-            (
-                not probe and not needs_pass_rates,
-                f"selector={args.selector!r} reads no pass rates: the budget could not tell its groups apart",
-            ),
-            (
-                rows % G != 0,
-                f"every process needs whole groups: per_device_train_batch_size x steps_per_generation = {rows} rows "
-                f"is not a multiple of num_generations={G}",
-            ),
-        )
-        setting = f"probe_generations={args.probe_generations}" if probe else f"rollout_rounds={rounds}"
-        for why in (why for wrong, why in reasons if wrong):
-            off = "probe_generations=0" if probe else "rollout_rounds=None"
-            raise ValueError(f"{setting} cannot run: {why}. Set {off}, or change that.")
+        fix = f"use strictly increasing rollout counts >= 1 ending at num_generations={G}, e.g. [2, {G}] or "
+        _check(increasing, "generation_rounds", rounds, fix + f"[2, 4, {G}] (None: one round).")
+        rows = args.per_device_train_batch_size * args.steps_per_generation
+        if rows % G != 0:
+            raise ValueError(
+                f"generation_rounds={rounds} cannot run: every process needs whole groups: "
+                f"per_device_train_batch_size x steps_per_generation = {rows} rows is not a multiple of "
+                f"num_generations={G}. Set generation_rounds=None, or change that."
+            )
+    check_round_settings(args)
 
 
 def default_output_dir(model: Any) -> str:

@@ -73,8 +73,8 @@ def expected_energy(
     **energy_kwargs,
 ) -> np.ndarray:
     """
-    The energy a group would have once completed, expected from its first rollouts: the probe's decision
-    (`probe_generations`).
+    The energy a group would have once completed, expected from its rollouts so far: the probe's decision
+    (`round_policy="probe"`).
 
     The group has `successes` of `trials` scorable rollouts and a `Beta(prior_a, prior_b)` prior. The `remaining`
     rollouts add `X ~ BetaBinomial(remaining, a, b)` successes under the posterior `Beta(a, b)`, and the completed
@@ -121,15 +121,15 @@ def fit_beta_prior(successes: np.ndarray, trials: np.ndarray) -> tuple[float, fl
     return mean * strength, (1.0 - mean) * strength
 
 
-def live_probability(
+def learning_zone_probability(
     successes: np.ndarray, trials: np.ndarray, remaining: int, prior_a: np.ndarray, prior_b: np.ndarray
 ) -> np.ndarray:
     """
-    The probability that a group is live (neither all successes nor all failures) once `remaining` more rollouts
-    complete it: the adaptive budget's decision (`rollout_rounds`).
+    The probability that a group is in the learning zone (neither all successes nor all failures) once `remaining`
+    more rollouts complete it: the adaptive budget's decision (`round_policy="adaptive"`).
 
     The group has `successes` of `trials` scorable rollouts and a `Beta(prior_a, prior_b)` prior. A group already
-    mixed is live (1); one whose rollouts are all successes (failures) stays dead only if the `remaining` ones are too,
+    mixed is in it (1); one whose rollouts are all successes (failures) stays out only if the `remaining` ones are too,
     `P(all succeed) = prod_j (a + j) / (a + b + j)` over `j < remaining` under the posterior `Beta(a, b)`. A group
     with no scorable rollout yet may end either way.
     """
@@ -137,5 +137,5 @@ def live_probability(
     steps = np.arange(remaining, dtype=np.float64)[None, :]
     all_succeed = np.prod((a[:, None] + steps) / (a[:, None] + b[:, None] + steps), axis=1)
     all_fail = np.prod((b[:, None] + steps) / (a[:, None] + b[:, None] + steps), axis=1)
-    dead = np.where(s == m, all_succeed, 0.0) + np.where(s == 0, all_fail, 0.0)
-    return 1.0 - dead
+    saturated = np.where(s == m, all_succeed, 0.0) + np.where(s == 0, all_fail, 0.0)
+    return 1.0 - saturated

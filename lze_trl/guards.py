@@ -15,11 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from .errors import LZEWarning
+from .prompt_keys import has_prompt_column
 from .selection import in_learning_zone
-
-
-class LZEWarning(UserWarning):
-    """What lze-trl's run-time checks say: a run that degenerates, or a setting that cannot act as asked."""
+from .selectors import get_selector
 
 
 # ----------------------------------------------------------------------------------------------- reward values
@@ -178,60 +177,6 @@ class UnscorableGuard:
         self.unscorable_batches = int(state["unscorable_batches"])
 
 
-# ----------------------------------------------------------------------------------------------- probes
-class ProbeGuard:
-    """
-    The metrics of a generation batch generated in rounds (`probe_generations` or `rollout_rounds`), and their guard:
-    says once (through `warn`) when more than half of the completed groups came back dead (no learning signal) for 3
-    generation batches in a row: the first rounds cannot tell which prompts are in the learning zone. Its count of such
-    batches in a row is saved with the run ([`~lze_trl.run.LZERun.state_dict`]).
-    """
-
-    def __init__(self, args: Any, warn: Callable[[str], None]) -> None:
-        if args.rollout_rounds:
-            self.setting = f"rollout_rounds={list(args.rollout_rounds)}"
-            self.fix = "Raise rollout_live_threshold or probe_prior_strength, or turn the adaptive budget off "
-            self.fix += "(rollout_rounds=None)."
-        else:
-            self.setting = f"probe_generations={args.probe_generations}"
-            self.fix = "Raise probe_generations or probe_prior_strength, or turn the probe off (probe_generations=0)."
-        self.warn = warn
-        self.bad_batches = 0
-
-    def observe(
-        self, probe_pass_rates: np.ndarray, groups: Any, complete: np.ndarray, rollouts: list[int]
-    ) -> dict[str, float]:
-        """
-        The metrics of one generation batch generated in rounds: the pass rate of each group's first round (its
-        probe), its groups as scored, which are `complete`, and the rollouts generated in each round.
-        """
-        completed = int(complete.sum())
-        dead = float((~groups.live[complete]).mean()) if completed else 0.0
-        self.bad_batches = self.bad_batches + 1 if completed and dead > 0.5 else 0
-        if self.bad_batches == 3:
-            self.warn(
-                f"{self.setting}: more than half of the completed groups came back dead for 3 generation batches in a "
-                f"row ({dead:.0%} in the last): the first rounds cannot tell which prompts are in the learning zone. "
-                + self.fix
-            )
-        probe_mixed = in_learning_zone(probe_pass_rates)
-        return {
-            "lze/fresh_rollouts": int(sum(rollouts)),
-            "lze/probe_rollouts": int(rollouts[0]),
-            "lze/completed_groups": completed,
-            "lze/completed_dead_frac": dead,
-            "lze/probe_agreement": float((probe_mixed[complete] == groups.live[complete]).mean())
-            if completed
-            else 1.0,
-        }
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return {"bad_batches": np.asarray(self.bad_batches)}
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        self.bad_batches = int(state["bad_batches"])
-
-
 # ----------------------------------------------------------------------------------------------- dataset size
 def check_dataset_fits_batch(num_prompts: int, generation_batch_size: int, num_generations: int) -> None:
     """Raises a `ValueError` when a train dataset of `num_prompts` rows cannot fill one generation batch (of
@@ -252,10 +197,7 @@ def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str
     whether every row has a prompt identity (a map-style train dataset, or an iterable one with a `prompt` column).
     Raises a `ValueError` naming the setting and the fix, or warns ([`LZEWarning`]) that the run trains as GRPO.
     """
-    from datasets import IterableDataset
-
-    from .prompt_ids import has_prompt_column
-    from .selectors import get_selector
+    from datasets import IterableDataset  # the method layer imports neither datasets nor TRL at module level
 
     environments = trainer_kwargs.get("environment_factory") is not None
     if train_dataset is not None and not environments and not has_prompt_column(train_dataset):
@@ -285,11 +227,10 @@ def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str
             f"{setting} needs a map-style train dataset (it plans which prompts an epoch rolls out, or draws "
             f"extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`, or {fix}."
         )
-    if (args.probe_generations or args.rollout_rounds) and not enabled:
+    if args.generation_rounds and not enabled:
         raise ValueError(
-            f"probe_generations={args.probe_generations} and rollout_rounds={args.rollout_rounds} cannot run: "
-            "generating in rounds needs a prompt identity (a map-style train dataset, or an iterable one with "
-            "`prompt`). Set probe_generations=0 and rollout_rounds=None, or change that."
+            f"generation_rounds={args.generation_rounds} cannot run: generating in rounds needs a prompt identity (a "
+            "map-style train dataset, or an iterable one with `prompt`). Set generation_rounds=None, or change that."
         )
     return enabled
 

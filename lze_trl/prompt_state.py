@@ -9,11 +9,12 @@ import pandas as pd
 
 
 COLUMNS = {
-    "initial_pass_rate": np.float32,  # pass rate at the first full observation (not a probe's), never updated after
+    "initial_pass_rate": np.float32,  # the first complete group's pass rate (NaN until one is), never updated after
     "ema_pass_rate": np.float32,  # EMA of the pass rates: ema <- decay * ema + (1 - decay) * p (p at the first)
     "last_pass_rate": np.float32,
     "last_energy": np.float32,
-    "num_observations": np.int32,
+    "num_observations": np.int32,  # groups scored, complete or not (generated in rounds, a group may stop early)
+    "num_complete": np.int32,  # groups scored with all their rollouts
     "num_selected": np.int32,  # generation batches in which its group took part in the update
     # consecutive saturated observations (every rollout right, or every one wrong): +k solved k times, -k unsolved
     "saturated_streak": np.int32,
@@ -25,7 +26,7 @@ COLUMNS = {
 class PromptState:
     """
     Every per-prompt statistic of a run ([`COLUMNS`]), one row per prompt observed. Rows live in flat arrays indexed
-    by a dense slot per prompt (`index`, a `pandas.Index` of the non-negative int64 prompt ids in order of first
+    by a dense slot per prompt (`index`, a `pandas.Index` of the non-negative int64 prompt keys in order of first
     observation): about 50 bytes per prompt (up to twice that, as arrays double).
 
     Args:
@@ -50,14 +51,14 @@ class PromptState:
     def __len__(self) -> int:
         return len(self.index)
 
-    def _lookup(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Slots of `ids`, -1 where an id was never observed."""
-        return self.index.get_indexer(np.asarray(ids, dtype=np.int64).reshape(-1)).astype(np.int64)
+    def _lookup(self, keys: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Slots of `keys`, -1 where a key was never observed."""
+        return self.index.get_indexer(np.asarray(keys, dtype=np.int64).reshape(-1)).astype(np.int64)
 
-    def _slots(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Slots of `ids`, giving the next free slots (and room in the arrays) to ids never seen."""
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        new = pd.unique(ids[self._lookup(ids) < 0])
+    def _slots(self, keys: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Slots of `keys`, giving the next free slots (and room in the arrays) to keys never seen."""
+        keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+        new = pd.unique(keys[self._lookup(keys) < 0])
         if len(new):
             self.index = self.index.append(pd.Index(new, dtype=np.int64))
         capacity = len(self.num_observations)
@@ -66,11 +67,11 @@ class PromptState:
             for name in COLUMNS:
                 old = getattr(self, name)
                 setattr(self, name, np.concatenate([old, np.zeros(size - capacity, dtype=old.dtype)]))
-        return self._lookup(ids)
+        return self._lookup(keys)
 
-    def get(self, ids: Sequence[int] | np.ndarray) -> dict[str, np.ndarray]:
-        """The columns for `ids` (float columns NaN and counts 0 for prompts never observed)."""
-        slots = self._lookup(ids)
+    def get(self, keys: Sequence[int] | np.ndarray) -> dict[str, np.ndarray]:
+        """The columns for `keys` (float columns NaN and counts 0 for prompts never observed)."""
+        slots = self._lookup(keys)
         seen = slots >= 0
         out = {}
         for name, dtype in COLUMNS.items():
@@ -82,7 +83,7 @@ class PromptState:
 
     def observe(
         self,
-        ids: Sequence[int] | np.ndarray,
+        keys: Sequence[int] | np.ndarray,
         pass_rates: Sequence[float] | np.ndarray,
         batch_index: int,
         complete: Sequence[bool] | np.ndarray | None = None,
@@ -94,17 +95,17 @@ class PromptState:
         `complete` (has all its rollouts). A prompt that appears several times in one call is updated once, with the
         mean of its pass rates (its saturated streak grows only if all were saturated on the same side).
         """
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        keys = np.asarray(keys, dtype=np.int64).reshape(-1)
         p = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
-        if ids.shape != p.shape:
-            raise ValueError(f"ids and pass_rates differ in length: {ids.shape[0]} vs {p.shape[0]}.")
-        if (ids < 0).any():
-            raise ValueError("prompt ids must be non-negative int64 values.")
+        if keys.shape != p.shape:
+            raise ValueError(f"keys and pass_rates differ in length: {keys.shape[0]} vs {p.shape[0]}.")
+        if (keys < 0).any():
+            raise ValueError("prompt keys must be non-negative int64 values.")
         valid = ~np.isnan(p)
         if not valid.any():
             return
         whole = np.ones(len(p), dtype=bool) if complete is None else np.asarray(complete, dtype=bool).reshape(-1)
-        slots = self._slots(ids[valid])
+        slots = self._slots(keys[valid])
         p, whole = p[valid], whole[valid]
         uniq, first, inverse = np.unique(slots, return_index=True, return_inverse=True)
         count = np.bincount(inverse)
@@ -123,31 +124,32 @@ class PromptState:
         streak = self.saturated_streak[uniq].astype(np.int64)
         self.saturated_streak[uniq] = np.where(np.sign(streak) == side, streak + side, side)
         self.num_observations[uniq] += count.astype(np.int32)
+        self.num_complete[uniq] += np.bincount(inverse, weights=whole).astype(np.int32)
         self.last_batch[uniq] = batch_index
 
     def record(
-        self, ids: Sequence[int] | np.ndarray, energies: np.ndarray, selected: Sequence[bool] | np.ndarray
+        self, keys: Sequence[int] | np.ndarray, energies: np.ndarray, selected: Sequence[bool] | np.ndarray
     ) -> None:
         """Records each group's energy and counts the prompts whose group took part in the update."""
-        slots = self._lookup(ids)
+        slots = self._lookup(keys)
         seen = slots >= 0
         self.last_energy[slots[seen]] = np.asarray(energies, dtype=np.float64)[seen]
         np.add.at(self.num_selected, slots[seen & np.asarray(selected, dtype=bool)], 1)
 
     def table(self) -> dict[str, np.ndarray]:
-        """Every observed prompt's row as columns (`prompt_id` first), in order of first observation: the state saved
+        """Every observed prompt's row as columns (`prompt_key` first), in order of first observation: the state saved
         in checkpoints (`state_dict`)."""
         n = len(self.index)
-        return {"prompt_id": self.index.to_numpy(dtype=np.int64), **{k: getattr(self, k)[:n].copy() for k in COLUMNS}}
+        return {"prompt_key": self.index.to_numpy(dtype=np.int64), **{k: getattr(self, k)[:n].copy() for k in COLUMNS}}
 
     state_dict = table
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         """Restores a table produced by [`~PromptState.state_dict`]."""
-        missing = [name for name in ("prompt_id", *COLUMNS) if name not in state]
+        missing = [name for name in ("prompt_key", *COLUMNS) if name not in state]
         if missing:
             raise ValueError(f"The saved prompt state lacks the columns {missing}.")
         self.__init__(self.ema_decay)
-        n = len(self._slots(state["prompt_id"]))
+        n = len(self._slots(state["prompt_key"]))
         for name, dtype in COLUMNS.items():
             getattr(self, name)[:n] = np.asarray(state[name], dtype=dtype)

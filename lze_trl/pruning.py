@@ -27,34 +27,34 @@ class PromptPruner:
         self.solved_after = solved_after
         self.revisit_fraction = revisit_fraction
         self.seed = seed
-        self.revisited_ids = np.empty(0, dtype=np.int64)
+        self.revisited_keys = np.empty(0, dtype=np.int64)
 
     @property
     def num_revisited(self) -> int:
-        return len(self.revisited_ids)
+        return len(self.revisited_keys)
 
     def num_pruned(self, state: PromptState) -> int:
         """Prompts in the prune pool now."""
         return int((state.saturated_streak[: len(state)] >= self.solved_after).sum())
 
-    def pruned(self, ids: np.ndarray, state: PromptState) -> np.ndarray:
-        """Whether each prompt of `ids` is in the prune pool."""
-        return state.get(ids)["saturated_streak"] >= self.solved_after
+    def pruned(self, keys: np.ndarray, state: PromptState) -> np.ndarray:
+        """Whether each prompt of `keys` is in the prune pool."""
+        return state.get(keys)["saturated_streak"] >= self.solved_after
 
-    def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: PromptState) -> np.ndarray:
-        """Draws `epoch`'s revisits and returns its rows: `order` (the rows in sampling order, with their prompt `ids`)
-        without the pruned prompts but the revisited ones."""
-        pruned = self.pruned(ids, state)
-        pool = np.unique(ids[pruned])
-        self.revisited_ids = np.empty(0, dtype=np.int64)
+    def plan_epoch(self, epoch: int, order: np.ndarray, keys: np.ndarray, state: PromptState) -> np.ndarray:
+        """Draws `epoch`'s revisits and returns its dataset indices: `order` (in sampling order, with their prompt
+        `keys`) without the pruned prompts but the revisited ones."""
+        pruned = self.pruned(keys, state)
+        pool = np.unique(keys[pruned])
+        self.revisited_keys = np.empty(0, dtype=np.int64)
         if len(pool) > 0 and self.revisit_fraction > 0:
             num = max(1, int(self.revisit_fraction * len(pool)))
             rng = np.random.default_rng([self.seed, epoch])
-            self.revisited_ids = np.sort(rng.choice(pool, size=num, replace=False))
-        return order[~pruned | np.isin(ids, self.revisited_ids)]
+            self.revisited_keys = np.sort(rng.choice(pool, size=num, replace=False))
+        return order[~pruned | np.isin(keys, self.revisited_keys)]
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        return {"revisited_ids": self.revisited_ids.copy()}
+        return {"revisited_keys": self.revisited_keys.copy()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        self.revisited_ids = np.asarray(state["revisited_ids"], dtype=np.int64).copy()
+        self.revisited_keys = np.asarray(state["revisited_keys"], dtype=np.int64).copy()

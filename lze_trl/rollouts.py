@@ -40,17 +40,17 @@ class Rows:
 
 @dataclass
 class Rollouts:
-    """Rollouts generated and rewarded in one TRL call: this process's [`Rows`], and every process's `prompt_ids` and
+    """Rollouts generated and rewarded in one TRL call: this process's [`Rows`], and every process's `prompt_keys` and
     `rewards` (rows x reward functions, NaN where unscored) in TRL's order."""
 
     rows: Rows
-    prompt_ids: np.ndarray
+    prompt_keys: np.ndarray
     rewards: np.ndarray
 
     def groups(self, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """The prompt id of each group of `size` consecutive rows (all processes), and the rewards by group, shape
+        """The prompt key of each group of `size` consecutive rows (all processes), and the rewards by group, shape
         `(groups, size, reward functions)`."""
-        return self.prompt_ids[::size], self.rewards.reshape(-1, size, self.rewards.shape[-1])
+        return self.prompt_keys[::size], self.rewards.reshape(-1, size, self.rewards.shape[-1])
 
 
 def gather_rows(rounds: Sequence[Rows], picks: Sequence[tuple[int, int]]) -> Rows:

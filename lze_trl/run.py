@@ -9,17 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from .energy import compute_energy, expected_energy, fit_beta_prior, history_prior, live_probability
-from .guards import LearningZoneGuard, LZEWarning, ProbeGuard, UnscorableGuard
+from .energy import compute_energy
+from .errors import LZEWarning
+from .guards import LearningZoneGuard, UnscorableGuard
 from .prompt_state import PromptState
 from .pruning import PromptPruner
-from .selection import group_pass_rates, live_groups, pass_counts, spread_energies
+from .rounds import make_round_policy
+from .selection import group_pass_rates, live_groups, spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
-
-
-PROBE_STREAM = 0x9B0BE
-"""Seeds the choice of the groups a probe completes apart from the generation batch's selection."""
 
 
 @dataclass
@@ -27,15 +25,15 @@ class DataPosition:
     """
     Where training stands in the data, saved with the LZE state: the sampler `epoch`, its dataloader batches trained
     so far (`batches_in_epoch`, what a resumed sampler skips), TRL's micro-step counter (`micro_steps`, which paces
-    generation), the `rows` the epoch rolls out once planned (not re-derivable: the planner's state moves on), and the
-    groups earlier epochs left out (`skipped_groups`). `resumed_from`, not saved, names the checkpoint a run resumes
-    from until its first micro-step.
+    generation), the epoch's `plan` (the dataset indices it rolls out, once planned; not re-derivable: the planner's
+    state moves on), and the groups earlier epochs left out (`skipped_groups`). `resumed_from`, not saved, names the
+    checkpoint a run resumes from until its first micro-step.
     """
 
     epoch: int = 0
     batches_in_epoch: int = 0
     micro_steps: int = 0
-    rows: np.ndarray | None = None
+    plan: np.ndarray | None = None
     skipped_groups: int = 0
     resumed_from: str | None = None
 
@@ -46,18 +44,18 @@ class DataPosition:
         return resumed
 
     def groups_skipped(self, num_samples: int) -> int:
-        """Groups not rolled out so far: the rows earlier epochs and the current one's plan left out."""
-        return self.skipped_groups + (num_samples - len(self.rows) if self.rows is not None else 0)
+        """Groups not rolled out so far: the dataset indices earlier epochs and the current one's plan left out."""
+        return self.skipped_groups + (num_samples - len(self.plan) if self.plan is not None else 0)
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        rows = np.empty(0, dtype=np.int64) if self.rows is None else self.rows
-        counters = [self.epoch, self.batches_in_epoch, self.micro_steps, self.skipped_groups, self.rows is not None]
-        return {"rows": np.asarray(rows, dtype=np.int64), "counters": np.asarray(counters, dtype=np.int64)}
+        plan = np.empty(0, dtype=np.int64) if self.plan is None else self.plan
+        counters = [self.epoch, self.batches_in_epoch, self.micro_steps, self.skipped_groups, self.plan is not None]
+        return {"plan": np.asarray(plan, dtype=np.int64), "counters": np.asarray(counters, dtype=np.int64)}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        epoch, batches, micro_steps, skipped, has_rows = (int(v) for v in state["counters"])
+        epoch, batches, micro_steps, skipped, has_plan = (int(v) for v in state["counters"])
         self.epoch, self.batches_in_epoch, self.micro_steps, self.skipped_groups = epoch, batches, micro_steps, skipped
-        self.rows = np.asarray(state["rows"], dtype=np.int64) if has_rows else None
+        self.plan = np.asarray(state["plan"], dtype=np.int64) if has_plan else None
 
 
 class LZERun:
@@ -69,48 +67,47 @@ class LZERun:
     Args:
         args ([`LZEGRPOConfig`]), num_generations (`int`):
             The run's configuration, and its rollouts per prompt group.
-        row_ids (`np.ndarray` or `None`):
-            The prompt id of every row of a map-style train dataset; `None` for an iterable one (no epoch planning).
+        dataset_keys (`np.ndarray` or `None`):
+            The prompt key of every row of a map-style train dataset; `None` for an iterable one (no epoch planning).
         reward_names (`list[str]`, *optional*), correctness_index (`int`, *optional*, defaults to `0`):
             The reward functions' names, and the index of the correctness one (for the guards' warnings).
         warn (`Callable[[str], None]`, *optional*):
             How a warning is given (the trainer warns on the main process only); `warnings.warn` by default.
 
     Attributes:
-        rounds (`list[int]`):
-            The rollouts a prompt has after each generation round: `[num_generations]`, `[probe_generations,
-            num_generations]`, or `rollout_rounds`.
+        round_policy ([`~lze_trl.rounds.RoundPolicy`]):
+            How a generation batch is generated: in one round, or in `generation_rounds` with the groups that go on
+            chosen by `round_policy`.
     """
 
     def __init__(
         self,
         args: Any,
         num_generations: int,
-        row_ids: np.ndarray | None,
+        dataset_keys: np.ndarray | None,
         reward_names: list[str] | None = None,
         correctness_index: int = 0,
         warn: Callable[[str], None] | None = None,
     ) -> None:
         self.args = args
         self.num_generations = num_generations
-        self.row_ids = row_ids
+        self.dataset_keys = dataset_keys
         self.correctness_index = correctness_index
         self.prompts = PromptState(args.energy_ema_decay)
         self.selector = get_selector(args.selector)(args)
         self.pruner = None
-        if args.prune_solved and row_ids is not None:
+        if args.prune_solved and dataset_keys is not None:
             self.pruner = PromptPruner(args.prune_solved_after, args.prune_revisit_fraction, args.seed)
         self.selection_log = SelectionLog(args.selection_log_max_rows)
         reward_names = reward_names or ["correctness"]
         self.learning_zone_guard = LearningZoneGuard(args.pass_threshold, reward_names[correctness_index])
         self.warn = warn or (lambda message: warnings.warn(message, LZEWarning, stacklevel=3))
-        self.unscorable_guard = UnscorableGuard(reward_names, args.max_unscorable_batches, self.warn)
+        # With selector="none" a run whose rewards score nothing trains on, as GRPOTrainer does (a warning); LZE,
+        # which would then select on nothing, stops.
+        limit = args.max_unscorable_batches if args.selector != "none" else 0
+        self.unscorable_guard = UnscorableGuard(reward_names, limit, self.warn)
         self.position = DataPosition()
-        self.rounds = list(
-            args.rollout_rounds
-            or ([args.probe_generations, num_generations] if args.probe_generations else [num_generations])
-        )
-        self.probe_guard = ProbeGuard(args, self.warn) if len(self.rounds) > 1 else None
+        self.round_policy = make_round_policy(args, num_generations, self.warn)
         self.batches_recorded = 0
         self.energy_kwargs = {  # the energy's settings, as [`~lze_trl.energy.compute_energy`] takes them
             "d_init_min": args.energy_d_init_min,
@@ -126,24 +123,24 @@ class LZERun:
 
     # ----------------------------------------------------------------------------------------------- scoring
     def score(
-        self, prompt_ids: np.ndarray, correctness: np.ndarray, totals: np.ndarray, complete: np.ndarray | None = None
+        self, prompt_keys: np.ndarray, correctness: np.ndarray, totals: np.ndarray, complete: np.ndarray | None = None
     ) -> GroupBatch:
         """
-        Scores the groups of a generation batch (all processes', in order: each one's prompt id, the correctness and
+        Scores the groups of a generation batch (all processes', in order: each one's prompt key, the correctness and
         total reward of each of its rollouts, NaN where unscorable) into a [`GroupBatch`] (energies before the
         per-prompt table absorbs them, EMA after) and updates the table, once per group. Only a `complete` group (all
         by default) may set its prompt's first pass rate.
         """
         args = self.args
-        ids = np.asarray(prompt_ids, dtype=np.int64)
-        correctness = np.asarray(correctness, dtype=np.float64).reshape(len(ids), -1)
+        keys = np.asarray(prompt_keys, dtype=np.int64)
+        correctness = np.asarray(correctness, dtype=np.float64).reshape(len(keys), -1)
         pass_rates = group_pass_rates(correctness, correctness.shape[1], args.pass_threshold)
         live = live_groups(pass_rates, correctness, totals)
-        before = self.prompts.get(ids)
+        before = self.prompts.get(keys)
         # A prompt seen for the first time starts at its pass rate (its first scorable group's, if it repeats)
         valid = np.isfinite(pass_rates)
-        first = np.full(len(ids), np.nan)
-        _, where_first, inverse = np.unique(ids[valid], return_index=True, return_inverse=True)
+        first = np.full(len(keys), np.nan)
+        _, where_first, inverse = np.unique(keys[valid], return_index=True, return_inverse=True)
         first[valid] = pass_rates[valid][where_first][inverse]
         initial = np.where(np.isnan(before["initial_pass_rate"]), first, before["initial_pass_rate"])
         ema = np.where(np.isnan(before["ema_pass_rate"]), first, before["ema_pass_rate"])
@@ -152,79 +149,20 @@ class LZERun:
         )
         energies = np.where(valid, energies, 0.0)
         batch = GroupBatch(
-            prompt_ids=ids,
+            prompt_keys=keys,
             pass_rates=pass_rates,
             rewards=correctness,
             energies=spread_energies(energies, pass_rates, live, totals),
-            live=live,
+            eligible=live,
             ema_pass_rates=ema,
             rng=np.random.default_rng([args.seed, self.batches_recorded]),
         )
-        self.prompts.observe(ids, pass_rates, self.batches_recorded, complete)
-        batch.ema_pass_rates = self.prompts.get(ids)["ema_pass_rate"]
+        self.prompts.observe(keys, pass_rates, self.batches_recorded, complete)
+        batch.ema_pass_rates = self.prompts.get(keys)["ema_pass_rate"]
         message = self.learning_zone_guard.observe(pass_rates, correctness)
         if message is not None:
             self.warn(message)
         return batch
-
-    def probe(self, prompt_ids: np.ndarray, correctness: np.ndarray, remaining: int) -> GroupBatch:
-        """
-        The probes (each group's first rollouts, `correctness` shaped `(num_groups, probe_generations)`, NaN where
-        unscorable) as candidates for completion by `remaining` rollouts, without touching the state: a group's energy
-        is the one it is expected to have once complete ([`~lze_trl.energy.expected_energy`], its prompt's EMA, or the
-        batch's pooled probe pass rate for a new prompt, weighed `probe_prior_strength` rollouts), and it is a
-        candidate (`live`) when that is positive.
-        """
-        args, ids = self.args, np.asarray(prompt_ids, dtype=np.int64)
-        successes, trials = pass_counts(correctness, args.pass_threshold)
-        known = self.prompts.get(ids)
-        pooled = (successes.sum() + 1.0) / (trials.sum() + 2.0)
-        prior = np.where(np.isnan(known["ema_pass_rate"]), pooled, known["ema_pass_rate"])
-        prior_a, prior_b = history_prior(prior, args.probe_prior_strength)
-        known_rates = known["initial_pass_rate"], known["ema_pass_rate"]
-        energies = expected_energy(successes, trials, remaining, prior_a, prior_b, *known_rates, **self.energy_kwargs)
-        return GroupBatch(
-            prompt_ids=ids,
-            pass_rates=np.where(trials > 0, successes / np.maximum(trials, 1), np.nan),
-            rewards=np.asarray(correctness, dtype=np.float64).reshape(len(ids), -1),
-            energies=energies,
-            live=energies > 0,
-            ema_pass_rates=known["ema_pass_rate"],
-            rng=np.random.default_rng([args.seed, self.batches_recorded, PROBE_STREAM]),
-        )
-
-    def live_probability(self, prompt_ids: np.ndarray, correctness: np.ndarray, remaining: int) -> np.ndarray:
-        """
-        The adaptive budget's decision, without touching the state: the probability that each group is live once
-        complete ([`~lze_trl.energy.live_probability`]) from its rollouts so far (`correctness`, shape `(num_groups,
-        rollouts so far)`, NaN where unscorable or not generated) and its prompt's [`~LZERun.prior`].
-        """
-        successes, trials = pass_counts(correctness, self.args.pass_threshold)
-        return live_probability(successes, trials, remaining, *self.prior(prompt_ids, correctness))
-
-    def prior(self, prompt_ids: np.ndarray, correctness: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """
-        The adaptive budget's `Beta(a, b)` prior of each group's pass rate: its prompt's EMA weighed
-        `probe_prior_strength` rollouts ([`~lze_trl.energy.history_prior`]), or for a new prompt
-        [`~LZERun.new_prompt_prior`].
-        """
-        ema = self.prompts.get(np.asarray(prompt_ids, dtype=np.int64))["ema_pass_rate"]
-        known_a, known_b = history_prior(np.nan_to_num(ema), self.args.probe_prior_strength)
-        new_a, new_b = self.new_prompt_prior(correctness)
-        return np.where(np.isnan(ema), new_a, known_a), np.where(np.isnan(ema), new_b, known_b)
-
-    def new_prompt_prior(self, correctness: np.ndarray) -> tuple[float, float]:
-        """
-        The adaptive budget's `Beta(a, b)` prior of a new prompt's pass rate, fitted to every group's first round (the
-        first `rollout_rounds[0]` columns of `correctness`) by [`~lze_trl.energy.fit_beta_prior`]; where that cannot
-        tell (a first round of one rollout), the pooled pass rate weighed `probe_prior_strength` rollouts.
-        """
-        successes, trials = pass_counts(np.asarray(correctness)[:, : self.rounds[0]], self.args.pass_threshold)
-        fitted = fit_beta_prior(successes, trials)
-        if fitted is not None:
-            return fitted
-        a, b = history_prior((successes.sum() + 1.0) / (trials.sum() + 2.0), self.args.probe_prior_strength)
-        return float(a), float(b)
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         """The selector's weight of each group of `batch` (0 removes the group from the update)."""
@@ -234,22 +172,25 @@ class LZERun:
         """Closes a generation batch (all its groups in `batch`): records the selections and the log, advances
         `batches_recorded`, and returns the batch's `lze/` metrics."""
         selected = weights > 0
-        self.prompts.record(batch.prompt_ids, batch.energies, selected)
+        self.prompts.record(batch.prompt_keys, batch.energies, selected)
+        live = batch.eligible  # a scored batch: its live groups
         self.selection_log.append(
-            global_step, self.batches_recorded, batch.prompt_ids, batch.pass_rates, batch.energies, weights, batch.live
+            global_step, self.batches_recorded, batch.prompt_keys, batch.pass_rates, batch.energies, weights, live
         )
         self.batches_recorded += 1
         scorable = np.isfinite(batch.pass_rates)
         metrics = {
             "lze/pass_rate_mean": float(np.nanmean(batch.pass_rates)) if scorable.any() else 0.0,
             "lze/energy_mean": float(batch.energies.mean()),
-            "lze/dead_frac": float((scorable & ~batch.live).mean()),
+            "lze/dead_frac": float((~batch.eligible[scorable]).mean()) if scorable.any() else 0.0,
+            "lze/unscorable_frac": float((~scorable).mean()),
             "lze/selected_frac": float(selected.mean()),
             "lze/update_rows": int(selected.sum()) * self.num_generations,
         }
         metrics.update({f"lze/{k}": v for k, v in self.selector.metrics().items()})
-        if self.row_ids is not None:
-            metrics["lze/rollouts_skipped"] = self.position.groups_skipped(len(self.row_ids)) * self.num_generations
+        if self.dataset_keys is not None:
+            planned = self.position.groups_skipped(len(self.dataset_keys)) * self.num_generations
+            metrics["lze/rollouts_skipped"] = planned + self.round_policy.rollouts_skipped
         if self.pruner is not None:
             metrics["lze/pruned_prompts"] = self.pruner.num_pruned(self.prompts)
             metrics["lze/revisited_prompts"] = self.pruner.num_revisited
@@ -257,13 +198,13 @@ class LZERun:
 
     # ----------------------------------------------------------------------------------------------- planning
     def plan_epoch(self, epoch: int, order: np.ndarray) -> np.ndarray:
-        """The rows an epoch rolls out, one per group, from its permutation `order`: forward pruning, then the
-        selector's plan."""
+        """The dataset indices an epoch rolls out, one per group, from its permutation `order`: forward pruning, then
+        the selector's plan."""
         order = np.asarray(order, dtype=np.int64)
         if self.pruner is not None:
-            order = self.pruner.plan_epoch(epoch, order, self.row_ids[order], self.prompts)
+            order = self.pruner.plan_epoch(epoch, order, self.dataset_keys[order], self.prompts)
         if self.selector.plans_rollouts:
-            order = self.selector.plan_epoch(epoch, order, self.row_ids[order], self.prompts)
+            order = self.selector.plan_epoch(epoch, order, self.dataset_keys[order], self.prompts)
         return order
 
     # ----------------------------------------------------------------------------------------------- state
@@ -283,5 +224,5 @@ class LZERun:
 
     def _parts(self) -> dict[str, Any]:
         parts = {"prompts": self.prompts, "selector": self.selector, "pruner": self.pruner, "position": self.position}
-        parts.update(probe_guard=self.probe_guard, unscorable_guard=self.unscorable_guard)
+        parts.update(round_policy=self.round_policy, unscorable_guard=self.unscorable_guard)
         return {name: part for name, part in parts.items() if part is not None}

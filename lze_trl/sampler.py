@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from trl.trainer.utils import RepeatSampler
 
-from .guards import LZEWarning
+from .errors import LZEWarning
 from .run import DataPosition
 
 
@@ -23,9 +23,10 @@ class LZERepeatSampler(RepeatSampler):
         num_samples, mini_repeat_count, batch_size, repeat_count, shuffle, seed:
             Those of TRL's `RepeatSampler` (the dataset's size for its `data_source`).
         planner ([`~lze_trl.run.LZERun`], *optional*):
-            Turns each epoch's permutation into the rows it rolls out (`plan_epoch(epoch, order)`), once per epoch.
+            Turns each epoch's permutation into the dataset indices it rolls out (`plan_epoch(epoch, order)`), once
+            per epoch.
         position ([`~lze_trl.run.DataPosition`], *optional*):
-            Where training stands, the epoch's planned rows included; with `resumed_from` set, the sampler continues
+            Where training stands, the epoch's plan included; with `resumed_from` set, the sampler continues
             from it.
     """
 
@@ -48,7 +49,7 @@ class LZERepeatSampler(RepeatSampler):
         resuming = self.position.resumed_from is not None
         self.epoch_offset: int | None = None if resuming else 0  # set by the first `set_epoch` after a resume
         self.skip_batches = self.position.batches_in_epoch if resuming else 0
-        self._planned = self.position.epoch if resuming and self.position.rows is not None else None
+        self._planned = self.position.epoch if resuming and self.position.plan is not None else None
         self._generator = torch.Generator()
         self._generator.manual_seed(seed)
         self._epochs_drawn = 0
@@ -77,15 +78,15 @@ class LZERepeatSampler(RepeatSampler):
         return perm
 
     def epoch_order(self, epoch: int) -> list[int]:
-        """The rows of `epoch` in sampling order (one entry per group), decided now (or restored)."""
+        """The dataset indices of `epoch` in sampling order (one entry per group), decided now (or restored)."""
         position = self.position
         if self._planned != epoch:
-            if position.rows is not None:
+            if position.plan is not None:
                 position.skipped_groups = position.groups_skipped(self.num_samples)  # the epoch that ends
-            rows = np.asarray(self.permutation(epoch), dtype=np.int64)
-            position.rows = rows if self.planner is None else np.asarray(self.planner.plan_epoch(epoch, rows))
+            order = np.asarray(self.permutation(epoch), dtype=np.int64)
+            position.plan = order if self.planner is None else np.asarray(self.planner.plan_epoch(epoch, order))
             self._planned = epoch
-        return position.rows.tolist()
+        return position.plan.tolist()
 
     def __iter__(self) -> Iterator[int]:
         order = self.epoch_order(self.epoch)

@@ -11,7 +11,7 @@ import numpy as np
 COLUMNS = {
     "step": np.int64,
     "batch": np.int64,
-    "prompt_id": np.int64,
+    "prompt_key": np.int64,
     "pass_rate": np.float32,
     "energy": np.float32,
     "weight": np.float32,
@@ -33,16 +33,16 @@ class SelectionLog:
         self,
         step: int,
         batch: int,
-        prompt_ids: np.ndarray,
+        prompt_keys: np.ndarray,
         pass_rates: np.ndarray,
         energies: np.ndarray,
         weights: np.ndarray,
         live: np.ndarray,
     ) -> None:
         """Records one generation batch's decisions."""
-        n = len(prompt_ids)
+        n = len(prompt_keys)
         self._add(
-            dict(zip(COLUMNS, (np.full(n, step), np.full(n, batch), prompt_ids, pass_rates, energies, weights, live)))
+            dict(zip(COLUMNS, (np.full(n, step), np.full(n, batch), prompt_keys, pass_rates, energies, weights, live)))
         )
 
     def _add(self, values: dict[str, np.ndarray]) -> None:

@@ -1,19 +1,17 @@
 """[`LZEGRPOTrainer`]: TRL's `GRPOTrainer` that updates only on learning-zone prompt groups.
 
 The class overrides TRL's hooks; a generation batch runs in `generation_batch.py`, the method's state lives in
-[`LZERun`]. Every private TRL name used here is listed, with its reason, in `trl_coupling.py`.
+[`LZERun`], and the interception of TRL's `_generate_and_score_completions` in `trl_adapter.py`. Every private TRL
+name used is listed, with its reason, in `trl_coupling.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
 import textwrap
 import warnings
-from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,43 +25,22 @@ from . import checkpoint as checkpoint_files
 from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from .config import as_lze_config
 from .engines import warn_if_not_sharded
+from .errors import LZEWarning
 from .generation_batch import train_on_generation_batch
 from .guards import (
-    LZEWarning,
     check_dataset_fits_batch,
     check_trainer_inputs,
     checked_reward_func,
     resolve_correctness_reward,
     warn_if_diluted,
 )
-from .prompt_ids import PromptIds
-from .rollouts import Rollouts, Rows
+from .prompt_keys import PromptKeys
 from .run import LZERun
 from .sampler import LZERepeatSampler
+from .trl_adapter import TRLAdapter
 
 
 __all__ = ["LZEGRPOTrainer", "PROMPTS_PARQUET", "SELECTION_LOG_PARQUET"]
-
-
-class _RolloutsGenerated(Exception):
-    """Ends TRL's `_generate_and_score_completions` right after `_generate` (a generation round: no log-probs)."""
-
-
-@dataclass
-class _TRLCall:
-    """One call of TRL's `_generate_and_score_completions`: our `_generate` stops it after generating, or serves the
-    `served` rollouts ([`Rows`], every process's rewards); what TRL prepared, generated and rewarded is kept. TRL has
-    no hook for either (`docs/upstream/score-generated-rollouts.md`)."""
-
-    stop_after_generation: bool = False
-    served: tuple[Rows, np.ndarray] | None = None
-    prompts: list | None = None
-    generated: tuple | None = None
-    rewards: torch.Tensor | None = None
-
-
-def _numpy(rewards: torch.Tensor) -> np.ndarray:
-    return rewards.detach().float().cpu().numpy().astype(np.float64)
 
 
 class _LZECallback(TrainerCallback):
@@ -84,13 +61,13 @@ class _LZECallback(TrainerCallback):
         return control
 
 
-class LZEGRPOTrainer(GRPOTrainer):
+class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
     """
     Trainer for GRPO with Learning-Zone Energy (LZE) prompt selection.
 
     Each prompt group is scored by its energy (difficulty anchor x outcome uncertainty x pass-rate momentum) and only
-    the top `selection_ratio` of the groups take part in the policy update. Generating in rounds (`probe_generations`,
-    `rollout_rounds`) completes only the groups worth completing; `prune_solved=True` stops rolling out prompts that
+    the top `selection_ratio` of the groups take part in the policy update. Generating in rounds (`generation_rounds`,
+    `round_policy`) completes only the groups worth completing; `prune_solved=True` stops rolling out prompts that
     stay solved, revisiting a few each epoch.
 
     Takes the arguments of [`~trl.GRPOTrainer`]; `args` may be an [`LZEGRPOConfig`] or a plain `GRPOConfig` (which
@@ -99,11 +76,10 @@ class LZEGRPOTrainer(GRPOTrainer):
     Attributes:
         lze ([`LZERun`]):
             The run's LZE state: per-prompt table, selector, prune pool, selection log, position in the data.
-        prompt_ids ([`~lze_trl.prompt_ids.PromptIds`]):
-            How each row's prompt id is read.
+        prompt_keys ([`~lze_trl.prompt_keys.PromptKeys`]):
+            How each row's prompt key is read.
     """
 
-    _call: _TRLCall | None = None  # a class default: a trainer built without `__init__` generates as GRPOTrainer
     _tag_names = ["trl", "grpo", "lze"]
     _name = "LZE"
     _paper = {
@@ -136,10 +112,10 @@ class LZEGRPOTrainer(GRPOTrainer):
         # A row's identity is what TRL hands the step of it: every column, or those `remove_unused_columns` keeps.
         columns = ["prompt", "image", "images"] if self.args.remove_unused_columns else None
         environments = kw.get("environment_factory") is not None
-        self.prompt_ids = PromptIds(self.train_dataset if map_style else None, columns, environments)
+        self.prompt_keys = PromptKeys(self.train_dataset if map_style else None, columns, environments)
         main = self.accelerator.is_main_process
         warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731
-        self.lze = LZERun(args, self.num_generations, self.prompt_ids.row_ids, names, correctness, warn)
+        self.lze = LZERun(args, self.num_generations, self.prompt_keys.dataset_keys, names, correctness, warn)
         # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
         # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches.
         self.args.ignore_data_skip = self.args.ignore_data_skip or (map_style and self.lze.plans_rollouts)
@@ -181,84 +157,6 @@ class LZEGRPOTrainer(GRPOTrainer):
             return super()._generate_and_score_completions(inputs)
         return train_on_generation_batch(self, inputs, self.state.global_step)
 
-    def generate_rollouts(self, inputs: list[dict], num_rollouts: int) -> Rollouts:
-        """Rollouts of `inputs` (`num_rollouts` consecutive rows per prompt), generated and rewarded once by TRL,
-        without log-probabilities (those come only for the rows that reach [`~LZEGRPOTrainer.update_rows`])."""
-        prompt_ids = self._gathered_prompt_ids(inputs)  # before a rollout_func's extra fields join the rows
-        call = _TRLCall(stop_after_generation=True)
-        with self._calling(call, num_rollouts), contextlib.suppress(_RolloutsGenerated):
-            super()._generate_and_score_completions(inputs)
-        if call.generated is None:
-            raise RuntimeError("TRL's _generate_and_score_completions returned without calling _generate.")
-        completions, completion_ids, extra_fields = call.generated[3], call.generated[1], call.generated[5]
-        for i, row in enumerate(inputs):  # a rollout_func's extra fields reach the reward functions, as TRL hands them
-            row.update({k: v[i] for k, v in extra_fields.items() if isinstance(v, list) and len(v) > i})
-            row.update({k: v for k, v in extra_fields.items() if not isinstance(v, list)})
-        logged, self._pending_extra_logs = self._pending_extra_logs, defaultdict(list)
-        rewards = super()._calculate_rewards(inputs, call.prompts, completions, completion_ids)
-        # What reward functions log for these rows (`log_extra`) is kept with them, for the update rows they reach
-        extra_logs, self._pending_extra_logs = dict(self._pending_extra_logs), logged
-        rows = Rows(inputs, call.prompts, call.generated, extra_logs)
-        return Rollouts(rows, prompt_ids, _numpy(rewards))
-
-    def update_rows(
-        self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None
-    ) -> tuple[dict, Rollouts | None]:
-        """TRL's update rows of `inputs` (`_generate_and_score_completions`), made from the `served` rollouts
-        ([`Rows`], every process's rewards); without `served`, TRL generates and rewards the rollouts, which are
-        returned as [`Rollouts`] too."""
-        # the prompt ids before TRL adds a rollout_func's extra fields to the rows
-        prompt_ids = self._gathered_prompt_ids(inputs) if served is None else None
-        call = _TRLCall(served=served)
-        if served is not None:  # the values reward functions logged for these rows, in their order
-            self._pending_extra_logs.update(served[0].extra_logs)
-        with self._calling(call):
-            rows = super()._generate_and_score_completions(inputs)
-        if served is not None:
-            return rows, None
-        return rows, Rollouts(Rows(inputs, call.prompts, (), {}), prompt_ids, _numpy(call.rewards))
-
-    def _generate(self, prompts):
-        call = self._call
-        if call is not None and call.served is not None:
-            served = call.served[0]
-            if prompts != served.prompts:
-                raise RuntimeError(
-                    "TRL prepared other prompts for its update rows than those the served rollouts were generated "
-                    "for: lze-trl cannot tell which rollout belongs to which row (trl_coupling.py, `_generate`)."
-                )
-            return served.generated
-        result = super()._generate(prompts)
-        if call is not None:
-            call.prompts, call.generated = prompts, result
-            if call.stop_after_generation:
-                raise _RolloutsGenerated
-        return result
-
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        call = self._call
-        if call is not None and call.served is not None:
-            return torch.as_tensor(call.served[1], dtype=torch.float32, device=self.accelerator.device)
-        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if call is not None:
-            call.rewards = rewards
-        return rewards
-
-    @contextlib.contextmanager
-    def _calling(self, call: _TRLCall, group_size: int | None = None):
-        """`call` for our overrides of TRL's methods inside, and TRL's group size `num_generations` (which sets vLLM
-        server's completions per prompt) `group_size`."""
-        saved, self._call = self.num_generations, call
-        self.num_generations = group_size or saved
-        try:
-            yield
-        finally:
-            self._call, self.num_generations = None, saved
-
-    def _gathered_prompt_ids(self, inputs: list[dict]) -> np.ndarray:
-        ids = torch.as_tensor(self.prompt_ids.of_rows(inputs), device=self.accelerator.device)
-        return self.accelerator.gather(ids).cpu().numpy()
-
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray:
         """The total reward of each rollout (`rewards` shaped `(..., reward functions)`), weighted as TRL weighs it;
         NaN where no function scored it."""
@@ -285,7 +183,7 @@ class LZEGRPOTrainer(GRPOTrainer):
     # ----------------------------------------------------------------------------------------------- checkpoints
     def lze_state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The LZE training state as saved in checkpoints: arrays and counters (the train dataset's fingerprint)."""
-        return self.lze.state_dict(), {"dataset": self.prompt_ids.fingerprint}
+        return self.lze.state_dict(), {"dataset": self.prompt_keys.fingerprint}
 
     def save_lze_state(self, folder: str) -> None:
         """Writes the LZE state into a checkpoint `folder` (on the main process): the tables, then the state file."""
@@ -299,7 +197,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         from .plotting.tables import prompt_table
 
         pruned = self.lze.pruner.pruned if self.lze.pruner is not None else None
-        dataset = self.train_dataset if include_prompts and self.prompt_ids.row_ids is not None else None
+        dataset = self.train_dataset if include_prompts and self.prompt_keys.dataset_keys is not None else None
         return prompt_table(self.lze.prompts, pruned, dataset)
 
     def save_lze_tables(self, folder: str) -> None:
@@ -312,7 +210,7 @@ class LZEGRPOTrainer(GRPOTrainer):
         """Restores the LZE state saved in the folder `checkpoint`, or raises an
         [`~lze_trl.checkpoint.LZEStateError`] when it is missing, corrupt, or recorded on another train dataset."""
         arrays, counters = checkpoint_files.load_state(checkpoint)
-        checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_ids.fingerprint, checkpoint)
+        checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_keys.fingerprint, checkpoint)
         log_frame = checkpoint_files.load_selection_log(checkpoint)
         try:
             self.lze.load_state_dict(arrays)

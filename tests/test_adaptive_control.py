@@ -4,29 +4,31 @@ adaptive budget's rule would continue, each chosen among the groups still going 
 import numpy as np
 from testing_utils import make_trainer
 
-from benchmarks.adaptive.control import UniformRoundsTrainer
-from lze_trl.run import LZERun
+from benchmarks.adaptive.control import SETTING, UniformAdaptiveRounds
+from lze_trl.rounds import AdaptiveRounds, RoundsState
 
 
 def test_the_control_continues_as_many_groups_as_the_rule_chosen_among_those_going_on(tmp_path):
     trainer = make_trainer(
         tmp_path,
-        trainer_class=UniformRoundsTrainer,
-        rollout_rounds=[2, 4, 8],
+        **SETTING,
         num_generations=8,
-        rollout_live_threshold=0.99,  # only groups already mixed are sure to be live
+        learning_zone_threshold=0.99,  # only groups already mixed are sure to be live
     )
+    run, policy = trainer.lze, trainer.lze.round_policy
+    assert isinstance(policy, UniformAdaptiveRounds)  # chosen from the config, by its registered name
     rng = np.random.default_rng(0)
-    ids = np.arange(64)
-    correctness = rng.integers(0, 2, size=(64, 4)).astype(float)
-    correctness[rng.random(64) < 0.3, 2:] = np.nan  # stopped after the first round
-    correctness[:16, :] = 1.0  # all right so far: the rule stops them
-    correctness[16:24, :] = 0.0
-    going = ~np.isnan(correctness[:, -1])
-    rule = LZERun.live_probability(trainer.lze, ids, correctness, 4) >= trainer.args.rollout_live_threshold
-    picks = [trainer.lze.live_probability(ids, correctness, 4) for _ in range(20)]
+    rewards = np.full((64, 8, 1), np.nan)
+    rewards[:, :4, 0] = rng.integers(0, 2, size=(64, 4))
+    stopped = rng.random(64) < 0.3
+    rewards[stopped, 2:4] = np.nan  # stopped after the first round
+    rewards[:16, :4] = 1.0  # all right so far: the rule stops them
+    rewards[16:24, :4] = 0.0
+    state = RoundsState(np.arange(64), rewards, 0, ~stopped, rollouts_so_far=4)
+    state.going_on[:24] = True
+    rule, _ = AdaptiveRounds.choose(policy, run, state)
+    picks = [policy.choose(run, state)[0] for _ in range(20)]
     for chosen in picks:
-        assert set(np.unique(chosen)) <= {0.0, 1.0}
-        assert chosen.sum() == (rule & going).sum() and not chosen[~going].any()
+        assert chosen.sum() == (rule & state.going_on).sum() and not chosen[~state.going_on].any()
     assert len({tuple(c) for c in picks}) > 1  # uniform: not the rule's own choice every time
-    assert (rule & going).sum() < going.sum()  # the rule stops some: the control has a choice to make
+    assert (rule & state.going_on).sum() < state.going_on.sum()  # the rule stops some: the control has a choice

@@ -1,7 +1,8 @@
 """The control of the adaptive budget (BENCHMARKS.md section 12): after each round, as many groups go on as the
 budget's rule would continue, chosen uniformly at random among those still going on. Only the choice differs from
-`lze:rollout_rounds=2+4+8` (same rounds, same number of completed groups per round, same selector), so the difference
-between the two is what the live probability's choice is worth. One regime and seed per call, section 12's setting:
+`lze:rollout_rounds=2+4+8` (`generation_rounds=[2, 4, 8]`; same rounds, same number of completed groups per round,
+same selector), so the difference between the two is what the learning-zone probability's choice is worth. One
+regime and seed per call, section 12's setting:
 
     python benchmarks/adaptive/control.py dead 0 benchmarks/results/adaptive/control_runs
 
@@ -20,33 +21,35 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.regimes import run_one_arm  # noqa: E402
-from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec  # noqa: E402
+from lze_trl.demo import MethodSpec  # noqa: E402
+from lze_trl.rounds import AdaptiveRounds, RoundsState, register_round_policy  # noqa: E402
 
 
 ARM = "uniform_rounds"
-SETTING = {"selector": "lze", "rollout_rounds": [2, 4, 8]}
+SETTING = {"selector": "lze", "generation_rounds": [2, 4, 8], "round_policy": "uniform_adaptive"}
 
 
-class UniformRoundsTrainer(MeteredLZEGRPOTrainer):
-    """The adaptive budget with its choice replaced by a uniform one among the groups going on (one process)."""
+@register_round_policy
+class UniformAdaptiveRounds(AdaptiveRounds):
+    """The adaptive budget with its choice replaced by a uniform one among the groups going on: as many as the budget's
+    rule would continue (one process; one stream of draws from the run's seed, as the committed runs drew them)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        rule, threshold = self.lze.live_probability, self.args.rollout_live_threshold
-        rng = np.random.default_rng(self.args.seed)
+    name = "uniform_adaptive"
 
-        def uniform(prompt_ids: np.ndarray, correctness: np.ndarray, remaining: int) -> np.ndarray:
-            going = ~np.isnan(np.asarray(correctness, dtype=np.float64)[:, -1])  # the groups of the last round
-            count = int(((rule(prompt_ids, correctness, remaining) >= threshold) & going).sum())
-            chosen = np.zeros(len(going))
-            chosen[rng.choice(np.flatnonzero(going), size=count, replace=False)] = 1.0
-            return chosen
+    def __init__(self, args: Any, *more: Any) -> None:
+        super().__init__(args, *more)
+        self.rng = np.random.default_rng(args.seed)
 
-        self.lze.live_probability = uniform
+    def choose(self, run: Any, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
+        rule, _ = super().choose(run, state)
+        going = np.flatnonzero(state.going_on)
+        chosen = np.zeros(len(state.going_on), dtype=bool)
+        chosen[self.rng.choice(going, size=int((rule & state.going_on).sum()), replace=False)] = True
+        return chosen, chosen.astype(np.float64)
 
 
 def main() -> None:
-    run_one_arm(__doc__.split("\n\n")[0], MethodSpec(ARM, dict(SETTING), trainer_cls=UniformRoundsTrainer))
+    run_one_arm(__doc__.split("\n\n")[0], MethodSpec(ARM, dict(SETTING)))
 
 
 if __name__ == "__main__":

@@ -135,6 +135,13 @@ def parse_peer_value(selector: str, key: str, text: str) -> Any:
     return None if text.lower() in ("null", "none") else text
 
 
+RECORDED_KEYS = {"rollout_rounds": "generation_rounds", "probe_prior_strength": "history_prior_strength"}
+"""The committed runs' labels name the round settings as they were named when they ran: `rollout_rounds=2+4+8` is
+`generation_rounds=[2, 4, 8]` (round_policy "adaptive"), `probe_generations=2` is `generation_rounds=[2, G]` with
+round_policy "probe", `probe_prior_strength` is `history_prior_strength`. The labels stay, so that a rerun of a
+committed arm writes the label its report reads."""
+
+
 def parse_method(spec: str) -> MethodSpec:
     """
     A run from its command-line spec: a registered selector's name (`lze`, `none`, `uniform`, ..., the peers
@@ -164,7 +171,15 @@ def parse_method(spec: str) -> MethodSpec:
             items.append(item)
         else:
             settings[setting] = parse_peer_value(name, setting, text)
+    probe = [int(i.partition("=")[2]) for i in items if i.partition("=")[0].strip() == "probe_generations"]
+    items = [
+        "=".join((RECORDED_KEYS.get(k.strip(), k.strip()), v))
+        for k, _, v in (i.partition("=") for i in items)
+        if k.strip() != "probe_generations"
+    ]
     overrides.update(parse_overrides(items))
+    if probe:  # see RECORDED_KEYS
+        overrides.update(generation_rounds=[probe[0], overrides.get("num_generations", 8)], round_policy="probe")
     if settings:
         overrides["selector_kwargs"] = {**(overrides.get("selector_kwargs") or {}), **settings}
     trainer_cls = PeerTrainer if peers.needs_preparation(overrides["selector"]) else None

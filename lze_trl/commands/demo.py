@@ -79,7 +79,7 @@ def build_config(args: argparse.Namespace):
     if args.no_probe:
         config.methods = [m for m in config.methods if not m.overrides.get("probe_generations")]
     if args.no_adaptive:
-        config.methods = [m for m in config.methods if not m.overrides.get("rollout_rounds")]
+        config.methods = [m for m in config.methods if not m.overrides.get("generation_rounds")]
     return config
 
 

@@ -18,6 +18,9 @@ table shaped like the paper's Table 1) into `--output_dir`. The logic lives in [
 from __future__ import annotations
 
 import os
+import sys
+
+from . import UsageError, parse_args
 
 
 def make_parser(prog: str | None = "lze-trl eval"):
@@ -33,7 +36,11 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from lze_trl.evaluation import evaluate, markdown_table
 
-    (args,) = make_parser().parse_args_and_config(argv)
+    try:
+        (args,) = parse_args(make_parser(), argv, ("model_name_or_path", "base_model"))
+    except UsageError as error:
+        print(f"lze-trl eval: error: {error}", file=sys.stderr)
+        return 2
     results = evaluate(args)
     print(markdown_table(results))
     print(f"Results written to {os.path.join(args.output_dir, 'results.json')} and results.md.")

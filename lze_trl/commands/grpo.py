@@ -41,6 +41,7 @@ from trl.scripts.grpo import GRPOScriptArguments
 from ..checkpoint import LZEStateError
 from ..data import load_datasets
 from ..plotting.callback import add_plot_callback
+from . import UsageError, parse_args
 
 
 logger = logging.getLogger(__name__)
@@ -99,8 +100,8 @@ class LZEGRPOScriptArguments(GRPOScriptArguments):
             raise ValueError(f"dataset_kind={self.dataset_kind!r} is invalid: use one of {sorted(KINDS)}.")
 
 
-class UsageError(ValueError):
-    """A setting or the data does not fit: `main` prints the message and exits with status 2."""
+RECIPE_PATHS = ("model_name_or_path", "dataset_name", "reward_model_name_or_path")
+"""Keys of a recipe read relative to the recipe's folder when they are not found from the working directory."""
 
 
 def make_parser(prog: str | None = "lze-trl grpo"):
@@ -248,9 +249,8 @@ def main(argv: list[str]) -> int:
     from packaging.version import Version
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    parser = make_parser()
-    script_args, training_args, model_args, dataset_args = parser.parse_args_and_config(argv)
     try:
+        script_args, training_args, model_args, dataset_args = parse_args(make_parser(), argv, RECIPE_PATHS)
         trainer = train(script_args, training_args, model_args, dataset_args)
     except UsageError as error:
         print(f"lze-trl grpo: error: {error}", file=sys.stderr)

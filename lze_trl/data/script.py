@@ -13,7 +13,7 @@ import os
 from typing import Any
 from urllib.parse import urlencode
 
-from .math import KINDS, parse_source
+from .math import KINDS, load_math_dataset, parse_source
 
 
 logger = logging.getLogger(__name__)
@@ -91,7 +91,6 @@ def load_datasets(script_args: Any, training_args: Any, dataset_args: Any = None
     from datasets import load_dataset
     from trl import get_dataset
 
-    from lze_trl.data import load_math_dataset  # through the package: a test may patch it there
 
     wants_eval = getattr(training_args, "eval_strategy", "no") != "no"
     if dataset_args is not None and dataset_args.datasets:

@@ -52,7 +52,7 @@ def default_methods(num_generations: int = 8) -> list[MethodSpec]:
         MethodSpec("lze", {"selector": "lze"}),
         MethodSpec("lze+prune", {"selector": "lze", "prune_solved": True}),
         MethodSpec("lze+probe", {"selector": "lze", **PROBE}),
-        MethodSpec("lze+adaptive", {"selector": "lze", "rollout_rounds": adaptive_rounds(num_generations)}),
+        MethodSpec("lze+adaptive", {"selector": "lze", "generation_rounds": adaptive_rounds(num_generations)}),
     ]
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from ..guards import LZEWarning
+from ..errors import LZEWarning
 from ..tasks import get_task
 from ..tasks.arithmetic import arithmetic_reward
 from .accounting import MeteredLZEGRPOTrainer, count_parameters

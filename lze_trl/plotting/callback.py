@@ -314,6 +314,6 @@ class SavedRunTables:
             return self._prompts.copy()
         from ..prompt_state import COLUMNS
 
-        state_columns = ("prompt_id", *COLUMNS, "pruned")
+        state_columns = ("prompt_key", *COLUMNS, "pruned")
         keep = [c for c in self._prompts.columns if c in state_columns]
         return self._prompts[keep].copy()

@@ -23,17 +23,17 @@ def prompt_table(state: Any, pruned: Any = None, dataset: Any = None) -> pd.Data
 
     Args:
         state ([`~lze_trl.prompt_state.PromptState`]):
-            The per-prompt table: `prompt_id` and its columns ([`~lze_trl.prompt_state.COLUMNS`]).
+            The per-prompt table: `prompt_key` and its columns ([`~lze_trl.prompt_state.COLUMNS`]).
         pruned (`Callable`, *optional*):
             With forward pruning, the pruner's `pruned(ids, state)`: adds a `pruned` column.
         dataset (`datasets.Dataset`, *optional*):
             A map-style train dataset: adds its scalar columns (`prompt` text, `difficulty`, ...) of each prompt's row
-            (`prompt_id` is the row index).
+            (`prompt_key` is the row index).
     """
     import pandas as pd
 
     table = pd.DataFrame(state.table())
-    ids = table["prompt_id"].to_numpy()
+    ids = table["prompt_key"].to_numpy()
     if pruned is not None:
         table["pruned"] = pruned(ids, state)
     if dataset is not None:
@@ -118,21 +118,21 @@ def learning_zone_events(selection_log: pd.DataFrame) -> pd.DataFrame:
 
     Args:
         selection_log (`pandas.DataFrame`):
-            The selection log (columns `step`, `batch`, `prompt_id`, `pass_rate`, `weight`).
+            The selection log (columns `step`, `batch`, `prompt_key`, `pass_rate`, `weight`).
 
     Returns:
-        `pandas.DataFrame`: one row per event, ordered by step: `prompt_id`, `step`, `batch`, `event`
+        `pandas.DataFrame`: one row per event, ordered by step: `prompt_key`, `step`, `batch`, `event`
         (`"entered"`, `"left_solved"` or `"left_unsolved"`), `pass_rate` and `previous_pass_rate`.
     """
     import pandas as pd
 
     log = _sorted_log(selection_log)
     log = log[np.isfinite(log["pass_rate"].to_numpy(dtype=np.float64))]
-    columns = ["prompt_id", "step", "batch", "event", "pass_rate", "previous_pass_rate"]
+    columns = ["prompt_key", "step", "batch", "event", "pass_rate", "previous_pass_rate"]
     if log.empty:
         return pd.DataFrame({c: [] for c in columns})
     zone = in_learning_zone(log["pass_rate"])
-    previous = log.groupby("prompt_id", sort=False)["pass_rate"].shift(1)
+    previous = log.groupby("prompt_key", sort=False)["pass_rate"].shift(1)
     was_zone = in_learning_zone(previous)
     first = previous.isna().to_numpy()
     entered = zone & (first | ~was_zone)
@@ -140,7 +140,7 @@ def learning_zone_events(selection_log: pd.DataFrame) -> pd.DataFrame:
     p = log["pass_rate"].to_numpy()
     event = np.where(entered, "entered", np.where(p >= 1, "left_solved", "left_unsolved"))
     keep = entered | left
-    events = log.loc[keep, ["prompt_id", "step"]].copy()
+    events = log.loc[keep, ["prompt_key", "step"]].copy()
     events["batch"] = log.loc[keep, "batch"] if "batch" in log.columns else events["step"]
     events["event"] = event[keep]
     events["pass_rate"] = p[keep]
@@ -156,17 +156,17 @@ def learning_zone_summary(selection_log: pd.DataFrame, prompts: pd.DataFrame | N
         selection_log (`pandas.DataFrame`):
             The selection log.
         prompts (`pandas.DataFrame`, *optional*):
-            The prompt table; its columns (prompt text, difficulty, ...) are joined on `prompt_id`.
+            The prompt table; its columns (prompt text, difficulty, ...) are joined on `prompt_key`.
 
     Returns:
-        `pandas.DataFrame`: one row per prompt of the log: `prompt_id`, `observations`, `in_zone`, `selected`,
+        `pandas.DataFrame`: one row per prompt of the log: `prompt_key`, `observations`, `in_zone`, `selected`,
         `first_step`, `last_step`, `entered_step` (first entry into the zone, NaN if never), `left_step` (the last
         exit, NaN if it never left or is back in the zone at its last observation), `zone_entries` and `final_state`
         (`"unsolved"`, `"learning zone"` or `"solved"` at its last observation), then the prompt table's columns.
     """
     log = _sorted_log(selection_log)
     log = log.assign(in_zone=in_learning_zone(log["pass_rate"]))
-    grouped = log.groupby("prompt_id", sort=True)
+    grouped = log.groupby("prompt_key", sort=True)
     summary = grouped.agg(
         observations=("pass_rate", "size"),
         in_zone=("in_zone", "sum"),
@@ -176,8 +176,8 @@ def learning_zone_summary(selection_log: pd.DataFrame, prompts: pd.DataFrame | N
         last_pass_rate=("pass_rate", "last"),
     )
     events = learning_zone_events(log)
-    entries = events[events["event"] == "entered"].groupby("prompt_id")
-    exits = events[events["event"] != "entered"].groupby("prompt_id")
+    entries = events[events["event"] == "entered"].groupby("prompt_key")
+    exits = events[events["event"] != "entered"].groupby("prompt_key")
     summary["entered_step"] = entries["step"].min()
     summary["zone_entries"] = entries.size()
     summary["zone_entries"] = summary["zone_entries"].fillna(0).astype(int)
@@ -186,8 +186,8 @@ def learning_zone_summary(selection_log: pd.DataFrame, prompts: pd.DataFrame | N
     summary.loc[summary["final_state"] == "learning zone", "left_step"] = np.nan
     summary = summary.drop(columns="last_pass_rate").reset_index()
     if prompts is not None:
-        extra = [c for c in prompts.columns if c not in summary.columns or c == "prompt_id"]
-        summary = summary.merge(prompts[extra], on="prompt_id", how="left")
+        extra = [c for c in prompts.columns if c not in summary.columns or c == "prompt_key"]
+        summary = summary.merge(prompts[extra], on="prompt_key", how="left")
     return summary
 
 
@@ -208,21 +208,21 @@ def revisit_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.Dat
             The run's `prune_solved_after`.
 
     Returns:
-        `pandas.DataFrame`: one row per revisit: `prompt_id`, `step`, `batch`, `pass_rate`, `streak_before` and
+        `pandas.DataFrame`: one row per revisit: `prompt_key`, `step`, `batch`, `pass_rate`, `streak_before` and
         `outcome`.
     """
     import pandas as pd
 
     log = _sorted_log(selection_log)
     log = log[np.isfinite(log["pass_rate"].to_numpy(dtype=np.float64))]
-    columns = ["prompt_id", "step", "batch", "pass_rate", "streak_before", "outcome"]
+    columns = ["prompt_key", "step", "batch", "pass_rate", "streak_before", "outcome"]
     if log.empty:
         return pd.DataFrame({c: [] for c in columns})
     solved = (log["pass_rate"] >= 1).astype(int)
     # Length of the run of consecutive solved observations ending at each row, per prompt.
-    run_id = (solved == 0).groupby(log["prompt_id"]).cumsum()
-    streak = solved.groupby([log["prompt_id"], run_id]).cumsum()
-    streak_before = streak.groupby(log["prompt_id"]).shift(1).fillna(0).astype(int)
+    run_id = (solved == 0).groupby(log["prompt_key"]).cumsum()
+    streak = solved.groupby([log["prompt_key"], run_id]).cumsum()
+    streak_before = streak.groupby(log["prompt_key"]).shift(1).fillna(0).astype(int)
     revisits = log[streak_before.to_numpy() >= solved_after].copy()
     revisits["streak_before"] = streak_before[revisits.index]
     revisits["outcome"] = np.where(revisits["pass_rate"] >= 1, "still_solved", "forgotten")

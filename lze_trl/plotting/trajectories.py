@@ -62,8 +62,8 @@ def pass_rate_trajectories(
     if prompts is not None and by is not None:
         if by not in prompts.columns:
             raise ValueError(f"The prompt table has no column {by!r}; available: {sorted(map(str, prompts.columns))}.")
-        categories = prompts[["prompt_id"]].assign(_category=_category(prompts[by], max_categories))
-        log = log.merge(categories, on="prompt_id", how="inner")
+        categories = prompts[["prompt_key"]].assign(_category=_category(prompts[by], max_categories))
+        log = log.merge(categories, on="prompt_key", how="inner")
     else:
         by = None
         log = log.assign(_category="all prompts")
@@ -119,7 +119,7 @@ def selection_raster(
         prompts (`pandas.DataFrame`, *optional*):
             The prompt table, to order rows by `sort_by`.
         sort_by (`str`, *optional*, defaults to `"difficulty"`):
-            Prompt-table column ordering the rows (then `prompt_id`); ignored when absent.
+            Prompt-table column ordering the rows (then `prompt_key`); ignored when absent.
         max_prompts (`int`, *optional*, defaults to `60`):
             Rows shown: the most often selected prompts (ties: most observed).
         save_path (`str` or `os.PathLike`, *optional*):
@@ -129,30 +129,30 @@ def selection_raster(
         `Figure`: the figure.
     """
     log = _sorted_log(selection_log)
-    fig = new_figure(figsize=(8.0, max(3.0, min(10.0, 0.12 * min(max_prompts, log["prompt_id"].nunique()) + 1.5))))
+    fig = new_figure(figsize=(8.0, max(3.0, min(10.0, 0.12 * min(max_prompts, log["prompt_key"].nunique()) + 1.5))))
     ax = fig.axes[0]
     ax.set_xlabel("step")
     ax.set_ylabel("prompt")
     if log.empty:
         _no_data(ax)
         return _finish(fig, save_path)
-    counts = log.groupby("prompt_id").agg(selected=("selected", "sum"), observed=("pass_rate", "size"))
+    counts = log.groupby("prompt_key").agg(selected=("selected", "sum"), observed=("pass_rate", "size"))
     chosen = counts.sort_values(["selected", "observed"], ascending=False, kind="stable").index[:max_prompts]
-    order = counts.loc[chosen].reset_index()[["prompt_id"]]
+    order = counts.loc[chosen].reset_index()[["prompt_key"]]
     label_col = None
     if prompts is not None and sort_by is not None and sort_by in prompts.columns:
-        order = order.merge(prompts[["prompt_id", sort_by]], on="prompt_id", how="left")
-        order = order.sort_values([sort_by, "prompt_id"], kind="stable")
+        order = order.merge(prompts[["prompt_key", sort_by]], on="prompt_key", how="left")
+        order = order.sort_values([sort_by, "prompt_key"], kind="stable")
         label_col = sort_by
     else:
-        order = order.sort_values("prompt_id")
-    row_of = {pid: i for i, pid in enumerate(order["prompt_id"])}
-    sub = log[log["prompt_id"].isin(row_of)]
+        order = order.sort_values("prompt_key")
+    row_of = {pid: i for i, pid in enumerate(order["prompt_key"])}
+    sub = log[log["prompt_key"].isin(row_of)]
     steps = np.unique(sub["step"])
     if steps[-1] - steps[0] < 5000:  # one column per step, so that a cell is one step wide even across gaps
         steps = np.arange(steps[0], steps[-1] + 1)
     col_of = np.searchsorted(steps, sub["step"].to_numpy())
-    rows = sub["prompt_id"].map(row_of).to_numpy()
+    rows = sub["prompt_key"].map(row_of).to_numpy()
     grid = np.full((len(row_of), len(steps)), np.nan)
     grid[rows, col_of] = sub["pass_rate"].to_numpy(dtype=np.float64)
     x_edges = np.concatenate([steps - 0.5, [steps[-1] + 0.5]])
@@ -164,7 +164,7 @@ def selection_raster(
     if len(row_of) <= 40:
         labels = [
             f"{pid} ({label_col}={value})" if label_col else str(pid)
-            for pid, value in zip(order["prompt_id"], order[label_col] if label_col else order["prompt_id"])
+            for pid, value in zip(order["prompt_key"], order[label_col] if label_col else order["prompt_key"])
         ]
         ax.set_yticks(np.arange(len(row_of)), labels, fontsize=6)
     elif label_col:

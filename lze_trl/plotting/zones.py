@@ -207,7 +207,7 @@ def selected_fraction_by(
 
     Args:
         prompts (`pandas.DataFrame`):
-            The prompt table (columns `prompt_id`, `num_observations`, `num_selected` and `by`).
+            The prompt table (columns `prompt_key`, `num_observations`, `num_selected` and `by`).
         by (`str`, *optional*, defaults to `"difficulty"`):
             Column of the prompt table to group by; a numeric column with more than `max_categories` values is cut
             into quantile bins.
@@ -231,7 +231,7 @@ def selected_fraction_by(
     table = prompts.assign(_category=_category(prompts[by], max_categories))
     grouped = table.groupby("_category", observed=True, sort=True)
     stats = grouped.agg(
-        prompts=("prompt_id", "size"), observed=("num_observations", "sum"), selected=("num_selected", "sum")
+        prompts=("prompt_key", "size"), observed=("num_observations", "sum"), selected=("num_selected", "sum")
     )
     stats = stats[stats["observed"] > 0]
     if stats.empty:
@@ -243,7 +243,7 @@ def selected_fraction_by(
     offset = width / 2 if selection_log is not None else 0.0
     ax.bar(x - offset, stats["selected_frac"], width, color=SELECTED_COLOR, label="selected / rolled out")
     if selection_log is not None:
-        log = selection_log.merge(table[["prompt_id", "_category"]], on="prompt_id", how="inner")
+        log = selection_log.merge(table[["prompt_key", "_category"]], on="prompt_key", how="inner")
         zone = log.assign(z=in_learning_zone(log["pass_rate"])).groupby("_category", observed=True)["z"].mean()
         ax.bar(
             x + offset,

@@ -16,34 +16,35 @@ class GroupBatch:
     What a selector sees of one generation batch: one entry per prompt group, all processes together.
 
     Attributes:
-        prompt_ids (`np.ndarray`):
-            Id of each group's prompt ([`~lze_trl.prompt_ids.PromptIds`]).
+        prompt_keys (`np.ndarray`):
+            Key of each group's prompt ([`~lze_trl.prompt_keys.PromptKeys`]).
         pass_rates (`np.ndarray`):
             Pass rate of each group; NaN when no rollout could be scored.
         rewards (`np.ndarray`):
             Correctness reward of each rollout, shape `(num_groups, rollouts)`, NaN where unscorable.
         energies (`np.ndarray`):
             Energy of each group (before the per-prompt table absorbs this observation).
-        live (`np.ndarray`):
-            Whether GRPO can learn from each group ([`~lze_trl.selection.live_groups`]); for a probe, whether its
-            expected energy is positive.
+        eligible (`np.ndarray`):
+            Whether the selector may choose each group: a scored batch's live groups (GRPO can learn from them,
+            [`~lze_trl.selection.live_groups`]) that are complete; for the probe's candidates, those whose expected
+            energy is positive.
         ema_pass_rates (`np.ndarray`):
             Each prompt's pass-rate EMA after this observation.
         rng (`np.random.Generator`):
             Seeded from `(seed, generation batch)`: the same on every process and on resume.
     """
 
-    prompt_ids: np.ndarray
+    prompt_keys: np.ndarray
     pass_rates: np.ndarray
     rewards: np.ndarray
     energies: np.ndarray
-    live: np.ndarray
+    eligible: np.ndarray
     ema_pass_rates: np.ndarray
     rng: np.random.Generator
 
     @property
     def num_groups(self) -> int:
-        return len(self.prompt_ids)
+        return len(self.prompt_keys)
 
 
 class Selector:
@@ -86,10 +87,10 @@ class Selector:
         """
         raise NotImplementedError
 
-    def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: Any) -> np.ndarray:
-        """The rows `epoch` rolls out, one per group, from `order` (its permutation of the rows forward pruning left)
-        with their prompt `ids` and the per-prompt table `state`: a subset skips prompts, a repeated row rolls its
-        prompt out again."""
+    def plan_epoch(self, epoch: int, order: np.ndarray, keys: np.ndarray, state: Any) -> np.ndarray:
+        """The dataset indices `epoch` rolls out, one per group, from `order` (its permutation of the indices forward
+        pruning left) with their prompt `keys` and the per-prompt table `state`: a subset skips prompts, a repeated
+        index rolls its prompt out again."""
         return order
 
     def metrics(self) -> dict[str, float]:

@@ -22,13 +22,13 @@ class NoSelector(Selector):
 @register_selector
 class LZESelector(Selector):
     """
-    `"lze"`: the top `selection_ratio` of the groups by energy, with Gumbel exploration noise; only live groups are
-    selected (see [`select_top_k`]).
+    `"lze"`: the top `selection_ratio` of the groups by energy, with Gumbel exploration noise; only eligible (live)
+    groups are selected (see [`select_top_k`]).
     """
 
     name = "lze"
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         args = self.args
-        mask = select_top_k(batch.energies, batch.live, args.selection_ratio, args.selection_noise, batch.rng)
+        mask = select_top_k(batch.energies, batch.eligible, args.selection_ratio, args.selection_noise, batch.rng)
         return mask.astype(np.float64)
