@@ -4,6 +4,7 @@ offline Qwen2 saved to disk (full model and LoRA), with local fixture datasets."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -104,6 +105,36 @@ def test_flags_override_the_yaml(tmp_path):
     assert args.chat_template_kwargs == {"enable_thinking": True}
     with pytest.raises(ValueError, match="dataset_kind"):
         make_parser().parse_args_and_config(["--config", str(config), "--dataset_kind", "mmlu"])
+
+
+@pytest.mark.parametrize(
+    "key, value, says",
+    [
+        ("selection_ratio", "abc", ["expected a number", "in (0, 1]"]),  # argparse's type, the field's help
+        ("learning_rate", "fast", ["expected a number", "learning rate"]),
+        ("max_steps", "ten", ["expected an integer"]),
+        ("selection_ratio", 3, ["selection_ratio=3 is invalid: use a fraction in (0, 1]"]),  # the config's own fix
+        ("selector", "best", ["selector='best' is invalid: use one of"]),
+    ],
+)
+def test_a_bad_yaml_value_is_one_error_naming_the_file_key_and_value(tmp_path, capsys, key, value, says):
+    config = tmp_path / "bad.yaml"
+    settings = {"model_name_or_path": "some/model", "output_dir": str(tmp_path / "out"), "use_cpu": True, key: value}
+    config.write_text(yaml.safe_dump(settings))
+    assert cli_main(["grpo", "--config", str(config)]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()  # one line: no usage text, no traceback
+    assert line.startswith(f"lze-trl grpo: error: {config}: ") and key in line and str(value) in line
+    assert all(text in line for text in says), line
+    # the same value as a flag: argparse's own message names the flag, still without the usage text
+    assert cli_main(["grpo", "--config", str(config), f"--{key}", str(value)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{config}:" not in line and key in line and str(value) in line
+
+
+def test_a_missing_config_file_is_named(tmp_path, capsys):
+    assert cli_main(["grpo", "--config", str(tmp_path / "nope.yaml")]) == 2
+    assert f"--config {tmp_path / 'nope.yaml'}: cannot read it" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -316,13 +347,14 @@ def test_lora_recipe_runs_on_cpu_with_the_overrides_its_header_names(tiny_model_
 
 @pytest.mark.slow
 def test_the_cpu_recipe_trains_offline_from_the_shipped_warm_start(tmp_path, monkeypatch, capsys):
-    # The README's CPU command line, from the repository's root: the shipped weights and tokenizer, the recipe's
-    # local data, the embedded task's reward; nothing downloaded
-    monkeypatch.chdir(Path(__file__).parents[1])
-    out = tmp_path / "cpu-carries"
-    flags = ["--max_steps", "2", "--output_dir", str(out), "--disable_tqdm", "true"]
-    assert cli_main(["grpo", "--config", "recipes/cpu/carries.yaml", *flags]) == 0
-    assert f"Model and LZE tables saved to {out}." in capsys.readouterr().out
+    # The README's CPU command line, run from another folder than the repository's root: the recipe's model (the
+    # shipped weights and tokenizer) and data are found next to the recipe, the embedded task's reward by its import
+    # path, and the output goes under the working directory; nothing downloaded
+    monkeypatch.chdir(tmp_path)
+    recipe = Path(__file__).parents[1] / "recipes" / "cpu" / "carries.yaml"
+    flags = ["--max_steps", "2", "--output_dir", "cpu-carries", "--disable_tqdm", "true"]
+    assert cli_main(["grpo", "--config", os.path.relpath(recipe), *flags]) == 0
+    assert "Model and LZE tables saved to cpu-carries." in capsys.readouterr().out
     assert {"model.safetensors", "tokenizer.json", "lze_prompts.parquet", "lze_selection_log.parquet"} <= {
-        p.name for p in out.iterdir()
+        p.name for p in (tmp_path / "cpu-carries").iterdir()
     }
