@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 
@@ -11,8 +12,9 @@ import yaml
 from accelerate.commands.config.config_args import ClusterConfig
 from testing_utils import restored_environ
 
+from lze_trl.commands import parse_args, recipe_path
 from lze_trl.commands.eval import make_parser as make_eval_parser
-from lze_trl.commands.grpo import make_parser
+from lze_trl.commands.grpo import RECIPE_PATHS, make_parser
 from lze_trl.config import LZE_FIELDS
 
 
@@ -167,3 +169,35 @@ def test_an_unknown_key_fails(tmp_path):
     bad.write_text((RECIPES / "qwen2.5-math-1.5b" / "math-lze.yaml").read_text() + "selection_ration: 0.5\n")
     with pytest.raises(ValueError, match="selection_ration"):
         parse(bad)
+
+
+# --------------------------------------------------------------------------------------------------- paths
+
+
+def test_recipe_paths_are_read_from_the_recipe_folder_when_not_found_from_the_cwd(tmp_path, monkeypatch):
+    folder, elsewhere = tmp_path / "recipes", tmp_path / "cwd"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "train.jsonl").write_text("{}\n")
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    found = os.path.join(str(folder), "data", "train.jsonl")
+    assert recipe_path("data/train.jsonl", str(folder)) == found
+    assert recipe_path(["data/train.jsonl", "Qwen/Qwen3-4B"], str(folder)) == [found, "Qwen/Qwen3-4B"]
+    assert recipe_path("missing.jsonl", str(folder)) == "missing.jsonl"  # the error names the path as written
+    assert recipe_path(0.4, str(folder)) == 0.4
+    (elsewhere / "data").mkdir()
+    (elsewhere / "data" / "train.jsonl").write_text("{}\n")
+    assert recipe_path("data/train.jsonl", str(folder)) == "data/train.jsonl"  # found from the cwd: kept
+
+
+@pytest.mark.parametrize("cwd", ["root", "elsewhere"])
+def test_the_cpu_recipe_finds_its_model_and_data_from_any_folder(cwd, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT if cwd == "root" else tmp_path)
+    recipe = os.path.relpath(RECIPES / "cpu" / "carries.yaml")
+    script_args, _, model_args, _ = parse_args(make_parser(), ["--config", recipe], RECIPE_PATHS)
+    assert Path(script_args.dataset_name).resolve() == RECIPES / "cpu" / "carries_train.jsonl"
+    assert (Path(model_args.model_name_or_path) / "model.safetensors").is_file()
+    assert script_args.reward_funcs == ["lze_trl.tasks.arithmetic_reward"]  # not a path: as written
+    flag = ["--dataset_name", str(tmp_path / "mine.jsonl")]  # a flag wins over the recipe, as it is written
+    script_args, _, _, _ = parse_args(make_parser(), ["--config", recipe, *flag], RECIPE_PATHS)
+    assert script_args.dataset_name == flag[1]
