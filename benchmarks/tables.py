@@ -4,10 +4,10 @@
     python benchmarks/tables.py --check    # rebuilds them and fails if one differs from the committed
 
 A table is a `.md` file under `benchmarks/results/` with a `.json` of the same name beside it that `bench.py` wrote:
-`bench_train.md` of `bench.py train` (`bench_train.json`; also `bench240_train`, `exp_full_norm*`, ...) and
+`bench_train.md` of `bench.py train` (`bench_train.json`; also `arithmetic_task/bench240_train`, ...) and
 `bench_selection.md` of `bench.py selection`. Both are built by `benchmarks.harness.markdown` from the JSON alone (no
-training). The reports that read per-seed `demo_results.json` files (`sweep.md`, `*_side.md`) are not among them:
-those files were not committed (BENCHMARKS.md says which).
+training). The sweep reports that read per-seed `demo_results.json` files (`sweep.md`) are not among them: those
+files were not committed.
 """
 
 from __future__ import annotations

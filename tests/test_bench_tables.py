@@ -1,6 +1,6 @@
-"""The committed tables of `bench.py train` / `selection` (BENCHMARKS.md sections 2, 5, 7 and Appendix A, and each
-per-seed `bench_train.md` of sections 9, 12) rebuilt from the JSON committed beside each (no training): every table
-is what its JSON says, and a number that differs is caught."""
+"""The committed tables of `bench.py train` / `selection` (BENCHMARKS.md section 2's selection table, the per-seed
+`bench_train.md` of sections 1-3's runs, and the earlier tables kept under benchmarks/results) rebuilt from the JSON
+committed beside each (no training): every table is what its JSON says, and a number that differs is caught."""
 
 import json
 import shutil
