@@ -35,6 +35,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "cli"
 GSM8K = str(FIXTURES / "gsm8k_eval.jsonl")  # gold answers 7, 7, 8
 AMC23 = str(FIXTURES / "amc23_eval.jsonl")  # gold answers 7, 12, 8, 8
 SOURCES = [f"gsm8k={GSM8K}", f"amc23={AMC23}"]
+NAME_OOD = "results_carries-ood"  # the result files of `--dataset_split carries=ood`
 LOGIT = 4.0  # x the RMS-normalised one-hot hidden state (sqrt(128)) = 45: other tokens get probability ~e^-45
 
 
@@ -164,6 +165,9 @@ def test_arguments_are_checked():
         EvalArguments(model_name_or_path=["m"], benchmarks=["carries"], dataset_source=["carries=x.jsonl"])
     args = EvalArguments(model_name_or_path="m", benchmarks=["amc23"], dataset_source=["amc23=hf://a/b?split=train"])
     assert args.sources == {"amc23": "hf://a/b?split=train"} and args.model_name_or_path == ["m"]
+    assert args.results_name == "results"
+    args = EvalArguments(model_name_or_path="m", benchmarks=["carries", "gsm8k"], dataset_split=["gsm8k=train[:8]"])
+    assert args.results_name == "results_gsm8k-train-8"  # a file of its own, with a name a shell takes as it is
 
 
 def test_markdown_table_is_shaped_like_table_1():
@@ -233,6 +237,7 @@ def test_eval_cli_greedy_model_and_adapter(models, tmp_path):
     assert lora["benchmarks"]["amc23"]["pass@1"] == pytest.approx(2 / 4)
     assert base["average"]["pass@1"] == pytest.approx((2 / 3 + 1 / 4) / 2)
     assert "samples" not in base["benchmarks"]["gsm8k"]
+    assert results["splits"] == {"gsm8k": "train", "amc23": "train"}  # a local file is read as one split, `train`
     lines = [cells(line) for line in table.splitlines()]
     assert lines[0] == ["Model", "GSM8K", "AMC23", "Avg"]
     assert lines[2] == ["base", "0.667", "0.250", "0.458"]
@@ -300,12 +305,15 @@ def test_eval_grades_an_embedded_task_as_the_demo_does(tmp_path):
     recipe = Path(__file__).resolve().parents[1] / "recipes" / "eval" / "cpu-carries.yaml"
     warm = str(shipped_path(default_warm_start("carries")))
     out = tmp_path / "eval"
-    assert cli_main(["eval", "--config", str(recipe), "--model", warm, "--output_dir", str(out)]) == 0
-    ood_out = tmp_path / "ood"
-    argv = ["eval", "--config", str(recipe), "--model", warm, "--dataset_split", "carries=ood", "--output_dir"]
-    assert cli_main([*argv, str(ood_out)]) == 0
-    scores = json.loads((out / "results.json").read_text())["models"][warm]["benchmarks"]["carries"]
-    ood = json.loads((ood_out / "results.json").read_text())["models"][warm]["benchmarks"]["carries"]
+    argv = ["eval", "--config", str(recipe), "--model", warm, "--output_dir", str(out)]
+    assert cli_main(argv) == 0
+    assert cli_main([*argv, "--dataset_split", "carries=ood"]) == 0  # same folder: the in-domain files are kept
+    in_domain, ood_results = (json.loads((out / f"{name}.json").read_text()) for name in ("results", NAME_OOD))
+    assert in_domain["splits"] == {"carries": "test"} and ood_results["splits"] == {"carries": "ood"}
+    assert (out / "results.md").read_text().rstrip().endswith("splits: carries=test")
+    assert (out / f"{NAME_OOD}.md").read_text().rstrip().endswith("splits: carries=ood")
+    scores = in_domain["models"][warm]["benchmarks"]["carries"]
+    ood = ood_results["models"][warm]["benchmarks"]["carries"]
     model, tokenizer, _ = load_warm_start(default_warm_start("carries"))
     task = get_task("carries")
     assert scores["n"] == 200 and ood["n"] == task.DEFAULT_N_OOD

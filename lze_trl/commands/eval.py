@@ -11,8 +11,10 @@ lze-trl eval --config recipes/eval/table1.yaml --model outputs/my-run
 lze-trl eval --config recipes/eval/cpu-carries.yaml --model outputs/cpu-carries  # on a CPU, offline
 ```
 
-Writes `results.json` (per benchmark: n, k, pass@1, avg@k, pass@k, optionally every sample) and `results.md` (a
-table shaped like the paper's Table 1) into `--output_dir`. The logic lives in [`lze_trl.evaluation`].
+Writes `results.json` (per benchmark: n, k, pass@1, avg@k, pass@k, optionally every sample; the source and the split
+read) and `results.md` (a table shaped like the paper's Table 1) into `--output_dir`. A run with `--dataset_split`
+overrides writes files of its own, named after them (`--dataset_split carries=ood`: `results_carries-ood.json` and
+`results_carries-ood.md`), so that the in-domain results are kept. The logic lives in [`lze_trl.evaluation`].
 """
 
 from __future__ import annotations
@@ -43,5 +45,5 @@ def main(argv: list[str]) -> int:
         return 2
     results = evaluate(args)
     print(markdown_table(results))
-    print(f"Results written to {os.path.join(args.output_dir, 'results.json')} and results.md.")
+    print(f"Results written to {os.path.join(args.output_dir, args.results_name)}.json and .md.")
     return 0

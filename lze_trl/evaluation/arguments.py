@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +24,7 @@ BENCHMARK_TITLES = {
 TABLE1_BENCHMARKS = ("gsm8k", "math", "dapo_math", "amc23", "aime25")
 # Split read when a benchmark comes from its canonical Hub dataset; the others use the loader's default.
 _EVAL_SPLITS = {"gsm8k": "test", "math": "test"}
-RESULTS_JSON = "results.json"
-RESULTS_MARKDOWN = "results.md"
+_SEPARATORS = re.compile(r"[^\w.]+")  # what a split in a file name becomes `-` (e.g. `train[:100]`: `train-100`)
 
 
 @dataclass
@@ -51,7 +51,8 @@ class EvalArguments:
         dataset_split (`list[str]`, *optional*):
             Splits overriding the defaults, as `kind=split`. The defaults are `test` for `gsm8k`, `math` (read from
             the Hub) and the embedded tasks, the loader's default for the others; a source that names its own split
-            keeps it.
+            keeps it. A run with overrides writes its own result files (see `results_name`), so that the results of
+            each split are kept apart.
         max_samples (`int`, *optional*):
             Evaluate only the first `max_samples` problems of each benchmark.
         system_prompt (`str`, *optional*):
@@ -91,7 +92,8 @@ class EvalArguments:
         vllm_max_model_length (`int`, *optional*):
             vLLM context length (prompt + completion). Defaults to the model's.
         output_dir (`str`, *optional*, defaults to `"outputs/eval"`):
-            Where `results.json` and `results.md` are written.
+            Where the result files are written: `results.json` and `results.md`, or with `dataset_split` overrides
+            `results_<kind>-<split>.json` and `.md` (e.g. `results_carries-ood.json`).
         save_samples (`bool`, *optional*, defaults to `False`):
             Also store every prompt, completion and grade in `results.json`.
     """
@@ -191,6 +193,16 @@ class EvalArguments:
             raise ValueError("max_new_tokens and batch_size must be >= 1.")
         if self.max_samples is not None and self.max_samples < 1:
             raise ValueError(f"max_samples={self.max_samples} is invalid: use an integer >= 1.")
+
+    @property
+    def results_name(self) -> str:
+        """
+        The result files' name without its extension: `results`, or with `dataset_split` overrides `results_` and
+        `<kind>-<split>` per override (e.g. `results_carries-ood`; a split's characters other than letters, digits,
+        `.` and `_` become `-`).
+        """
+        overrides = [f"{kind}-{_SEPARATORS.sub('-', split).strip('-')}" for kind, split in self.splits.items()]
+        return "_".join(["results", *overrides])
 
     @property
     def chat_template_kwargs(self) -> dict[str, Any]:

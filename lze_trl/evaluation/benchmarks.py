@@ -12,6 +12,18 @@ EMBEDDED_TEST_SIZE = 200
 """Held-out prompts of an embedded task that `lze-trl eval` grades by default (the README's evaluation)."""
 
 
+def benchmark_split(name: str, source: str | None = None, split: str | None = None) -> str | None:
+    """
+    The split [`load_benchmark`] reads: `split` when given, else `test` for an embedded task and for `gsm8k` and
+    `math` read from the Hub, else `None` (the split that `source` names, or the loader's default).
+    """
+    from ..tasks import TASKS
+
+    if split is not None or name in TASKS:
+        return split or "test"
+    return _EVAL_SPLITS.get(name) if source is None else None
+
+
 def load_benchmark(
     name: str,
     source: str | None = None,
@@ -47,13 +59,11 @@ def load_benchmark(
     from ..data import load_math_dataset
     from ..tasks import TASKS
 
+    split = benchmark_split(name, source, split)
     if name in TASKS:
         task = TASKS[name]
-        split = split or "test"
         n = max_samples or (task.DEFAULT_N_OOD if split == "ood" else EMBEDDED_TEST_SIZE)
         return task.make_dataset(n, seed=0, split=split).rename_column("answer", "solution")
-    if split is None and source is None:
-        split = _EVAL_SPLITS.get(name)
     dataset = load_math_dataset(
         name, source=source, split=split, system_prompt=system_prompt, chat_template_only=chat_template_only
     )

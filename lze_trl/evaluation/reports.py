@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from .arguments import BENCHMARK_TITLES, RESULTS_JSON, RESULTS_MARKDOWN
+from .arguments import BENCHMARK_TITLES
 
 
 def merge_results(*results: Mapping[str, Any]) -> dict[str, Any]:
@@ -18,13 +18,14 @@ def merge_results(*results: Mapping[str, Any]) -> dict[str, Any]:
     Merges the results of several [`evaluate`] runs (e.g. one per model, read back from their `results.json`) into
     one, for a single table. Later runs win for a model label that appears twice.
     """
-    merged: dict[str, Any] = {"settings": {}, "benchmarks": [], "sources": {}, "models": {}}
+    merged: dict[str, Any] = {"settings": {}, "benchmarks": [], "sources": {}, "splits": {}, "models": {}}
     for result in results:
         merged["settings"] = merged["settings"] or dict(result.get("settings", {}))
         for name in result.get("benchmarks", []):
             if name not in merged["benchmarks"]:
                 merged["benchmarks"].append(name)
         merged["sources"].update(result.get("sources", {}))
+        merged["splits"].update(result.get("splits", {}))
         merged["models"].update(copy.deepcopy(dict(result["models"])))
     return merged
 
@@ -64,14 +65,19 @@ def markdown_table(results: Mapping[str, Any], metric: str = "pass@1", digits: i
     k = settings.get("num_samples", 1)
     decoding = "greedy" if not settings.get("temperature") else f"temperature {settings['temperature']}"
     caption = f"{metric} ({decoding}, k={k}" + (f", avg@{k}" if k > 1 and metric == "pass@1" else "") + ")"
+    if splits := [f"{name}={split}" for name, split in results.get("splits", {}).items() if split]:
+        caption += f"; splits: {', '.join(splits)}"
     return "\n".join(lines) + f"\n\n{caption}\n"
 
 
-def write_results(results: Mapping[str, Any], output_dir: str) -> tuple[str, str]:
-    """Writes `results.json` and `results.md` (see [`markdown_table`]) into `output_dir`; returns their paths."""
+def write_results(results: Mapping[str, Any], output_dir: str, name: str = "results") -> tuple[str, str]:
+    """
+    Writes `<name>.json` and the Markdown table `<name>.md` (see [`markdown_table`]) into `output_dir`; returns their
+    paths. `name` is [`EvalArguments.results_name`] for a run of [`evaluate`], which keeps each split's files apart.
+    """
     os.makedirs(output_dir, exist_ok=True)
-    json_path = os.path.join(output_dir, RESULTS_JSON)
-    md_path = os.path.join(output_dir, RESULTS_MARKDOWN)
+    json_path = os.path.join(output_dir, f"{name}.json")
+    md_path = os.path.join(output_dir, f"{name}.md")
     with open(json_path, "w") as f:
         json.dump(results, f, indent=2, default=_json_default)
     with open(md_path, "w") as f:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..tasks import TASKS
 from .arguments import EvalArguments
-from .benchmarks import load_benchmark, render_prompts
+from .benchmarks import benchmark_split, load_benchmark, render_prompts
 from .generation import _free_memory, _merged_adapter_dir, generate_transformers, generate_vllm, vllm_available
 from .metrics import _grade, benchmark_metrics
 from .models import is_adapter, load_model_and_tokenizer
@@ -142,9 +142,16 @@ def _average(benchmarks: Mapping[str, Mapping[str, Any]], metric: str) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
+def _split_read(name: str, dataset: Any, args: EvalArguments) -> str | None:
+    """The split a benchmark was read from: [`benchmark_split`]'s, else the dataset's own (`None`: unnamed)."""
+    split = benchmark_split(name, args.sources.get(name), args.splits.get(name))
+    return split or (str(dataset.split) if getattr(dataset, "split", None) else None)
+
+
 def evaluate(args: EvalArguments, write: bool = True) -> dict[str, Any]:
     """
-    Evaluates every model of `args` on every benchmark, and writes `results.json` and `results.md`.
+    Evaluates every model of `args` on every benchmark, and writes `results.json` and `results.md` (with
+    `dataset_split` overrides, files of their own: [`EvalArguments.results_name`]).
 
     Args:
         args ([`EvalArguments`]):
@@ -153,7 +160,8 @@ def evaluate(args: EvalArguments, write: bool = True) -> dict[str, Any]:
             Write the result files into `args.output_dir`.
 
     Returns:
-        `dict[str, Any]`: `{"settings": ..., "benchmarks": [...], "models": {label: {"model": path, "adapter": bool,
+        `dict[str, Any]`: `{"settings": ..., "benchmarks": [...], "sources": {name: source}, "splits": {name: the
+        split read, or `None` for the source's own}, "models": {label: {"model": path, "adapter": bool,
         "backend": ..., "benchmarks": {name: metrics}, "average": {"pass@1": ..., "pass@k": ...}}}}`.
     """
     backend = _resolve_backend(args.backend)
@@ -173,6 +181,7 @@ def evaluate(args: EvalArguments, write: bool = True) -> dict[str, Any]:
         "settings": {**args.generation_settings(), "backend": backend},
         "benchmarks": list(args.benchmarks),
         "sources": {name: args.sources.get(name) for name in args.benchmarks},
+        "splits": {name: _split_read(name, benchmarks[name], args) for name in args.benchmarks},
         "models": {},
     }
     for label, path in zip(labels, args.model_name_or_path):
@@ -184,5 +193,5 @@ def evaluate(args: EvalArguments, write: bool = True) -> dict[str, Any]:
             "average": {m: _average(scores, m) for m in ("pass@1", "pass@k")},
         }
         if write:  # after each model, so that a long multi-model run keeps what it has
-            write_results(results, args.output_dir)
+            write_results(results, args.output_dir, args.results_name)
     return results
