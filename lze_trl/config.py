@@ -76,8 +76,9 @@ class LZEGRPOConfig(GRPOConfig):
             Name or index of the reward function that defines correctness. Defaults to the first one.
         max_unscorable_batches (`int`, *optional*, defaults to `3`):
             Generation batches in a row in which every reward function returned `None` (or NaN) for every rollout
-            after which training stops with an error naming them (their zero advantages teach nothing; stock
-            `GRPOTrainer` trains on); 0 never stops.
+            after which training stops with an error naming them (their zero advantages teach nothing, and LZE would
+            select on nothing); 0 never stops. With `selector="none"` the run only warns and trains on, as stock
+            `GRPOTrainer` does.
         > Parameters that control forward pruning
 
         prune_solved (`bool`, *optional*, defaults to `False`):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import torch
 from accelerate.utils import DistributedType
 from transformers.utils import logging
 
@@ -51,3 +52,23 @@ def warn_if_not_sharded(trainer: Any) -> str | None:
     if trainer.accelerator.is_main_process:
         logger.warning(message)
     return message
+
+
+SMALL_CPU_CORES = 2
+"""A CPU with at most this many cores trains on one thread unless `OMP_NUM_THREADS` says otherwise
+([`use_one_thread_on_a_small_cpu`])."""
+
+
+def use_one_thread_on_a_small_cpu(device_type: str) -> bool:
+    """
+    Sets torch to one thread when training runs on a CPU of at most `SMALL_CPU_CORES` cores and `OMP_NUM_THREADS` is
+    not set: torch's default there (one thread per core) is 4 to 20 times slower on lze-trl's small CPU runs as soon
+    as anything else runs on the machine (BENCHMARKS.md, first contact), and no faster when nothing does. Returns
+    whether it did; setting `OMP_NUM_THREADS` keeps torch's own choice.
+    """
+    small = (os.cpu_count() or 1) <= SMALL_CPU_CORES
+    if device_type != "cpu" or not small or "OMP_NUM_THREADS" in os.environ or torch.get_num_threads() == 1:
+        return False
+    torch.set_num_threads(1)
+    logger.info(f"Training on a {os.cpu_count()}-core CPU: torch uses one thread (set OMP_NUM_THREADS to choose).")
+    return True

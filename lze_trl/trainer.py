@@ -24,7 +24,7 @@ from trl import GRPOConfig, GRPOTrainer
 from . import checkpoint as checkpoint_files
 from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from .config import as_lze_config
-from .engines import warn_if_not_sharded
+from .engines import use_one_thread_on_a_small_cpu, warn_if_not_sharded
 from .errors import LZEWarning
 from .generation_batch import train_on_generation_batch
 from .guards import (
@@ -123,6 +123,7 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         self.train_sampler: LZERepeatSampler | None = None
         self.add_callback(_LZECallback(self))
         warn_if_not_sharded(self)
+        use_one_thread_on_a_small_cpu(self.accelerator.device.type)
 
     @property
     def selection_log(self):

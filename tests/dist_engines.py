@@ -231,7 +231,7 @@ def run(out_dir: Path, engine: str, case: str) -> None:
         scheduler = {"type": "WarmupDecayLR", "params": {"warmup_num_steps": "auto", "total_num_steps": "auto"}}
         values["deepspeed"] = {**values["deepspeed"], "scheduler": scheduler}
     if case == "probe":  # probe-then-complete: 2 rollouts of each prompt, then only the chosen groups completed
-        values.update(probe_generations=2)
+        values.update(generation_rounds=[2, 4], round_policy="probe")
     with fsdp_on_cpu() if engine == "fsdp2" else contextlib.nullcontext():
         trainer = LZEGRPOTrainer(
             model=model,
@@ -255,7 +255,7 @@ def run(out_dir: Path, engine: str, case: str) -> None:
         engine=engine_counters(trainer),
         not_sharded_warning=warn_if_not_sharded(trainer),
         window_rows=windows.per_window,
-        selection=selection[["batch", "prompt_id", "weight"]].to_dict("list"),
+        selection=selection[["batch", "prompt_key", "weight"]].to_dict("list"),
     )
     trainer.accelerator.wait_for_everyone()
     del trainer, model

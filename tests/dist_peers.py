@@ -40,7 +40,7 @@ def run(out_dir: Path, selector: str, num_prompts: int = 32, **overrides) -> Non
     prepare(trainer)
     trainer.train()
     log = trainer.selection_log.to_pandas()
-    selection = log[["batch", "prompt_id", "pass_rate", "weight"]].to_dict("list")
+    selection = log[["batch", "prompt_key", "pass_rate", "weight"]].to_dict("list")
     save_rank_results(trainer, out_dir, flat_parameters(trainer.model), grad_rows=rows["rows"], selection=selection)
 
 

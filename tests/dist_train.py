@@ -25,9 +25,13 @@ def main(out_dir: str, mode: str) -> None:
     # rollout_func (its extra fields read by the reward) in "probe-rollout-func", an environment_factory (tools and
     # reward of the environment, a scripted tool caller) in "probe-environment"; the adaptive budget in "rounds", with
     # tools in "rounds-tools"
-    probe = dict(probe_generations=2, per_device_train_batch_size=16) if mode.startswith("probe") else {}
+    probe = (
+        dict(generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=16)
+        if mode.startswith("probe")
+        else {}
+    )
     if mode.startswith("rounds"):
-        probe = dict(rollout_rounds=[1, 2, 4], per_device_train_batch_size=16)
+        probe = dict(generation_rounds=[1, 2, 4], per_device_train_batch_size=16)
     reward, extra, dataset, trainer_class = mixed_reward, {}, prompt_dataset(16), LZEGRPOTrainer
     if mode == "probe-rollout-func":
         from test_probe_agentic import counting_rollout_func

@@ -1,4 +1,4 @@
-"""The adaptive rollout budget (`rollout_rounds`): the live probability against the beta-binomial, the rows of several
+"""The adaptive rollout budget (`generation_rounds`): the live probability against the beta-binomial, the rows of several
 rounds served as one call, and trainer runs: each rollout generated and rewarded once, a group going on only while it
 may be live, whole groups with TRL's advantages in the update, a guard, settings refused early (exact resume:
 `tests/test_probe.py`)."""
@@ -11,14 +11,15 @@ from test_probe import RecordingTrainer, bucket_reward, rollouts
 from testing_utils import completion_bucket, logged, lze_args, make_trainer, prompt_dataset, prompt_number
 
 from lze_trl import LZEWarning
-from lze_trl.energy import fit_beta_prior, live_probability
+from lze_trl.energy import fit_beta_prior, learning_zone_probability
 from lze_trl.generation_batch import served_rows
+from lze_trl.rounds import AdaptiveRounds, RoundsState
 from lze_trl.run import LZERun
 
 
 def test_live_probability_is_one_minus_the_beta_binomial_chance_that_the_group_stays_alike():
     # by hand: 2 of 2 correct under a Beta(0.5, 0.5) prior: Beta(2.5, 0.5); 2 more all correct: 2.5/3 * 3.5/4
-    np.testing.assert_allclose(live_probability([2], [2], 2, [0.5], [0.5]), [1 - 2.5 / 3 * 3.5 / 4])
+    np.testing.assert_allclose(learning_zone_probability([2], [2], 2, [0.5], [0.5]), [1 - 2.5 / 3 * 3.5 / 4])
     rng = np.random.default_rng(0)
     trials = rng.integers(0, 5, 200)
     successes = np.where(rng.random(200) < 0.5, 0, trials)  # alike so far: all failures or all successes
@@ -27,9 +28,11 @@ def test_live_probability_is_one_minus_the_beta_binomial_chance_that_the_group_s
     a, b = prior_a + successes, prior_b + trials - successes
     stays = np.where(successes == trials, stats.betabinom.pmf(remaining, remaining, a, b), 0.0)
     stays += np.where(successes == 0, stats.betabinom.pmf(0, remaining, a, b), 0.0)
-    np.testing.assert_allclose(live_probability(successes, trials, remaining, prior_a, prior_b), 1 - stays)
+    np.testing.assert_allclose(learning_zone_probability(successes, trials, remaining, prior_a, prior_b), 1 - stays)
     mixed = (successes > 0) & (successes < trials)
-    assert mixed.any() and np.all(live_probability(successes, trials, remaining, prior_a, prior_b)[mixed] == 1.0)
+    assert mixed.any() and np.all(
+        learning_zone_probability(successes, trials, remaining, prior_a, prior_b)[mixed] == 1.0
+    )
 
 
 def test_the_fitted_prior_recovers_a_beta_binomial_population_and_its_limits():
@@ -51,19 +54,29 @@ def test_the_fitted_prior_recovers_a_beta_binomial_population_and_its_limits():
 
 
 def test_a_new_prompt_s_prior_is_fitted_to_the_batch_and_a_known_one_s_is_its_history(tmp_path):
-    run = LZERun(lze_args(tmp_path, rollout_rounds=[2, 4, 8], num_generations=8), 8, None)
+    run = LZERun(lze_args(tmp_path, generation_rounds=[2, 4, 8], num_generations=8), 8, None)
+    policy = run.round_policy
+    assert isinstance(policy, AdaptiveRounds)  # round_policy's default
+
+    def state(correctness):
+        rewards = np.full((len(correctness), 8, 1), np.nan)
+        rewards[:, : correctness.shape[1], 0] = correctness
+        return RoundsState(np.arange(16), rewards, 0, np.ones(16, dtype=bool), correctness.shape[1])
+
     alike = np.array([[0.0, 0.0]] * 6 + [[1.0, 1.0]] * 6 + [[1.0, 0.0]] * 4)  # most prompts never or always solved
-    live = run.live_probability(np.arange(16), alike, 6)
+    live = policy.learning_zone_probability(run, state(alike))
     assert np.all(live[:12] < 0.5) and np.all(live[12:] == 1.0)  # the alike groups stop, the mixed go on
+    going_on, priority = policy.choose(run, state(alike))
+    assert np.array_equal(going_on, live >= 0.5) and np.array_equal(priority, live)
     spread = np.array([[0.0, 0.0]] * 4 + [[1.0, 1.0]] * 4 + [[1.0, 0.0]] * 8)  # as one binomial: every prompt alike
-    assert np.all(run.live_probability(np.arange(16), spread, 6) > 0.9)
+    assert np.all(policy.learning_zone_probability(run, state(spread)) > 0.9)
     # the first round alone is fitted: a later round's columns (NaN where a group stopped) do not move the prior
     later = np.concatenate([alike, np.where(np.arange(16)[:, None] >= 12, 1.0, np.nan) * np.ones((16, 2))], axis=1)
-    assert run.new_prompt_prior(later) == run.new_prompt_prior(alike)
-    # a known prompt's prior is its EMA, weighed probe_prior_strength rollouts, whatever the batch
+    assert policy.new_prompt_prior(run, later) == policy.new_prompt_prior(run, alike)
+    # a known prompt's prior is its EMA, weighed history_prior_strength rollouts, whatever the batch
     run.prompts.observe(np.array([0]), np.array([0.5]), 0)
-    ema_prior = live_probability([0], [2], 6, [0.5 + 4 * 0.5], [0.5 + 4 * 0.5])
-    np.testing.assert_allclose(run.live_probability(np.arange(16), alike, 6)[:1], ema_prior)
+    ema_prior = learning_zone_probability([0], [2], 6, [0.5 + 4 * 0.5], [0.5 + 4 * 0.5])
+    np.testing.assert_allclose(policy.learning_zone_probability(run, state(alike))[:1], ema_prior)
     assert ema_prior > 0.5
 
 
@@ -77,7 +90,7 @@ def test_in_the_first_batch_groups_alike_in_a_bimodal_batch_stop_after_the_first
         tmp_path,
         reward=bimodal_reward,
         dataset=prompt_dataset(32),
-        rollout_rounds=[2, 4],
+        generation_rounds=[2, 4],
         per_device_train_batch_size=64,  # 16 new prompts x 4 rollouts in the first generation batch
         max_steps=1,
         trainer_class=RecordingTrainer,
@@ -92,7 +105,7 @@ def test_in_the_first_batch_groups_alike_in_a_bimodal_batch_stop_after_the_first
     completed = {p for p, _ in trainer.generated[1]}
     assert completed == mixed  # only the groups mixed in the first round went on
     assert logged(trainer, "lze/completed_groups") == [len(mixed)]
-    assert logged(trainer, "lze/new_prompt_prior_strength")[0] < 1.0  # the batch's prompts taken as far apart
+    assert logged(trainer, "lze/new_prompt_pass_rate_std")[0] > 0.3  # the batch's prompts taken as far apart
 
 
 def test_rows_of_several_rounds_are_served_group_by_group_in_round_order():
@@ -119,7 +132,7 @@ def test_groups_go_on_while_they_may_be_live_and_only_completed_ones_reach_the_u
         tmp_path,
         reward=counting_reward,
         dataset=prompt_dataset(32),
-        rollout_rounds=[1, 2, 4],
+        generation_rounds=[1, 2, 4],
         per_device_train_batch_size=32,  # 8 prompts x 4 rollouts per generation batch
         max_steps=3,
         trainer_class=RecordingTrainer,
@@ -156,12 +169,14 @@ def test_a_run_whose_rounds_complete_dead_groups_says_so_naming_the_setting(tmp_
     trainer = make_trainer(
         tmp_path,
         reward=lambda completions, **kw: [0.0] * len(completions),
-        rollout_rounds=[1, 2, 4],
-        rollout_live_threshold=1e-9,  # every group goes on: every completed group is dead
+        generation_rounds=[1, 2, 4],
+        learning_zone_threshold=1e-9,  # every group goes on: every completed group is dead
         per_device_train_batch_size=16,
         max_steps=3,
     )
-    with pytest.warns(LZEWarning, match=r"rollout_rounds=\[1, 2, 4\]: more than half .* Raise rollout_live_threshold"):
+    with pytest.warns(
+        LZEWarning, match=r"generation_rounds=\[1, 2, 4\]: more than half .* Raise learning_zone_threshold"
+    ):
         trainer.train()
     assert logged(trainer, "lze/completed_groups") == [4.0] * 3
     assert logged(trainer, "lze/fresh_rollouts") == [16.0] * 3
@@ -170,12 +185,11 @@ def test_a_run_whose_rounds_complete_dead_groups_says_so_naming_the_setting(tmp_
 @pytest.mark.parametrize(
     "overrides, match",
     [
-        (dict(rollout_rounds=[2, 3]), r"rollout_rounds=\[2, 3\] is invalid.*ending at num_generations=4"),
-        (dict(rollout_rounds=[2, 2, 4]), "strictly increasing"),
-        (dict(rollout_rounds=[0, 4]), "strictly increasing rollout counts >= 1"),
-        (dict(rollout_rounds=[2, 4], probe_generations=2), "set probe_generations=0 with rollout_rounds"),
-        (dict(rollout_rounds=[2, 4], selector="none"), "selector='none' keeps every group"),
-        (dict(rollout_rounds=[2, 4], rollout_live_threshold=0.0), "rollout_live_threshold=0.0 is invalid"),
+        (dict(generation_rounds=[2, 3]), r"generation_rounds=\[2, 3\] is invalid.*ending at num_generations=4"),
+        (dict(generation_rounds=[2, 2, 4]), "strictly increasing"),
+        (dict(generation_rounds=[0, 4]), "strictly increasing rollout counts >= 1"),
+        (dict(generation_rounds=[2, 4], selector="none"), "selector='none' keeps every group"),
+        (dict(generation_rounds=[2, 4], learning_zone_threshold=0.0), "learning_zone_threshold=0.0 is invalid"),
     ],
 )
 def test_bad_adaptive_budget_settings_are_refused_with_the_fix(tmp_path, overrides, match):
@@ -186,10 +200,10 @@ def test_bad_adaptive_budget_settings_are_refused_with_the_fix(tmp_path, overrid
 def test_rounds_from_a_command_line_are_parsed_and_need_whole_groups(tmp_path):
     from lze_trl.config import validate_lze_args
 
-    assert lze_args(tmp_path, rollout_rounds="1,2,4").rollout_rounds == [1, 2, 4]
-    args = lze_args(tmp_path, rollout_rounds=[2, 4], num_generations=4, per_device_train_batch_size=8)
+    assert lze_args(tmp_path, generation_rounds="1,2,4").generation_rounds == [1, 2, 4]
+    args = lze_args(tmp_path, generation_rounds=[2, 4], num_generations=4, per_device_train_batch_size=8)
     args.per_device_train_batch_size = 6  # as on 2 processes
-    with pytest.raises(ValueError, match=r"rollout_rounds=\[2, 4\] cannot run: every process needs whole groups"):
+    with pytest.raises(ValueError, match=r"generation_rounds=\[2, 4\] cannot run: every process needs whole groups"):
         validate_lze_args(args)
 
 
@@ -205,5 +219,5 @@ def test_the_budget_needs_a_selector_that_reads_pass_rates(tmp_path, monkeypatch
 
     monkeypatch.setitem(SELECTORS, "blind", Blind)
     lze_args(tmp_path, selector="blind")  # fine without the budget
-    with pytest.raises(ValueError, match=r"selector='blind' reads no pass rates.*Set rollout_rounds=None"):
-        lze_args(tmp_path, selector="blind", rollout_rounds=[2, 4])
+    with pytest.raises(ValueError, match=r"selector='blind' reads no pass rates.*Set generation_rounds=None"):
+        lze_args(tmp_path, selector="blind", generation_rounds=[2, 4])

@@ -34,7 +34,8 @@ def test_a_checker_rollout_is_the_model_answering_until_right_or_out_of_turns(tm
         dataset=prompt_dataset(8),
         trainer_class=checker_trainer(rollouts),
         per_device_train_batch_size=16,
-        probe_generations=2,
+        generation_rounds=[2, 4],
+        round_policy="probe",
         max_steps=2,
     )
     trainer.train()

@@ -32,7 +32,7 @@ BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
         ("energy_terms", []),
         ("selection_ratio", "0.4"),  # not a number: a ValueError naming the setting, not a comparison's TypeError
         ("selection_noise", "abc"),
-        ("probe_prior_strength", "4"),
+        ("history_prior_strength", "4"),
     ],
 )
 def test_bad_setting_names_setting_and_fix(setting, value):

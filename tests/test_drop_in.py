@@ -142,7 +142,7 @@ def test_lze_adds_nothing_to_the_rows_reward_functions_and_hooks_see(tmp_path):
     # groups), keyed by their row index
     rolled_out = {prompt_number(p) for call in ours.reward_calls for p in call["prompts"]}
     assert len(rolled_out) == 3 * 2
-    assert sorted(ours.lze.prompts.table()["prompt_id"].tolist()) == sorted(rolled_out)
+    assert sorted(ours.lze.prompts.table()["prompt_key"].tolist()) == sorted(rolled_out)
 
 
 @pytest.mark.parametrize(
@@ -225,7 +225,7 @@ def test_rollout_func_runs_with_lze(tmp_path):
     trainer.train()
     # one rollout_func call per step, for its 2 prompts x 4 generations; the per-prompt table keyed them by dataset row
     assert [len(prompts) for prompts in seen] == [8, 8]
-    assert sorted(trainer.lze.prompts.table()["prompt_id"].tolist()) == sorted(
+    assert sorted(trainer.lze.prompts.table()["prompt_key"].tolist()) == sorted(
         {prompt_number(p) for ps in seen for p in ps}
     )
 
@@ -296,11 +296,15 @@ def test_environment_datasets_without_prompt_column(tmp_path, iterable, recwarn)
     assert trainer.state.global_step == 2
 
 
-@pytest.mark.parametrize("rounds", [{"probe_generations": 2}, {"rollout_rounds": [2, 4]}], ids=["probe", "budget"])
+@pytest.mark.parametrize(
+    "rounds",
+    [{"generation_rounds": [2, 4], "round_policy": "probe"}, {"generation_rounds": [2, 4]}],
+    ids=["probe", "budget"],
+)
 def test_generating_in_rounds_without_a_prompt_identity_is_refused(tmp_path, rounds):
     # An iterable dataset without `prompt` trains as plain GRPO (above): a generation saver asked for would do nothing.
     dataset = Dataset.from_dict({"question": [f"{i}+{i % 7}" for i in range(16)]}).to_iterable_dataset()
-    with pytest.raises(ValueError, match="generating in rounds needs a prompt identity.*probe_generations=0 and"):
+    with pytest.raises(ValueError, match="generating in rounds needs a prompt identity.*Set generation_rounds=None"):
         make_trainer(
             tmp_path,
             reward=chat_reward,

@@ -146,8 +146,8 @@ def test_a_run_is_judged_against_grpos_best_use_of_its_budget(tmp_path):
             record["ood_accuracy"] += 0.2
         probe = method([0.5, 0.7, 0.78, 0.78, 0.78 + 0.01 * seed], 198)
         probe["steps"] = [
-            {"lze/completed_dead_frac": 0.25, "lze/probe_agreement": 1.0},
-            {"lze/completed_dead_frac": 0.75, "lze/probe_agreement": 0.5},
+            {"lze/completed_dead_frac": 0.25, "lze/first_round_agreement": 1.0},
+            {"lze/completed_dead_frac": 0.75, "lze/first_round_agreement": 0.5},
         ]
         write(
             tmp_path / "main",

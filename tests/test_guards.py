@@ -123,3 +123,9 @@ def test_a_reward_that_returns_none_for_every_row_is_named_and_stops_the_run(tmp
     with pytest.warns(LZEWarning, match="'none_reward' returned None"):
         trainer.train()  # opted out: trains on, as stock GRPOTrainer does
     assert trainer.state.global_step == 4
+    # selector="none" trains exactly as GRPOTrainer: it says so, and trains on (LZE would select on nothing; GRPO does
+    # not select), whatever max_unscorable_batches says
+    trainer = make_trainer(tmp_path / "grpo", selector="none", reward=none_reward, max_steps=4)
+    with pytest.warns(LZEWarning, match="'none_reward' returned None"):
+        trainer.train()
+    assert trainer.state.global_step == 4

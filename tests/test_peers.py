@@ -40,11 +40,11 @@ def batch(pass_rates, G=4, ema=None):
     rewards = np.array([[float(j < round(x * G)) if np.isfinite(x) else np.nan for j in range(G)] for x in p])
     p = group_pass_rates(rewards, G, 0.5)
     return GroupBatch(
-        prompt_ids=np.arange(len(p)),
+        prompt_keys=np.arange(len(p)),
         pass_rates=p,
         rewards=rewards,
         energies=np.zeros(len(p)),
-        live=live_groups(p, rewards, rewards),
+        eligible=live_groups(p, rewards, rewards),
         ema_pass_rates=p if ema is None else np.asarray(ema, dtype=np.float64),
         rng=np.random.default_rng(0),
     )
@@ -265,10 +265,10 @@ def test_softmax_allocation_rolls_prompts_out_as_often_as_their_counts(tmp_path)
     log = trainer.selection_log.to_pandas()
     per_epoch = len(log) // 2  # 8 groups per epoch, two epochs
     first, second = log.iloc[:per_epoch], log.iloc[per_epoch:]
-    np.testing.assert_array_equal(np.bincount(first["prompt_id"], minlength=8), np.ones(8))
-    counts = np.bincount(trainer.lze.position.rows, minlength=8)
+    np.testing.assert_array_equal(np.bincount(first["prompt_key"], minlength=8), np.ones(8))
+    counts = np.bincount(trainer.lze.position.plan, minlength=8)
     assert counts.sum() == 8 and counts.max() >= 2 and (counts == 0).any()
-    np.testing.assert_array_equal(np.bincount(second["prompt_id"], minlength=8), counts)
+    np.testing.assert_array_equal(np.bincount(second["prompt_key"], minlength=8), counts)
     # Prompts always or never solved in the first epoch (mixed_reward: prompt 0 never, prompt 8 would be always)
     # are skipped; the ones nearest 50% get the spare groups.
     ema = trainer.lze.prompts.get(np.arange(8))["ema_pass_rate"]
@@ -309,7 +309,7 @@ def test_prefilter_judges_once_caches_and_removes(tmp_path):
     np.testing.assert_array_equal(p[i % 3 == 0], 0.0)  # judged prompt by prompt, in dataset order
     np.testing.assert_array_equal(p[i % 3 == 1], 1.0)
     log = trainer.selection_log.to_pandas()
-    assert len(log) == 4 and not (log["prompt_id"] % 3 == 0).any()  # all-wrong prompts are never rolled out
+    assert len(log) == 4 and not (log["prompt_key"] % 3 == 0).any()  # all-wrong prompts are never rolled out
     assert logged(trainer, "lze/prefilter_removed_prompts")[0] == 8
     # judging is not training: its rollouts leave the training logs alone
     assert trainer.state.global_step == 2 and len(logged(trainer, "lze/selected_frac")) == 2
@@ -324,7 +324,7 @@ def test_prefilter_judges_once_caches_and_removes(tmp_path):
     assert again.lze.selector.from_cache
     np.testing.assert_array_equal(again.lze.selector.pass_rates, p)
     assert len(calls) == 1  # the training step's generation only: nothing judged
-    assert not again.selection_log.to_pandas()["prompt_id"].isin(np.flatnonzero(p % 1 == 0)).any()
+    assert not again.selection_log.to_pandas()["prompt_key"].isin(np.flatnonzero(p % 1 == 0)).any()
 
     # a prefilter that leaves less than a generation batch fails before training, naming the setting
     dead = prefilter_trainer(tmp_path / "c", num_prompts=3, mode="remove_both", cache_dir=cache)
@@ -377,13 +377,13 @@ def test_two_processes_prefilter_and_softmax_agree(tmp_path):
             np.testing.assert_array_equal(ranks[0][key], ranks[1][key], err_msg=f"{selector}: {key}")
         selection = infos[0]["selection"]
         if selector == "softmax":  # 8 prompts, 4 groups per generation batch: epochs of 2 steps
-            counts = np.bincount(ranks[0]["position.rows"], minlength=8)
+            counts = np.bincount(ranks[0]["position.plan"], minlength=8)
             assert counts.sum() == 8 and counts.max() >= 2
-            last_epoch = [i for g, i in zip(selection["batch"], selection["prompt_id"]) if g >= 2]
+            last_epoch = [i for g, i in zip(selection["batch"], selection["prompt_key"]) if g >= 2]
             np.testing.assert_array_equal(np.bincount(last_epoch, minlength=8), counts)
         else:
             p = ranks[0]["selector.pass_rates"]
             i = np.arange(32)
             np.testing.assert_array_equal(p[i % 9 == 0], 0.0)  # the reward can never pass these
             np.testing.assert_array_equal(p[i % 9 == 8], 1.0)  # nor fail these
-            assert not set(selection["prompt_id"]) & set(np.flatnonzero((p == 0) | (p == 1)).tolist())
+            assert not set(selection["prompt_key"]) & set(np.flatnonzero((p == 0) | (p == 1)).tolist())

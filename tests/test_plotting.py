@@ -40,18 +40,18 @@ def synthetic_run(num_prompts: int = 30, steps: int = 20, per_step: int = 10, se
         for pid in rng.choice(num_prompts, per_step, replace=False):
             p = rng.binomial(8, np.clip(1 - difficulty[pid] / 3 + step / steps - 0.3, 0, 1)) / 8
             rows.append((step, step, pid, p, 4 * p * (1 - p) * max(difficulty[pid] / 3, 0.05)))
-    log = pd.DataFrame(rows, columns=["step", "batch", "prompt_id", "pass_rate", "energy"])
+    log = pd.DataFrame(rows, columns=["step", "batch", "prompt_key", "pass_rate", "energy"])
     log["weight"] = 0.0
     for _, group in log.groupby("step"):
         log.loc[group[group["energy"] > 0]["energy"].nlargest(4).index, "weight"] = 1.0
     log["selected"] = log["weight"] > 0
     prompts = (
-        log.groupby("prompt_id")
+        log.groupby("prompt_key")
         .agg(num_observations=("step", "size"), num_selected=("selected", "sum"), last_pass_rate=("pass_rate", "last"))
         .reset_index()
     )
-    prompts["difficulty"] = difficulty[prompts["prompt_id"]]
-    prompts["prompt"] = [f"{i}+1=" for i in prompts["prompt_id"]]
+    prompts["difficulty"] = difficulty[prompts["prompt_key"]]
+    prompts["prompt"] = [f"{i}+1=" for i in prompts["prompt_key"]]
     return prompts, log
 
 
@@ -62,7 +62,7 @@ def handmade_log(pass_rates: dict[int, list[float]]) -> pd.DataFrame:
         for pid, series in pass_rates.items()
         for step, p in enumerate(series)
     ]
-    return pd.DataFrame(rows, columns=["step", "batch", "prompt_id", "pass_rate", "energy", "weight"])
+    return pd.DataFrame(rows, columns=["step", "batch", "prompt_key", "pass_rate", "energy", "weight"])
 
 
 def artists_with_data(fig) -> int:
@@ -90,12 +90,12 @@ def test_learning_zone_is_strictly_between_0_and_1():
 def test_learning_zone_events_and_summary():
     log = handmade_log({7: [0.0, 0.5, 1.0, 0.25, 0.0], 8: [0.5, 0.5, 0.75], 9: [1.0, 1.0]})
     events = learning_zone_events(log)
-    by_prompt = {pid: list(zip(g["step"], g["event"])) for pid, g in events.groupby("prompt_id")}
+    by_prompt = {pid: list(zip(g["step"], g["event"])) for pid, g in events.groupby("prompt_key")}
     assert by_prompt[7] == [(1, "entered"), (2, "left_solved"), (3, "entered"), (4, "left_unsolved")]
     assert by_prompt[8] == [(0, "entered")]  # a first observation in the zone enters it
     assert 9 not in by_prompt
 
-    summary = learning_zone_summary(log).set_index("prompt_id")
+    summary = learning_zone_summary(log).set_index("prompt_key")
     assert summary.loc[7, ["entered_step", "left_step", "zone_entries", "in_zone", "observations"]].tolist() == [
         1,
         4,
@@ -111,7 +111,7 @@ def test_learning_zone_events_and_summary():
 def test_revisit_events_follow_solved_streaks():
     log = handmade_log({3: [1.0, 1.0, 1.0, 0.5, 1.0], 4: [1.0, 0.5, 1.0]})
     revisits = revisit_events(log, solved_after=2)
-    assert list(zip(revisits["prompt_id"], revisits["step"], revisits["outcome"])) == [
+    assert list(zip(revisits["prompt_key"], revisits["step"], revisits["outcome"])) == [
         (3, 2, "still_solved"),
         (3, 3, "forgotten"),
     ]
@@ -136,7 +136,7 @@ def test_learning_zone_histogram_fractions(tmp_path):
         {
             "step": [0, 0, 0, 0, 1, 1],
             "batch": [0, 0, 0, 0, 1, 1],
-            "prompt_id": [1, 2, 3, 4, 1, 2],
+            "prompt_key": [1, 2, 3, 4, 1, 2],
             "pass_rate": [0.0, 0.5, 1.0, 1.0, 0.25, 0.25],
             "energy": [0.0, 1.0, 0.0, 0.0, 0.75, 0.75],
             "weight": [0.0, 1.0, 0.0, 0.0, 1.0, 0.0],

@@ -1,4 +1,4 @@
-"""Probe-then-complete (`probe_generations`): the pieces (choice evened out over processes, rows of TRL's `_generate`
+"""Probe-then-complete (`generation_rounds` with `round_policy="probe"`): the pieces (choice evened out over processes, rows of TRL's `_generate`
 results taken and merged), then trainer runs: each rollout generated and rewarded once, log-probabilities only for
 the completed groups, which alone reach the update, with TRL's advantages over the whole group; exact resume; the run
 says when its probes decide badly; bad settings are refused early."""
@@ -114,7 +114,8 @@ def test_only_completed_groups_reach_the_update_with_trls_advantages_over_the_wh
         tmp_path,
         reward=bucket_reward,
         dataset=prompt_dataset(32),
-        probe_generations=2,
+        generation_rounds=[2, 4],
+        round_policy="probe",
         per_device_train_batch_size=32,  # 8 prompts x 4 rollouts per generation batch
         max_steps=3,
         trainer_class=RecordingTrainer,
@@ -123,7 +124,7 @@ def test_only_completed_groups_reach_the_update_with_trls_advantages_over_the_wh
     trainer.train()
     tokenizer = trainer.processing_class
     completed = logged(trainer, "lze/completed_groups")
-    assert logged(trainer, "lze/probe_rollouts") == [16.0] * 3  # 8 prompts x 2
+    assert logged(trainer, "lze/first_round_rollouts") == [16.0] * 3  # 8 prompts x 2
     assert logged(trainer, "lze/fresh_rollouts") == [16 + 2 * c for c in completed]
     # Two generation calls per step: the probe (2 rollouts of each of the 8 prompts), then the completion (2 more of
     # each completed prompt): the probe's rollouts are never generated again.
@@ -167,7 +168,8 @@ def test_each_rollout_is_rewarded_once_and_only_completed_groups_get_log_probabi
         tmp_path,
         reward=counting_reward,
         dataset=prompt_dataset(32),
-        probe_generations=2,
+        generation_rounds=[2, 4],
+        round_policy="probe",
         per_device_train_batch_size=16,
         steps_per_generation=2,  # 8 prompts x 4 rollouts per generation batch, two micro-steps
         num_iterations=2,  # TRL computes old log-probabilities (its update is not on-policy): counted here
@@ -191,7 +193,9 @@ def test_each_rollout_is_rewarded_once_and_only_completed_groups_get_log_probabi
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("budget", [dict(probe_generations=2), dict(rollout_rounds=[1, 2, 4])])
+@pytest.mark.parametrize(
+    "budget", [dict(generation_rounds=[2, 4], round_policy="probe"), dict(generation_rounds=[1, 2, 4])]
+)
 def test_probe_resume_is_exact(tmp_path, budget):  # the probe, and the adaptive budget's rounds
     def trainer(out, **extra):
         return make_trainer(
@@ -227,7 +231,8 @@ def test_a_run_whose_probes_decide_badly_says_so(tmp_path):
     trainer = make_trainer(
         tmp_path,
         reward=lambda completions, **kw: [0.0] * len(completions),
-        probe_generations=2,
+        generation_rounds=[2, 4],
+        round_policy="probe",
         per_device_train_batch_size=16,
         max_steps=4,
     )
@@ -243,7 +248,8 @@ def test_probe_with_lora_trains_only_the_adapters(tmp_path):
     trainer = make_trainer(
         tmp_path,
         dataset=prompt_dataset(16),
-        probe_generations=1,
+        generation_rounds=[1, 4],
+        round_policy="probe",
         per_device_train_batch_size=16,
         max_steps=2,
         trainer_kwargs=dict(peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])),
@@ -252,16 +258,16 @@ def test_probe_with_lora_trains_only_the_adapters(tmp_path):
     trainer.train()
     changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
     assert changed and all("lora" in n for n in changed)
-    assert logged(trainer, "lze/probe_rollouts") == [4.0, 4.0]
+    assert logged(trainer, "lze/first_round_rollouts") == [4.0, 4.0]
 
 
 @pytest.mark.parametrize(
     "overrides, kwargs, match",
     [
-        (dict(probe_generations=4), {}, "below num_generations=4"),
-        (dict(probe_generations=2, selector="none"), {}, "selector='none' keeps every group"),
-        (dict(probe_generations=-1), {}, "probe_generations=-1 is invalid"),
-        (dict(probe_generations=2, probe_prior_strength=float("nan")), {}, "probe_prior_strength=nan is invalid"),
+        (dict(generation_rounds=[4, 4], round_policy="probe"), {}, r"generation_rounds=\[4, 4\] is invalid"),
+        (dict(generation_rounds=[2, 4], round_policy="probe", selector="none"), {}, "selector='none' keeps every"),
+        (dict(generation_rounds=[2, 4], round_policy="probes"), {}, "round_policy='probes' is invalid"),
+        (dict(generation_rounds=[2, 4], history_prior_strength=float("nan")), {}, "history_prior_strength=nan"),
     ],
 )
 def test_bad_probe_settings_are_refused_with_the_fix(tmp_path, overrides, kwargs, match):
@@ -273,7 +279,7 @@ def test_the_probe_needs_whole_groups_on_every_process(tmp_path):
     # 2 processes x 6 rows: TRL accepts groups of 4 straddling the processes, the probe does not
     from lze_trl.config import validate_lze_args
 
-    args = lze_args(tmp_path, probe_generations=2, num_generations=4, per_device_train_batch_size=8)
+    args = lze_args(tmp_path, generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=8)
     args.per_device_train_batch_size = 6  # as on 2 processes (TRL checks the 12 rows of both)
     with pytest.raises(ValueError, match="whole groups.*6 rows is not a multiple of num_generations=4"):
         validate_lze_args(args)

@@ -96,7 +96,7 @@ def test_a_rollout_func_group_completed_over_two_rounds_reaches_the_update_as_on
         return trainer, calls, tags
 
     at_once, calls, tags = run(tmp_path / "at_once")
-    probed, probe_calls, probe_tags = run(tmp_path / "probed", probe_generations=2)
+    probed, probe_calls, probe_tags = run(tmp_path / "probed", generation_rounds=[2, 4], round_policy="probe")
     assert calls == [16] and probe_calls[0] == 8 and len(probe_calls) == 2  # the probe, then the completions
     assert sorted(probe_tags) == sorted(set(probe_tags)) and len(probe_tags) == sum(probe_calls)  # rewarded once
     assert logged(probed, "lze/completed_groups") == [4.0]
@@ -105,7 +105,9 @@ def test_a_rollout_func_group_completed_over_two_rounds_reaches_the_update_as_on
     assert rows_of(probed.updates) == rows_of(at_once.updates) and rows_of(at_once.updates)
     assert logged(probed, "loss") == logged(at_once, "loss")
     # the adaptive budget in three rounds, every group going on: the same again
-    rounds, round_calls, round_tags = run(tmp_path / "rounds", rollout_rounds=[1, 2, 4], rollout_live_threshold=1e-9)
+    rounds, round_calls, round_tags = run(
+        tmp_path / "rounds", generation_rounds=[1, 2, 4], learning_zone_threshold=1e-9
+    )
     assert round_calls == [4, 4, 8] and sorted(round_tags) == sorted(tags)
     assert rows_of(rounds.updates) == rows_of(at_once.updates) and logged(rounds, "loss") == logged(at_once, "loss")
 
@@ -180,9 +182,9 @@ def tool_answer_reward(prompts, completions, **kwargs):
 
 ROUNDS = {
     "at_once": {},
-    "probe": dict(probe_generations=2),
+    "probe": dict(generation_rounds=[2, 4], round_policy="probe"),
     # the adaptive budget in three rounds, every group going on
-    "rounds": dict(rollout_rounds=[1, 2, 4], rollout_live_threshold=1e-9),
+    "rounds": dict(generation_rounds=[1, 2, 4], learning_zone_threshold=1e-9),
 }
 
 
@@ -234,9 +236,9 @@ def test_a_tool_or_environment_group_completed_over_rounds_reaches_the_update_as
 
 
 BUDGETS = {
-    "probe": dict(probe_generations=2, selection_ratio=0.25),
+    "probe": dict(generation_rounds=[2, 4], round_policy="probe", selection_ratio=0.25),
     # only groups already mixed go on: every group whose first rollouts agree stops
-    "adaptive": dict(rollout_rounds=[2, 3, 4], rollout_live_threshold=1.0),
+    "adaptive": dict(generation_rounds=[2, 3, 4], learning_zone_threshold=1.0),
 }
 
 
@@ -271,7 +273,7 @@ def test_an_environment_run_probes_and_completes_fewer_groups(tmp_path, budget):
 
     questions = {"question": [f"{i}+{i % 7}" for i in range(16)]}
     trainer = trained_probe_run(tmp_path, questions, budget, environment_factory=Env)
-    fresh, probe = logged(trainer, "lze/fresh_rollouts"), logged(trainer, "lze/probe_rollouts")
+    fresh, probe = logged(trainer, "lze/fresh_rollouts"), logged(trainer, "lze/first_round_rollouts")
     completed = logged(trainer, "lze/completed_groups")
     assert probe == [8.0, 8.0] and all(8 + 2 * c <= f < 16 for f, c in zip(fresh, completed))
     if budget == "probe":

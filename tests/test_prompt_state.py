@@ -69,14 +69,14 @@ def test_state_dict_roundtrip_with_large_ids_and_growth_after_loading():
     restored.observe([99], [0.5], batch_index=2)  # a new prompt starts from scratch, not from stale memory
     assert restored.get([99])["num_observations"][0] == 1 and restored.get([99])["saturated_streak"][0] == 0
     with pytest.raises(ValueError, match="lacks the columns"):
-        PromptState().load_state_dict({"prompt_id": np.arange(2)})
+        PromptState().load_state_dict({"prompt_key": np.arange(2)})
 
 
 def test_prompts_get_dense_slots_in_order_of_first_observation():
     state = PromptState()
     state.observe(np.array([50, 7, 50, 2**60]), [0.5, 0.5, 1.0, 0.5], batch_index=0)
     state.observe(np.array([8, 7]), [0.5, 0.25], batch_index=1)
-    assert state.table()["prompt_id"].tolist() == [50, 7, 2**60, 8]
+    assert state.table()["prompt_key"].tolist() == [50, 7, 2**60, 8]
     assert state.get(np.array([7, 9, 2**60]))["num_observations"].tolist() == [2, 0, 1]
     assert state.get([50])["num_observations"][0] == 2  # twice in one call: one row, counted twice
 

@@ -33,7 +33,7 @@ def test_revisit_returns_forgotten_prompts_and_keeps_solved_ones():
     observe(state, np.arange(50), np.ones(50))
     assert pruner.num_pruned(state) == 50
     planned = pruner.plan_epoch(1, rows, rows, state)
-    revisited = pruner.revisited_ids
+    revisited = pruner.revisited_keys
     assert len(revisited) == 5  # 10% of the pool
     assert set(planned) == set(revisited) | set(range(50, 100))
     # first revisited prompt forgotten, the others still solved
@@ -65,7 +65,7 @@ def test_state_roundtrip():
     a.plan_epoch(0, np.arange(10), np.arange(10), state)
     b = PromptPruner(solved_after=1)
     b.load_state_dict(a.state_dict())
-    np.testing.assert_array_equal(a.revisited_ids, b.revisited_ids)
+    np.testing.assert_array_equal(a.revisited_keys, b.revisited_keys)
 
 
 @pytest.mark.parametrize("settings", [dict(solved_after=0), dict(revisit_fraction=1.5), dict(revisit_fraction=-0.1)])

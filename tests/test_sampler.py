@@ -105,7 +105,7 @@ def test_pruned_prompts_are_skipped_except_revisits():
     sampler = LZERepeatSampler(20, mini_repeat_count=2, batch_size=2, seed=0, planner=planner)
     sampler.set_epoch(1)
     seen = set(sampler)
-    revisited = set(pruner.revisited_ids.tolist())
+    revisited = set(pruner.revisited_keys.tolist())
     assert len(revisited) == 2
     assert seen == (set(range(8, 20)) | revisited)
     assert sampler.position.groups_skipped(20) == 6
@@ -117,7 +117,7 @@ def test_pruned_prompts_are_skipped_except_revisits():
     # the skipped groups add up over epochs
     sampler.set_epoch(2)
     list(sampler)
-    assert sampler.position.groups_skipped(20) == 6 + 20 - len(sampler.position.rows)
+    assert sampler.position.groups_skipped(20) == 6 + 20 - len(sampler.position.plan)
 
 
 def _counts_of(sampler, mini_repeat_count):
@@ -138,7 +138,7 @@ def test_a_planner_can_repeat_prompts_and_the_epoch_follows_its_order():
     np.testing.assert_array_equal(_counts_of(sampler, 2), counts)
     perm = LZERepeatSampler(10, mini_repeat_count=1, seed=3).permutation(1)
     expected = [i for c in range(3) for i in perm if counts[i] > c]
-    assert sampler.position.rows.tolist() == expected
+    assert sampler.position.plan.tolist() == expected
 
 
 def test_resume_takes_the_saved_rows_and_does_not_ask_the_planner_again():

@@ -43,11 +43,11 @@ def batch(pass_rates=None, ids=None, rewards=None, seed=0, G=4, energies=None, e
     p = group_pass_rates(rewards, rewards.shape[1], 0.5)
     ids = np.arange(len(p)) if ids is None else np.asarray(ids)
     return GroupBatch(
-        prompt_ids=ids,
+        prompt_keys=ids,
         pass_rates=p,
         rewards=rewards,
         energies=np.zeros(len(p)) if energies is None else np.asarray(energies, dtype=np.float64),
-        live=live_groups(p, rewards, rewards),
+        eligible=live_groups(p, rewards, rewards),
         ema_pass_rates=p if ema is None else np.asarray(ema, dtype=np.float64),
         rng=np.random.default_rng(seed),
     )
@@ -199,9 +199,9 @@ def test_reinforce_rej_never_rolls_rejected_prompts_out_again(tmp_path):
     log = trainer.selection_log.to_pandas()
     extreme = (log["pass_rate"] == 0) | (log["pass_rate"] == 1)
     assert extreme.any()
-    first_rejection = log[extreme].groupby("prompt_id")["batch"].min()
+    first_rejection = log[extreme].groupby("prompt_key")["batch"].min()
     for prompt, generation in first_rejection.items():
-        later = log[(log["prompt_id"] == prompt) & (log["batch"] > generation)]
+        later = log[(log["prompt_key"] == prompt) & (log["batch"] > generation)]
         assert later.empty, f"prompt {prompt} rolled out again after its rejection"
     np.testing.assert_array_equal(log["weight"] > 0, ~extreme)
     np.testing.assert_array_equal(trainer.lze.selector.rejected, sorted(first_rejection.index))

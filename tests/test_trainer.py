@@ -159,7 +159,7 @@ def test_correctness_reward_picks_the_reward_function(tmp_path):
 
 
 def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
-    from lze_trl.prompt_ids import row_key
+    from lze_trl.prompt_keys import content_key
 
     seen = set()
 
@@ -172,7 +172,7 @@ def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
     )
     trainer.train()
     assert len(seen) == 2 * 2  # 2 steps x 2 groups
-    assert sorted(trainer.lze.prompts.index.tolist()) == sorted(row_key({"prompt": p}) for p in seen)
+    assert sorted(trainer.lze.prompts.index.tolist()) == sorted(content_key({"prompt": p}) for p in seen)
 
 
 def test_lora_run_updates_only_adapters(tmp_path):
@@ -211,8 +211,8 @@ def test_prompt_table_and_bounded_selection_log(tmp_path):
     trainer.train()
     table = trainer.prompt_table()
     assert len(table) == len(trainer.lze.prompts) == 8  # 4 steps x 2 groups, all different prompts in epoch 0
-    assert {"prompt_id", "prompt", "ema_pass_rate", "last_energy", "num_selected"} <= set(table.columns)
-    assert table["prompt"].tolist() == [prompt_dataset()["prompt"][i] for i in table["prompt_id"]]
+    assert {"prompt_key", "prompt", "ema_pass_rate", "last_energy", "num_selected"} <= set(table.columns)
+    assert table["prompt"].tolist() == [prompt_dataset()["prompt"][i] for i in table["prompt_key"]]
     assert table["num_selected"].sum() == round(sum(logged(trainer, "lze/selected_frac")) * 2)
     log = trainer.selection_log.to_pandas()
     # 4 batches of 2 rows: whole batches are dropped, oldest first, until at most 5 rows are left
@@ -239,3 +239,23 @@ def test_skipped_update_keeps_the_generation_pace(tmp_path):
     # one generation (and reward call) per optimizer step, although every micro-step was skipped
     assert calls == [16, 16]
     assert trainer._step == 4
+
+
+def test_a_small_cpu_trains_on_one_thread_unless_omp_num_threads_is_set(tmp_path, monkeypatch):
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        monkeypatch.setattr("os.cpu_count", lambda: 2)
+        torch.set_num_threads(2)
+        make_trainer(tmp_path / "small")
+        assert torch.get_num_threads() == 1
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's choice stands
+        torch.set_num_threads(2)
+        make_trainer(tmp_path / "set")
+        assert torch.get_num_threads() == 2
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        monkeypatch.setattr("os.cpu_count", lambda: 8)  # a larger CPU keeps torch's default
+        make_trainer(tmp_path / "large")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

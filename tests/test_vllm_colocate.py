@@ -214,7 +214,12 @@ def test_probe_then_complete_generates_only_the_missing_rollouts_with_vllm(tmp_p
     # 4 prompts x 4 rollouts per step: vLLM first generates the probe (2 rollouts of each prompt), then only the 2
     # missing rollouts of each completed prompt; the probe's are served again, never regenerated
     trainer = vllm_trainer(
-        tmp_path, model_dir, probe_generations=2, per_device_train_batch_size=16, learning_rate=1e-2
+        tmp_path,
+        model_dir,
+        generation_rounds=[2, 4],
+        round_policy="probe",
+        per_device_train_batch_size=16,
+        learning_rate=1e-2,
     )
     calls = record_vllm(trainer)
     rows = count_grad_rows(trainer.model)

@@ -139,7 +139,13 @@ def test_server_probe_then_complete(tmp_path, server):
     # vLLM's server generates `num_generations` completions per prompt from every `num_generations`-th row: the probe
     # asks 2 per prompt, the completion the 2 missing ones per completed prompt
     trainer = server_trainer(
-        tmp_path, server, "lze", reward=first_rollout_reward, probe_generations=2, per_device_train_batch_size=16
+        tmp_path,
+        server,
+        "lze",
+        reward=first_rollout_reward,
+        generation_rounds=[2, 4],
+        round_policy="probe",
+        per_device_train_batch_size=16,
     )
     rows = count_grad_rows(trainer.model)
     trainer.train()

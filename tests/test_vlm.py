@@ -85,11 +85,11 @@ def test_kept_image_rows_train_exactly_as_under_selector_none(tmp_path):
             completion_logits(model, none.updates[0], j, reference_pixels, reference_grid),
         )
     # a prompt's identity includes its image: 16 images, two texts, 16 prompts (4 of them observed in the step)
-    assert len(set(lze.prompt_ids.row_ids.tolist())) == 16 and len(lze.prompt_table()) == 4
+    assert len(set(lze.prompt_keys.dataset_keys.tolist())) == 16 and len(lze.prompt_table()) == 4
 
 
 def test_probe_then_complete_on_image_prompts(tmp_path):
-    trainer = train(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, probe_generations=2)
+    trainer = train(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, generation_rounds=[2, 4], round_policy="probe")
     completed = logged(trainer, "lze/completed_groups")
     assert logged(trainer, "lze/fresh_rollouts") == [4 * 2 + 2 * completed[0]]
     kept = rows_by_content(trainer.updates[0])

@@ -78,11 +78,11 @@ class FakeTrainer:
 
     def prompt_table(self, include_prompts: bool = True) -> pd.DataFrame:
         log = self.selection_log.to_pandas()
-        table = log.groupby("prompt_id").agg(
+        table = log.groupby("prompt_key").agg(
             num_observations=("step", "size"), num_selected=("selected", "sum"), last_pass_rate=("pass_rate", "last")
         )
         table = table.reset_index()
-        table["difficulty"] = table["prompt_id"] % 3
+        table["difficulty"] = table["prompt_key"] % 3
         return table
 
 

@@ -41,7 +41,7 @@ FRONTIER = [
     "grpo:num_generations=4,per_device_train_batch_size=256",
     "grpo:num_generations=2,per_device_train_batch_size=128",
 ]
-ADAPTIVE = "lze:rollout_rounds=2+4+8"
+ADAPTIVE = "lze:rollout_rounds=2+4+8"  # the arm label of the committed runs (settings as named then)
 FITTED = (
     ADAPTIVE + " (fitted prior)"
 )  # the same setting once a new prompt's prior is fitted to the batch (`fitted_runs/`)

@@ -26,7 +26,7 @@ ARMS = {
     "grpo": {"selector": "none"},
     "lze": {"selector": "lze"},
     "lze+probe": {"selector": "lze", "probe_generations": 2, "selection_ratio": 0.33},
-    "lze+adaptive": {"selector": "lze", "rollout_rounds": [2, 4, 8]},
+    "lze+adaptive": {"selector": "lze", "generation_rounds": [2, 4, 8]},
 }
 REGIMES = ("dead", "carries")
 MAX_TURNS = 3

@@ -71,9 +71,15 @@ def reach(curve: list[dict], target: float, key: str = "rollouts") -> float | No
     return None if row is None else float(row[key])
 
 
+RECORDED_METRICS = {"lze/first_round_agreement": "lze/probe_agreement"}
+"""Metrics the committed runs logged under the name they had then."""
+
+
 def probe_mean(steps: list[dict] | None, key: str) -> float | None:
-    """Mean of a probe's per-step metric (`lze/completed_dead_frac`, `lze/probe_agreement`); `None` without a probe."""
-    values = [e[key] for e in steps or [] if key in e]
+    """Mean of a run's per-step metric of its rounds (`lze/completed_dead_frac`, `lze/first_round_agreement`, which the
+    committed runs logged as `lze/probe_agreement`); `None` without rounds."""
+    recorded = RECORDED_METRICS.get(key)
+    values = [e[key] if key in e else e[recorded] for e in steps or [] if key in e or recorded in e]
     return float(np.mean(values)) if values else None
 
 
@@ -124,7 +130,7 @@ def rows(
                     "update_dead_share": pick(
                         probe_mean(method.get("steps"), "lze/completed_dead_frac"), s.get("dead_share")
                     ),
-                    "probe_agreement": pick(probe_mean(method.get("steps"), "lze/probe_agreement"), np.nan),
+                    "probe_agreement": pick(probe_mean(method.get("steps"), "lze/first_round_agreement"), np.nan),
                     "fresh_rollouts_per_step": s["rollouts"] / steps,
                     "fresh_rollouts_ratio": s["rollouts"] / b["rollouts"],
                     "replayed_share": s.get("replayed_share", 0.0),

@@ -93,7 +93,7 @@ def bench_selection(
         rng.shuffle(ids)
         args = SimpleNamespace(**{**LZE_DEFAULTS, "selection_ratio": ratio})
         args.selection_noise, args.seed = noise, seed
-        run = LZERun(args, num_generations, row_ids=None)
+        run = LZERun(args, num_generations, dataset_keys=None)
         state = run.prompts
         observe_seconds = _observe_pool(run, ids, num_generations, rng)
         score_select, full = [], []

@@ -29,11 +29,11 @@ class ReinforceRejSelector(Selector):
         self.rejected = np.empty(0, dtype=np.int64)  # sorted prompt ids
 
     def select(self, batch: GroupBatch) -> np.ndarray:
-        ids = np.asarray(batch.prompt_ids, dtype=np.int64)
-        dead = np.isfinite(batch.pass_rates) & ~batch.live
+        ids = np.asarray(batch.prompt_keys, dtype=np.int64)
+        dead = np.isfinite(batch.pass_rates) & ~batch.eligible
         already = np.isin(ids, self.rejected)
         self.rejected = np.union1d(self.rejected, ids[dead])
-        return (batch.live & ~already).astype(np.float64)
+        return (batch.eligible & ~already).astype(np.float64)
 
     def plan_epoch(self, epoch: int, order: np.ndarray, ids: np.ndarray, state: Any) -> np.ndarray:
         return order[~np.isin(ids, self.rejected)]

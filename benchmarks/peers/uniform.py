@@ -46,7 +46,7 @@ class UniformLiveSelector(Selector):
     name = "uniform_live"
 
     def select(self, batch: GroupBatch) -> np.ndarray:
-        live = np.flatnonzero(batch.live)
+        live = np.flatnonzero(batch.eligible)
         n = batch.num_groups
         k = num_to_select(batch.num_groups, len(live), self.args.selection_ratio)
         weights = np.zeros(n)
