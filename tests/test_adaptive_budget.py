@@ -1,7 +1,7 @@
-"""The adaptive rollout budget (`generation_rounds`): the live probability against the beta-binomial, the rows of several
-rounds served as one call, and trainer runs: each rollout generated and rewarded once, a group going on only while it
-may be live, whole groups with TRL's advantages in the update, a guard, settings refused early (exact resume:
-`tests/test_probe.py`)."""
+"""The adaptive rollout budget (`generation_rounds`, `round_policy="adaptive"`): the learning-zone probability against
+the beta-binomial, the rows of several rounds served as one call, and trainer runs: each rollout generated and
+rewarded once, a group going on only while it may be live, whole groups with TRL's advantages in the update, a
+guard, settings refused early (exact resume: `tests/test_probe.py`)."""
 
 import numpy as np
 import pytest

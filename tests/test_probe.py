@@ -1,7 +1,7 @@
-"""Probe-then-complete (`generation_rounds` with `round_policy="probe"`): the pieces (choice evened out over processes, rows of TRL's `_generate`
-results taken and merged), then trainer runs: each rollout generated and rewarded once, log-probabilities only for
-the completed groups, which alone reach the update, with TRL's advantages over the whole group; exact resume; the run
-says when its probes decide badly; bad settings are refused early."""
+"""Probe-then-complete (`generation_rounds` with `round_policy="probe"`): the pieces (choice evened out over processes,
+rows of TRL's `_generate` results taken and merged), then trainer runs: each rollout generated and rewarded once,
+log-probabilities only for the completed groups, which alone reach the update, with TRL's advantages over the whole
+group; exact resume; the run says when its probes decide badly; bad settings are refused early."""
 
 import numpy as np
 import pytest

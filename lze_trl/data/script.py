@@ -91,7 +91,6 @@ def load_datasets(script_args: Any, training_args: Any, dataset_args: Any = None
     from datasets import load_dataset
     from trl import get_dataset
 
-
     wants_eval = getattr(training_args, "eval_strategy", "no") != "no"
     if dataset_args is not None and dataset_args.datasets:
         if script_args.dataset_name:
