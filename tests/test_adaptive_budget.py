@@ -175,7 +175,8 @@ def test_a_run_whose_rounds_complete_dead_groups_says_so_naming_the_setting(tmp_
         max_steps=3,
     )
     with pytest.warns(
-        LZEWarning, match=r"generation_rounds=\[1, 2, 4\]: more than half .* Raise learning_zone_threshold"
+        LZEWarning,
+        match=r"generation_rounds=\[1, 2, 4\], round_policy='adaptive': more than half .* Raise learning_zone_thre",
     ):
         trainer.train()
     assert logged(trainer, "lze/completed_groups") == [4.0] * 3

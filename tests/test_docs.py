@@ -28,6 +28,8 @@ BLOCK = re.compile(r"(?:<!-- docs-test: (?P<mark>[^\n]*?) -->\n)?```(?P<lang>[a-
 # What a "substitute" block runs with on a CPU, offline: the tiny model, the local GSM8K fixture, one short step
 SUBSTITUTIONS = {
     '"Qwen/Qwen2.5-Math-1.5B"': "TINY_MODEL",
+    '"Qwen/Qwen2.5-0.5B-Instruct"': "TINY_MODEL",
+    'output_dir="my-run",': 'output_dir="my-run", bf16=False, use_cpu=True, max_completion_length=8,',
     'load_math_dataset("gsm8k")': 'load_math_dataset("gsm8k", GSM8K_FIXTURE)',
     "max_steps=200": "max_steps=1",
     "bf16=True": "bf16=False, use_cpu=True",

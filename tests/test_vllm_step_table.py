@@ -29,7 +29,7 @@ def published_rows(text: str) -> list[list[str]]:
 
 
 def readme_phrases(table: list[list[str]]) -> list[str]:
-    """The README's step figures (section 10's timing), as the README words them, from the rebuilt table: rows are
+    """The README's step figures (BENCHMARKS.md section 2's timing), as the README words them, from the rebuilt table: rows are
     GRPO, LZE, the probe, GRPO at half the prompts; columns 5 and 7 the measured and the shipped-profile ratios."""
     grpo, lze, probe, half = table[:4]
     share = float(grpo[2]) / float(grpo[1])
@@ -39,7 +39,7 @@ def readme_phrases(table: list[list[str]]) -> list[str]:
         f"where generation is {share:.0%} of GRPO's step",
         f"a projected {lze[7]}x of GRPO's step",
         f"({lze[5]}x measured on vLLM's CPU build, where it is {share:.0%})",
-        f"generation ({probe[7]}x projected, {probe[5]}x measured; section 10's timing)",
+        f"generation ({probe[7]}x projected, {probe[5]}x measured; section 2's timing)",
     ]
 
 
