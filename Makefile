@@ -52,6 +52,12 @@ test-trl-min: $(TRL_MIN_STAMP)
 	$(TRL_MIN_PY) -m pytest -m "not slow and not distributed"
 	$(TRL_MIN_PY) -m pytest tests/test_drop_in.py
 
+# TRL's own GRPOTrainer tests, offline, against stock `GRPOTrainer`, `LZEGRPOTrainer` with selector="none" and with
+# the LZE selector (tests/trl_suite/README.md). SUITE=all for the whole file; TRL_TESTS_DIR for a local copy of TRL's
+# tests/ where GitHub cannot be reached.
+test-trl-suite: install
+	tests/trl_suite/run.sh
+
 # C-GRPO (`trl-cgrpo`, a peer on the package index) in its own virtual environment: it needs TRL < 1.15. Used by
 # benchmarks/cgrpo/ (BENCHMARKS.md section 12) only, not by the tests.
 .venv-cgrpo: pyproject.toml Makefile

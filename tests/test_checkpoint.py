@@ -63,7 +63,7 @@ def test_checkpoint_holds_lze_state(tmp_path):
     folder = tmp_path / "out" / "checkpoint-5"
     assert (folder / "lze_state.npz").exists() and not (folder / "lze_state.json").exists()
     with np.load(folder / "lze_state.npz") as data:
-        assert {"prompts.initial_pass_rate", "prompts.saturated_streak", "pruner.revisited_ids"} <= set(data.files)
+        assert {"prompts.initial_pass_rate", "prompts.saturated_streak", "pruner.revisited_keys"} <= set(data.files)
         assert {"position.plan", "position.counters", "run.batches_recorded", "__counters__"} <= set(data.files)
     # the model card TRL writes beside the checkpoints names no base model for one built in code: it says so
     card = (tmp_path / "out" / "README.md").read_text()

@@ -29,8 +29,9 @@ def published_rows(text: str) -> list[list[str]]:
 
 
 def readme_phrases(table: list[list[str]]) -> list[str]:
-    """The README's step figures (BENCHMARKS.md section 2's timing), as the README words them, from the rebuilt table: rows are
-    GRPO, LZE, the probe, GRPO at half the prompts; columns 5 and 7 the measured and the shipped-profile ratios."""
+    """The README's step figures (BENCHMARKS.md section 2's timing), as the README words them, from the rebuilt table:
+    rows are GRPO, LZE, the probe, GRPO at half the prompts; columns 5 and 7 the measured and the shipped-profile
+    ratios."""
     grpo, lze, probe, half = table[:4]
     share = float(grpo[2]) / float(grpo[1])
     return [

@@ -25,7 +25,7 @@ from lze_trl.demo import MethodSpec  # noqa: E402
 ARMS = {
     "grpo": {"selector": "none"},
     "lze": {"selector": "lze"},
-    "lze+probe": {"selector": "lze", "probe_generations": 2, "selection_ratio": 0.33},
+    "lze+probe": {"selector": "lze", "generation_rounds": [2, 8], "round_policy": "probe", "selection_ratio": 0.33},
     "lze+adaptive": {"selector": "lze", "generation_rounds": [2, 4, 8]},
 }
 REGIMES = ("dead", "carries")

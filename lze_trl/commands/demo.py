@@ -77,9 +77,9 @@ def build_config(args: argparse.Namespace):
     if args.no_prune:
         config.methods = [m for m in config.methods if not m.overrides.get("prune_solved")]
     if args.no_probe:
-        config.methods = [m for m in config.methods if not m.overrides.get("probe_generations")]
+        config.methods = [m for m in config.methods if m.overrides.get("round_policy") != "probe"]
     if args.no_adaptive:
-        config.methods = [m for m in config.methods if not m.overrides.get("generation_rounds")]
+        config.methods = [m for m in config.methods if m.name != "lze+adaptive"]
     return config
 
 

@@ -33,13 +33,14 @@ class MethodSpec:
     config_cls: type | None = None
 
 
-PROBE = {"probe_generations": 2, "selection_ratio": 0.33}
-"""Probe-then-complete as the README and BENCHMARKS.md section 10 run it: 2 rollouts of every prompt, a third of the
-groups completed and updated on (about half of GRPO's rollouts)."""
+def probe(num_generations: int) -> dict[str, Any]:
+    """Probe-then-complete as the README and BENCHMARKS.md sections 1-3 run it: 2 rollouts of every prompt, a third of
+    the groups completed and updated on (about half of GRPO's rollouts)."""
+    return {"generation_rounds": [2, num_generations], "round_policy": "probe", "selection_ratio": 0.33}
 
 
 def adaptive_rounds(num_generations: int) -> list[int]:
-    """The adaptive rollout budget as the README and BENCHMARKS.md section 12 run it, `[2, 4, 8]` for groups of 8:
+    """The adaptive rollout budget as the README and BENCHMARKS.md sections 1-3 run it, `[2, 4, 8]` for groups of 8:
     rounds of a quarter, a half, then the whole group."""
     return sorted({max(num_generations // 4, 1), max(num_generations // 2, 1), num_generations})
 
@@ -51,7 +52,7 @@ def default_methods(num_generations: int = 8) -> list[MethodSpec]:
         MethodSpec("grpo", {"selector": "none"}),
         MethodSpec("lze", {"selector": "lze"}),
         MethodSpec("lze+prune", {"selector": "lze", "prune_solved": True}),
-        MethodSpec("lze+probe", {"selector": "lze", **PROBE}),
+        MethodSpec("lze+probe", {"selector": "lze", **probe(num_generations)}),
         MethodSpec("lze+adaptive", {"selector": "lze", "generation_rounds": adaptive_rounds(num_generations)}),
     ]
 
