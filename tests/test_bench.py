@@ -289,20 +289,6 @@ def test_sweep_report_counts_the_seeds_of_every_folder(tmp_path):
     assert loaded["runs"] == {"grpo": {2: {"s": 2}, 0: {"s": 0}, 1: {"s": 1}}}
 
 
-def test_audited_skips_come_from_the_last_logged_filter_totals():
-    from lze_trl.demo.summary import audited_skips
-
-    steps = [
-        {"step": 1, "lze/dead_frac": 0.5},
-        {"step": 2, "lze/rollout_filter/audited_total": 4.0, "lze/rollout_filter/audited_alive_total": 1.0},
-        {"step": 3, "lze/rollout_filter/audited_total": 10.0, "lze/rollout_filter/audited_alive_total": 3.0},
-    ]
-    assert audited_skips(steps) == {"audited_skips": 10.0, "audited_skips_alive": 3.0, "wrong_skip_rate": 0.3}
-    assert audited_skips(steps[:1])["wrong_skip_rate"] is None  # no rollout filter in the run
-    zero = [{"lze/rollout_filter/audited_total": 0.0, "lze/rollout_filter/audited_alive_total": 0.0}]
-    assert audited_skips(zero)["wrong_skip_rate"] is None and audited_skips(zero)["audited_skips"] == 0.0
-
-
 def test_the_bench_command_left_the_package(capsys):
     # the wheel is the library: `lze-trl bench` is `python benchmarks/bench.py`, and the package never imports it
     import ast
@@ -311,7 +297,7 @@ def test_the_bench_command_left_the_package(capsys):
     from lze_trl.cli import COMMANDS
     from lze_trl.cli import main as lze_trl_main
 
-    assert "bench" not in COMMANDS and set(COMMANDS) == {"demo", "grpo", "eval"}
+    assert "bench" not in COMMANDS and set(COMMANDS) == {"demo", "grpo", "eval", "env"}
     assert lze_trl_main(["bench", "train"]) == 2
     assert "unknown command 'bench'" in capsys.readouterr().err
     package = Path(__file__).resolve().parents[1] / "lze_trl"

@@ -89,7 +89,7 @@ class DemoConfig:
         train_levels (`list[int]`, *optional*):
             Levels of the training prompts (a level repeated is drawn as often again); `None` takes the task's
             `TRAIN_LEVELS`. `carries` only: `[0, 0, 1, 2, 6, 6]` with `test_levels=[1, 2]` is its dead-mass regime
-            (`lze_trl.tasks.carries.DEAD_MASS_LEVELS`; BENCHMARKS.md section 10).
+            (`lze_trl.tasks.carries.DEAD_MASS_LEVELS`; BENCHMARKS.md sections 1-3).
         test_levels (`list[int]`, *optional*):
             Levels of the in-domain test prompts; `None` takes the task's `TRAIN_LEVELS`. `carries` only.
         n_train (`int`, *optional*, defaults to `2048`):

@@ -12,7 +12,7 @@ update's forward and backward), plus the weight sync. A run's projected step is
     + sync_seconds
 
 per step, and the demo reports it as a ratio to the baseline's projected step. The profile is shipped as
-`vllm_profile.json` with the command that measured it; BENCHMARKS.md section 6 says how far it is from a clean CPU
+`vllm_profile.json` with the command that measured it; BENCHMARKS.md section 2 says how far it is from a clean CPU
 measurement, where generation is a quarter of the step.
 """
 
