@@ -240,6 +240,8 @@ class ProbeRounds(RoundPolicy):
             successes, trials, state.remaining, prior_a, prior_b, *known_rates, **run.energy_kwargs
         )
         energies = np.where(state.going_on, energies, 0.0)
+        stream = [args.seed, run.batches_recorded, PROBE_STREAM]  # the first choice's; a later one's also by its round
+        stream += [state.rollouts_so_far] if state.rollouts_so_far != self.rounds[0] else []
         return GroupBatch(
             prompt_keys=keys,
             pass_rates=np.where(trials > 0, successes / np.maximum(trials, 1), np.nan),
@@ -247,7 +249,7 @@ class ProbeRounds(RoundPolicy):
             energies=energies,
             eligible=energies > 0,
             ema_pass_rates=known["ema_pass_rate"],
-            rng=np.random.default_rng([args.seed, run.batches_recorded, PROBE_STREAM, state.rollouts_so_far]),
+            rng=np.random.default_rng(stream),
         )
 
     def choose(self, run: Any, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
