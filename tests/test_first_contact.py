@@ -58,3 +58,10 @@ def readme_quotes() -> list[str]:
 def test_the_readme_quotes_what_the_walkthrough_measured():
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert [quote for quote in readme_quotes() if quote not in readme] == []
+
+
+def test_the_cpu_recipe_quotes_what_the_walkthrough_measured():
+    # the recipe's header gives its time: the walkthrough's measurement, not another one
+    seconds = round(STEPS["cpu_recipe"]["seconds"])
+    header = (ROOT / "recipes" / "cpu" / "carries.yaml").read_text().split("\n\n")[0]
+    assert f"({seconds} s for its 20 steps on 2 cores, BENCHMARKS.md section 6)" in " ".join(header.split())

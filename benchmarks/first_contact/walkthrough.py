@@ -1,4 +1,4 @@
-"""First contact, measured (BENCHMARKS.md section 14): the README's path for a new user, run from a fresh clone in a
+"""First contact, measured (BENCHMARKS.md section 6): the README's path for a new user, run from a fresh clone in a
 fresh virtual environment, each step timed and its terminal output kept.
 
     python benchmarks/first_contact/walkthrough.py                 # runs it, writes benchmarks/results/first_contact/
@@ -77,7 +77,7 @@ def last_states(output: str) -> str:
 
 def run(clone: Path, venv: Path, logs: Path) -> list[dict]:
     (clone / "quickstart.py").write_text(readme_block("## Quick start\n\nThe swap"))
-    (clone / "eval_cpu_carries.py").write_text(readme_block("On a CPU, offline, from the repository's root"))
+    (clone / "eval_cpu_carries.py").write_text(readme_block("On a CPU, offline (from any folder"))
     env = dict(os.environ, PATH=f"{venv / 'bin'}:{os.environ['PATH']}", PIP_NO_CACHE_DIR="1")
     env.pop("VIRTUAL_ENV", None)
     commands = dict(steps(venv))
