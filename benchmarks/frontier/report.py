@@ -10,7 +10,7 @@ and writes `report.md`, `report.json` and `accuracy_vs_rollouts.png`. A folder g
 run of some arms, `--steps 240`) names its arms `ARM@LABEL`, so they sit beside the same arms of the main folder.
 
 Per run (arm) and seed: the mean in-domain and OOD accuracy over the last 3 evaluations, generated (fresh) rollouts
-relative to the baseline's, the replayed share of the updated groups, dead groups among those generated, the rollouts
+relative to the baseline's, dead groups among those generated, the rollouts
 and FLOPs spent until the run's 3-evaluation mean first reached the target, the step projected under vLLM
 (`lze_trl.demo.projection`; with `--profile PATH`, re-projected from the run's totals under that per-token profile,
 e.g. one written by `benchmarks/bench_vllm_cpu.py --profile`), and whether the run's guards warned
@@ -133,7 +133,6 @@ def rows(
                     "probe_agreement": pick(probe_mean(method.get("steps"), "lze/first_round_agreement"), np.nan),
                     "fresh_rollouts_per_step": s["rollouts"] / steps,
                     "fresh_rollouts_ratio": s["rollouts"] / b["rollouts"],
-                    "replayed_share": s.get("replayed_share", 0.0),
                     "dead_share": s.get("dead_share"),
                     "reached": reached is not None,
                     "rollouts_to_target_vs_base": (
@@ -289,7 +288,6 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
             [
                 f"`{arm}`",
                 interval(part.fresh_rollouts_ratio),
-                interval(part.replayed_share),
                 interval(part.update_dead_share),
                 interval(part.probe_agreement) if part.probe_agreement.notna().any() else "",
                 f"{int(part.reached.sum())}/{len(part)}",
@@ -318,9 +316,8 @@ def report(frame: pd.DataFrame, baseline: str, controls: list[str]) -> tuple[str
     cost_headers = [
         "run",
         "fresh rollouts / baseline",
-        "replayed share",
         "dead share (groups that could reach the update)",
-        "probe agreement",
+        "first-round agreement",
         "reached target",
         "rollouts to target / baseline's",
         "/ best control's",

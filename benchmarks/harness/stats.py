@@ -48,7 +48,6 @@ SUMMARY_KEYS = (
     "utilisation",
     "dead_share",
     "dead_share_last_quarter",
-    "wrong_skip_rate",
 )
 """The per-run figures ([`~lze_trl.demo.summary.summarize`]) aggregated over seeds by [`aggregate`]."""
 

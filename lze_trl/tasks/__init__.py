@@ -1,19 +1,21 @@
 """Verifiable tasks for LZE-GRPO experiments.
 
-Two embedded tasks, chosen by name with [`get_task`]:
+Three embedded tasks, chosen by name with [`get_task`]:
 
 - `"carries"` (the demo's default): column addition graded by the number of carries, see
   [`~lze_trl.tasks.carries`].
 - `"arithmetic"`: the first demo task (mixed expressions of levels 0-7), kept so that the older measurements in
   BENCHMARKS.md stay reproducible, see [`~lze_trl.tasks.arithmetic`].
+- `"word_problems"`: arithmetic word problems in chat form with free-form answers, graded by their last number, for
+  the real chat model of [`~lze_trl.smollm2`] (no warm start), see [`~lze_trl.tasks.word_problems`].
 
-Both share the character set, the prompt format (`expression=`), the train/test partition rule and the reward
+The first two share the character set, the prompt format (`expression=`), the train/test partition rule and the reward
 ([`arithmetic_reward`]), in [`~lze_trl.tasks.shared`].
 """
 
 from types import ModuleType
 
-from . import arithmetic, carries
+from . import arithmetic, carries, word_problems
 from .arithmetic import (
     CHARSET,
     OOD_LEVELS,
@@ -29,9 +31,9 @@ from .arithmetic import (
 )
 
 
-TASKS: dict[str, ModuleType] = {"carries": carries, "arithmetic": arithmetic}
-"""Embedded tasks by name: each module has `make_splits`, `make_dataset`, `warm_start_examples`, `TRAIN_LEVELS`,
-`OOD_LEVELS` and `WARM_START_LEVELS`."""
+TASKS: dict[str, ModuleType] = {"carries": carries, "arithmetic": arithmetic, "word_problems": word_problems}
+"""Embedded tasks by name: each module has `make_splits`, `make_dataset`, `TRAIN_LEVELS`, `OOD_LEVELS`,
+`WARM_START_LEVELS` and (the first two) `warm_start_examples`."""
 
 
 def get_task(name: str) -> ModuleType:
