@@ -1,22 +1,22 @@
-"""
-Time per training step of GRPO (`selector="none"`) and LZE with vLLM colocate on the CPU, split into generation
+"""Time per training step of GRPO (`selector="none"`) and LZE with vLLM colocate on the CPU, split into generation
 (vLLM), scoring (rewards, the trainer's log-probabilities of the rollouts, LZE's selection) and update (forward,
 backward and optimizer step of the rows that reach the loss).
 
 Runs in the vLLM environment of `make test-vllm` (vLLM's CPU build) with the test-side CPU workaround of
-`tests/vllm_cpu.py`; the model is a random Qwen2 built in code (character tokenizer), so completions run to
-`--max-completion-length`:
+`tests/vllm_cpu.py`; the model is a random Qwen2 built in code (character tokenizer), so completions run to `--max-
+completion-length`:
 
     .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --selectors none lze --steps 6
 
 A run is a selector's name, optionally with `:key=value,...` LZEGRPOConfig overrides (numbers are parsed), e.g.
 `lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33` or GRPO at half the rollouts,
 `none:num_generations=4,per_device_train_batch_size=64`. Besides the times, each run records its tokens per step
-(completion tokens generated, rollouts, prompt + completion tokens through the update), and the first run (the baseline, GRPO) gives the per-token profile that
-`lze_trl.demo.projection` uses to project a run's step time under vLLM from its token counts: seconds per generated
-completion token, per rollout scored, per update token, and the weight sync. `--profile PATH` writes that profile as
-JSON. `--table SAVED.json` prints the figures of a saved run's step-time table (BENCHMARKS.md section 10's; no
-training; `tests/test_vllm_step_table.py` checks them against BENCHMARKS.md and the README)."""
+(completion tokens generated, rollouts, prompt + completion tokens through the update), and the first run (the
+baseline, GRPO) gives the per-token profile that `lze_trl.demo.projection` uses to project a run's step time under vLLM
+from its token counts: seconds per generated completion token, per rollout scored, per update token, and the weight
+sync. `--profile PATH` writes that profile as JSON. `--table SAVED.json` prints the figures of a saved run's step-time
+table (BENCHMARKS.md section 2's; no training; `tests/test_vllm_step_table.py` checks them against BENCHMARKS.md and
+the README)."""
 
 from __future__ import annotations
 
