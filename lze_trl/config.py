@@ -55,7 +55,7 @@ class LZEGRPOConfig(GRPOConfig):
 
         energy_ema_decay (`float`, *optional*, defaults to `0.9`):
             Decay of the per-prompt pass-rate EMA (`ema <- decay * ema + (1 - decay) * p`), in [0, 1): the one EMA of
-            the per-prompt table, read by the energy, the selectors and the probe's prior.
+            the per-prompt table, read by the energy, the selectors and the round policies' priors.
         energy_momentum_weight (`float`, *optional*, defaults to `0.3`):
             Weight of the momentum term of the energy, >= 0.
         energy_momentum_mode (`str`, *optional*, defaults to `"abs"`):

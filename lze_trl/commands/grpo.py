@@ -41,6 +41,7 @@ from trl.scripts.grpo import GRPOScriptArguments
 from ..checkpoint import LZEStateError
 from ..data import load_datasets
 from ..plotting.callback import add_plot_callback
+from ..smollm2 import resolve_model_name
 from . import UsageError, parse_args
 
 
@@ -219,7 +220,7 @@ def train(script_args: LZEGRPOScriptArguments, training_args: Any, model_args: A
     train_dataset, eval_dataset = load_datasets(script_args, training_args, dataset_args)
     try:
         trainer = LZEGRPOTrainer(
-            model=model_args.model_name_or_path,
+            model=resolve_model_name(model_args.model_name_or_path),  # SmolLM2's Hub id: the installed file offline
             reward_funcs=reward_funcs,
             args=training_args,
             train_dataset=train_dataset,
