@@ -119,7 +119,7 @@ def test_warm_start_forgets_each_carry_with_the_given_probability():
 
 
 def test_registry_and_reward():
-    assert get_task("carries") is carries and set(TASKS) == {"carries", "arithmetic"}
+    assert get_task("carries") is carries and set(TASKS) == {"carries", "arithmetic", "word_problems"}
     with pytest.raises(ValueError, match="task='sums' is not an embedded task"):
         get_task("sums")
     assert arithmetic_reward(["63", "53", " 63"], ["63", "63", "63"]) == [1.0, 0.0, 1.0]
