@@ -74,11 +74,11 @@ class LZEGRPOConfig(GRPOConfig):
             with a small energy below every learning-zone group (`lze_trl.selection.live_groups`).
         correctness_reward (`str` or `int`, *optional*):
             Name or index of the reward function that defines correctness. Defaults to the first one.
-        max_unscorable_batches (`int`, *optional*, defaults to `3`):
+        max_unscorable_batches (`int`, *optional*, defaults to `0`):
             Generation batches in a row in which every reward function returned `None` (or NaN) for every rollout
-            after which training stops with an error naming them (their zero advantages teach nothing, and LZE would
-            select on nothing); 0 never stops. With `selector="none"` the run only warns and trains on, as stock
-            `GRPOTrainer` does.
+            after which training stops with an error naming them (their zero advantages teach nothing, and LZE then
+            selects on nothing), e.g. 3; 0 never stops: the run says once which reward function scored nothing, logs
+            `lze/unscorable_frac`, and trains on as stock `GRPOTrainer` does. With `selector="none"` it never stops.
         > Parameters that control forward pruning
 
         prune_solved (`bool`, *optional*, defaults to `False`):
@@ -132,7 +132,7 @@ class LZEGRPOConfig(GRPOConfig):
     energy_terms: list[str] = field(default_factory=lambda: list(ENERGY_TERMS))
     pass_threshold: float = 0.5
     correctness_reward: str | None = None
-    max_unscorable_batches: int = 3
+    max_unscorable_batches: int = 0
     prune_solved: bool = False
     prune_solved_after: int = 2
     prune_revisit_fraction: float = 0.1

@@ -102,8 +102,8 @@ class LZERun:
         reward_names = reward_names or ["correctness"]
         self.learning_zone_guard = LearningZoneGuard(args.pass_threshold, reward_names[correctness_index])
         self.warn = warn or (lambda message: warnings.warn(message, LZEWarning, stacklevel=3))
-        # With selector="none" a run whose rewards score nothing trains on, as GRPOTrainer does (a warning); LZE,
-        # which would then select on nothing, stops.
+        # A run whose rewards score nothing warns and trains on, as GRPOTrainer does; one that asked to stop
+        # (max_unscorable_batches) stops where LZE would select on nothing, never with selector="none".
         limit = args.max_unscorable_batches if args.selector != "none" else 0
         self.unscorable_guard = UnscorableGuard(reward_names, limit, self.warn)
         self.position = DataPosition()
