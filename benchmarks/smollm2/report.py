@@ -299,7 +299,9 @@ def reading_rows(start: dict[str, Any], runs: dict[str, dict[str, Any]]) -> list
         f" training time ({grpo['train_seconds'] / grpo['steps']:.1f} s a step), the update the rest. LZE updated on"
         f" {lm['update_forward_rows']} rows to GRPO's {gm['update_forward_rows']}"
         f" ({lm['update_completion_tokens'] / gm['update_completion_tokens']:.2f}x the update tokens) and took"
-        f" {lze['train_seconds'] / grpo['train_seconds']:.2f}x GRPO's time.",
+        f" {lze['train_seconds'] / grpo['train_seconds']:.2f}x GRPO's time. The runs ran one after another (GRPO,"
+        " LZE, the probe, the adaptive budget) while other work on the machine came and went, so their seconds are"
+        " not a fair comparison; rollouts, calls, tokens and rows do not depend on the load.",
     ]
     for method in ("probe", "adaptive"):
         if method in runs:
