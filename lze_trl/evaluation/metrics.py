@@ -49,16 +49,16 @@ def benchmark_metrics(correct: Sequence[Sequence[float]], completions: Sequence[
 
 
 def _grade(
-    completions: Sequence[Sequence[Completion]], solutions: Sequence[str], embedded: bool = False
+    completions: Sequence[Sequence[Completion]], solutions: Sequence[str], task: str | None = None
 ) -> tuple[list[list[float]], int]:
-    """Grades completions with `math_accuracy` (an embedded task's with its reward, `arithmetic_reward`); returns
-    the grades and the number of unparsable gold answers."""
+    """Grades completions with `math_accuracy` (an embedded `task`'s with its own reward,
+    [`~lze_trl.tasks.TASK_REWARDS`]); returns the grades and the number of unparsable gold answers."""
     from ..rewards import math_accuracy
-    from ..tasks import arithmetic_reward
+    from ..tasks import TASK_REWARDS
 
     texts = [c.text for row in completions for c in row]
     golds = [sol for row, sol in zip(completions, solutions) for _ in row]
-    flat = arithmetic_reward(texts, golds) if embedded else math_accuracy(texts, golds)
+    flat = TASK_REWARDS[task](texts, golds) if task is not None else math_accuracy(texts, golds)
     grades, unparsable, i = [], 0, 0
     for row in completions:
         grades.append([float(x or 0.0) for x in flat[i : i + len(row)]])

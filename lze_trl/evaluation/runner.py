@@ -112,7 +112,7 @@ def evaluate_model(
         dataset = benchmarks[name]
         rows = generated[offset : offset + len(dataset)]
         offset += len(dataset)
-        grades, unparsable = _grade(rows, dataset["solution"], embedded=name in TASKS)
+        grades, unparsable = _grade(rows, dataset["solution"], task=name if name in TASKS else None)
         metrics: dict[str, Any] = benchmark_metrics(grades, rows)
         metrics["unparsable_gold"] = unparsable
         if unparsable:

@@ -13,6 +13,7 @@ The first two share the character set, the prompt format (`expression=`), the tr
 ([`arithmetic_reward`]), in [`~lze_trl.tasks.shared`].
 """
 
+from collections.abc import Callable
 from types import ModuleType
 
 from . import arithmetic, carries, word_problems
@@ -36,6 +37,14 @@ TASKS: dict[str, ModuleType] = {"carries": carries, "arithmetic": arithmetic, "w
 `WARM_START_LEVELS` and (the first two) `warm_start_examples`."""
 
 
+TASK_REWARDS: dict[str, Callable] = {
+    "carries": arithmetic_reward,
+    "arithmetic": arithmetic_reward,
+    "word_problems": word_problems.word_problem_reward,
+}
+"""Each embedded task's reward (TRL's convention), which training and `lze-trl eval` grade it with."""
+
+
 def get_task(name: str) -> ModuleType:
     """The task module registered as `name` (see [`TASKS`]); a `ValueError` lists the valid names."""
     if name not in TASKS:
@@ -47,6 +56,7 @@ __all__ = [
     "CHARSET",
     "OOD_LEVELS",
     "TASKS",
+    "TASK_REWARDS",
     "TRAIN_LEVELS",
     "WARM_START_LEVELS",
     "arithmetic_reward",
