@@ -50,7 +50,7 @@ def readme_quotes() -> list[str]:
         "s of it training",
         f"# {after:.2f} after the recipe, {before:.2f} before",
         f"(about {round(seconds['demo'] / 60)} minutes on 2 CPU cores",
-        f"{notebook // 60} min {notebook % 60} s on 2 cores",
+        f"{notebook // 60} min {notebook % 60} s on 2 cores" if notebook >= 60 else f"{notebook} s on 2 cores",
         f"`make test` {round(seconds['make_test'] / 60)} minutes ({numbers['make_test']['passed']:.0f} passed",
     ]
 

@@ -124,7 +124,7 @@ def table(walk: dict) -> str:
     ]  # fmt: skip
     headers = ["step", "command", "seconds", "exit code", "FutureWarnings", "numbers read from the output"]
     return (
-        f"# First contact from a clone (BENCHMARKS.md section 14), {walk['date']}, commit {walk['commit']}\n\n"
+        f"# First contact from a clone (BENCHMARKS.md section 6), {walk['date']}, commit {walk['commit']}\n\n"
         f"{walk['machine']}; each step's whole output is in `logs/<step>.log`.\n\n"
         + tabulate(rows, headers, tablefmt="github", disable_numparse=True)
         + "\n"
