@@ -55,12 +55,14 @@ PROTOCOL_TEXT = """\
 """
 
 
-def load(results: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[int, dict[str, Any]]]:
+def load(results: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[tuple[str, int], dict[str, Any]]]:
     start = json.loads((results / "start.json").read_text())
     runs = {m: json.loads(p.read_text()) for m in METHODS if (p := results / "runs" / f"{m}.json").exists()}
-    speed = {
-        int(p.stem.split("_")[1]): json.loads(p.read_text())
-        for p in sorted((results / "speed").glob("threads_*.json"))
+    speed = {  # by (generation backend, torch threads): threads_<n>.json (transformers), vllm_threads_<n>.json
+        ("vllm" if p.stem.startswith("vllm_") else "transformers", int(p.stem.rsplit("_", 1)[1])): json.loads(
+            p.read_text()
+        )
+        for p in sorted((results / "speed").glob("*threads_*.json"))
     }
     return start, runs, speed
 
@@ -247,32 +249,39 @@ def step_rows(runs: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
-def speed_rows(speed: dict[int, dict[str, Any]]) -> list[str]:
+def speed_rows(speed: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
     lines = ["## Seconds per step", ""]
     if speed:
         rows = [
             [
+                backend,
                 threads,
                 " / ".join(f"{e['step_time']:.1f}" for e in s["log_history"]),
                 f"{s['meter']['rollout_seconds'] / s['steps']:.1f}",
             ]
-            for threads, s in speed.items()
+            for (backend, threads), s in sorted(speed.items())
         ]
         lines += [
-            "LZE, 8 prompts x 8 rollouts of at most 32 tokens, transformers generation, 2 steps:",
+            "LZE, 8 prompts x 8 rollouts of at most 32 tokens, 2 steps:",
             "",
             tabulate(
                 rows,
-                ["torch threads", "seconds of steps 1 / 2", "rollout s/step"],
+                ["generation", "torch threads", "seconds of steps 1 / 2", "rollout s/step"],
                 disable_numparse=True,
                 tablefmt="github",
             ),
             "",
         ]
+    vllm = any(backend == "vllm" for backend, _ in speed)
     lines.append(
-        "vLLM's CPU build was not measured: this machine has no `.venv-vllm` (`make test-vllm` builds it). Every"
-        " number here was taken on a 2-core machine that other work shared at the same time (load averages of 2 to 6),"
-        " so the seconds are upper bounds and the thread comparison is blurred by that contention."
+        ("" if vllm else "vLLM's CPU build was not measured. ")
+        + "The transformers numbers were taken on a 2-core machine that other work shared at the same time (load "
+        "averages of 2 to 6), so they are upper bounds and their thread comparison is blurred by that contention"
+        + (
+            "; vLLM's (colocated, its CPU build, `.venv-vllm`) on the same machine with nothing else running."
+            if vllm
+            else "."
+        )
     )
     return lines
 

@@ -4,11 +4,13 @@
     OMP_NUM_THREADS=1 python benchmarks/smollm2/run.py start           # the starting model's measurements
     OMP_NUM_THREADS=1 python benchmarks/smollm2/run.py train grpo lze probe adaptive
     OMP_NUM_THREADS=2 python benchmarks/smollm2/run.py speed --threads 2   # seconds per step, 2 threads
+    .venv-vllm/bin/python benchmarks/smollm2/run.py speed --backend vllm   # the same with vLLM's CPU build
     python benchmarks/smollm2/report.py                                    # REPORT.md from the raw results
 
 Each piece writes one JSON under `benchmarks/results/smollm2/` (`start.json`, `runs/<method>.json`,
-`speed/threads_<n>.json`) and is skipped when its file exists (`--force` redoes it). The protocol (what is measured
-and how) is the header of `benchmarks/smollm2/REPORT.md`, written by `report.py`; the settings are `PROTOCOL` below.
+`speed/threads_<n>.json`, `speed/vllm_threads_<n>.json`) and is skipped when its file exists (`--force` redoes it). The
+protocol (what is measured and how) is the header of `benchmarks/smollm2/REPORT.md`, written by `report.py`; the
+settings are `PROTOCOL` below.
 """
 
 from __future__ import annotations
@@ -132,7 +134,13 @@ def environment() -> dict[str, Any]:
     }
 
 
-def train(method: str, model, tokenizer, data: dict[str, Any], steps: int, output_dir: Path) -> dict[str, Any]:
+VLLM = {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3, "vllm_max_model_length": 512}
+"""The settings of `speed --backend vllm`: vLLM colocated in the training process (its CPU build)."""
+
+
+def train(
+    method: str, model, tokenizer, data: dict[str, Any], steps: int, output_dir: Path, **extra: Any
+) -> dict[str, Any]:
     """Trains `method` for `steps` steps from `model` (changed in place); its logs, meter, selections and timing."""
     from trl import GRPOTrainer
 
@@ -169,6 +177,7 @@ def train(method: str, model, tokenizer, data: dict[str, Any], steps: int, outpu
         use_cpu=True,
         seed=p["seed"],
         **METHODS[method],
+        **extra,
     )
     trainer = Trainer(
         model=model,
@@ -212,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("methods", nargs="*", default=list(METHODS), help="train: the methods to run")
     parser.add_argument("--steps", type=int, default=PROTOCOL["steps"])
     parser.add_argument("--threads", type=int, default=1, help="torch threads (speed; the runs use 1)")
+    parser.add_argument(
+        "--backend", choices=["transformers", "vllm"], default="transformers", help="speed: generation"
+    )
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--force", action="store_true")
     args = parser.parse_args(argv)
@@ -224,10 +236,16 @@ def main(argv: list[str] | None = None) -> int:
         model, tokenizer = load_model()
         write(path, {"protocol": PROTOCOL, "environment": environment(), "measured": measure(model, tokenizer, data)})
     elif args.what == "speed":
-        path = args.results / "speed" / f"threads_{args.threads}.json"
+        prefix, extra = ("", {}) if args.backend == "transformers" else ("vllm_", VLLM)
+        path = args.results / "speed" / f"{prefix}threads_{args.threads}.json"
+        if extra:  # vLLM's CPU build needs the test-side workarounds the project's vLLM tests use
+            sys.path.insert(0, str(ROOT / "tests"))
+            from vllm_cpu import apply_cpu_workarounds
+
+            apply_cpu_workarounds()
         model, tokenizer = load_model()
-        result = train("lze", model, tokenizer, data, 2, Path("/tmp/lze-smollm2-speed"))
-        write(path, {"environment": environment(), "threads": args.threads, **result})
+        result = train("lze", model, tokenizer, data, 2, Path("/tmp/lze-smollm2-speed"), **extra)
+        write(path, {"environment": environment(), "threads": args.threads, "backend": args.backend, **result})
     else:
         unknown = sorted(set(args.methods) - set(METHODS))
         if unknown:
