@@ -62,9 +62,10 @@ SMALL_CPU_CORES = 2
 def use_one_thread_on_a_small_cpu(device_type: str) -> bool:
     """
     Sets torch to one thread when training runs on a CPU of at most `SMALL_CPU_CORES` cores and `OMP_NUM_THREADS` is
-    not set: torch's default there (one thread per core) is 4 to 20 times slower on lze-trl's small CPU runs as soon
-    as anything else runs on the machine (BENCHMARKS.md, first contact), and no faster when nothing does. Returns
-    whether it did; setting `OMP_NUM_THREADS` keeps torch's own choice.
+    not set: torch's default there (one thread per core) competes with anything else the machine runs (the README's
+    quick start beside one busy process: 9.1 s on one thread, 12.3 and 12.9 s on two). On an idle machine a larger
+    model is faster on both cores (SmolLM2-135M: 14-16 s a step on two, 23-29 s on one; benchmarks/smollm2/REPORT.md),
+    so setting `OMP_NUM_THREADS` keeps torch's own choice. Returns whether it set one thread.
     """
     small = (os.cpu_count() or 1) <= SMALL_CPU_CORES
     if device_type != "cpu" or not small or "OMP_NUM_THREADS" in os.environ or torch.get_num_threads() == 1:

@@ -275,13 +275,8 @@ def speed_rows(speed: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
     vllm = any(backend == "vllm" for backend, _ in speed)
     lines.append(
         ("" if vllm else "vLLM's CPU build was not measured. ")
-        + "The transformers numbers were taken on a 2-core machine that other work shared at the same time (load "
-        "averages of 2 to 6), so they are upper bounds and their thread comparison is blurred by that contention"
-        + (
-            "; vLLM's (colocated, its CPU build, `.venv-vllm`) on the same machine with nothing else running."
-            if vllm
-            else "."
-        )
+        + "One try each, on the 2-core machine with nothing else running (the case study's runs above shared it with "
+        "other work); vLLM colocated, its CPU build (`.venv-vllm`). The first step includes warm-up."
     )
     return lines
 
