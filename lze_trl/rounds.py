@@ -97,8 +97,6 @@ class RoundPolicy:
     """
 
     name: ClassVar[str] = ""
-    #: How to turn the policy off, for the messages that name the fix.
-    off: ClassVar[str] = "generation_rounds=None"
 
     def __init__(self, args: Any, num_generations: int, warn: Callable[[str], None] | None = None) -> None:
         self.args = args
@@ -170,7 +168,7 @@ class RoundPolicy:
 
     @property
     def fix(self) -> str:
-        return f"Change generation_rounds or history_prior_strength, or turn the rounds off ({self.off})."
+        return "Change generation_rounds or history_prior_strength, or turn the rounds off (generation_rounds=None)."
 
     def state_dict(self) -> dict[str, np.ndarray]:
         return {"bad_batches": np.asarray(self.bad_batches), "rollouts_skipped": np.asarray(self.rollouts_skipped)}
