@@ -35,6 +35,10 @@ def test_even_out_gives_every_process_the_same_count_keeping_the_best():
     assert even_out(chosen, energies, num_processes=1).tolist() == chosen.tolist()  # one process: unchanged
     nothing = np.zeros(8, dtype=bool)  # at least one group per process, the best: every process has update rows
     assert np.flatnonzero(even_out(nothing, energies, num_processes=2)).tolist() == [2, 5]
+    # a later round adds only groups still going on: process 1's stopped group of priority 0.8 stays stopped
+    going_on = np.array([1, 1, 1, 1, 1, 0, 1, 1], dtype=bool)
+    out = even_out(chosen, energies, num_processes=2, going_on=going_on)
+    assert np.flatnonzero(out).tolist() == [0, 2, 6, 7]
 
 
 def generate_result(rows):
