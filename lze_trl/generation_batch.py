@@ -4,15 +4,18 @@ In one round (the default), TRL generates, rewards and makes update rows of ever
 `GRPOTrainer` does. In `generation_rounds`, every group gets the first round; after each round the run's
 [`~lze_trl.rounds.RoundPolicy`] chooses the groups that go on, evened out to the same number on every process; TRL
 then makes update rows of the completed groups with every rollout served, so that nothing is generated or rewarded
-twice and only rows that can reach the update get log-probabilities. Then, in both cases, every group is scored once
-into the per-prompt state, the selector weighs the complete groups, the run records the batch, and the update keeps
-the positively weighted rows. No TRL import: the trainer comes in as [`LZETrainerCalls`].
+twice and only rows that can reach the update get log-probabilities. The rounds run here one generation call after
+another (`fuse_rounds=False`) or, several batches' rounds in one call, in `fused_rounds.py`. Then, in every case,
+every group is scored once into the per-prompt state, the selector weighs the complete groups, the run records the
+batch, and the update keeps the positively weighted rows ([`update_on`]). No TRL import: the trainer comes in as
+[`LZETrainerCalls`].
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -33,7 +36,9 @@ class LZETrainerCalls(Protocol):
 
     def generate_rollouts(self, inputs: list[dict], num_rollouts: int) -> Rollouts: ...
 
-    def update_rows(self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None) -> tuple[Batch, Any]: ...
+    def update_rows(
+        self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None, group_size: int | None = None
+    ) -> tuple[Batch, Any]: ...
 
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray: ...
 
@@ -42,34 +47,40 @@ class LZETrainerCalls(Protocol):
 
 def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) -> Batch:
     """The rows this process hands TRL's update from its `inputs` (as the sampler drew them, each prompt
-    `num_generations` times in a row); `global_step` is the Trainer's, for the selection log."""
+    `num_generations` times in a row), generated in one round or in serial rounds; `global_step` is the Trainer's,
+    for the selection log."""
     run, G, correct = trainer.lze, trainer.num_generations, trainer.lze.correctness_index
-    policy, processes, process = run.round_policy, trainer.accelerator.num_processes, trainer.accelerator.process_index
-    if len(policy.rounds) == 1:  # every prompt's G rollouts: TRL generates, rewards and makes update rows in one call
+    processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
+    if len(run.round_policy.rounds) == 1:  # every prompt's G rollouts: TRL generates, rewards and makes rows at once
         rows, rollouts = trainer.update_rows(inputs)
         prompt_keys, rewards = rollouts.groups(G)
         state = RoundsState(prompt_keys, rewards, correct, np.ones(len(prompt_keys), dtype=bool), G)
-        generated = rollouts.rewards
-        metrics = {"lze/fresh_rollouts": len(rollouts.prompt_keys)}
-    else:
-        state = generate_in_rounds(trainer, inputs, processes, process)
-        complete, rewards = state.going_on, state.rewards
-        generated = np.concatenate([r.rollouts.rewards for r in state.rounds])
-        # TRL's update rows of the completed groups, every rollout served: each group's rounds in order
-        held = [(r.rollouts.rows, r.groups, r.last - r.first) for r in state.rounds]
-        served = served_rows(held, state.rounds[-1].groups)
-        rows, _ = trainer.update_rows(served.inputs, (served, rewards[complete].reshape(-1, rewards.shape[-1])))
-    # Score every group once into the per-prompt state, select among the complete groups, record
-    run.unscorable_guard.observe(generated)
-    complete = state.going_on
-    groups = run.score(state.prompt_keys, state.rewards[:, :, correct], trainer.total_rewards(state.rewards), complete)
+        run.unscorable_guard.observe(rollouts.rewards)
+        metrics = {"lze/fresh_rollouts": len(rollouts.prompt_keys), "lze/generation_calls": 1}
+        return update_on(trainer, state, rows, metrics, global_step)
+    state = generate_in_rounds(trainer, inputs, processes, process)
+    run.unscorable_guard.observe(np.concatenate([r.rollouts.rewards for r in state.rounds]))
+    metrics = {"lze/generation_calls": len(state.rounds), "lze/rollout_staleness": 0.0}
+    return update_on(trainer, state, completed_rows(trainer, state), metrics, global_step)
+
+
+def update_on(trainer: LZETrainerCalls, state: RoundsState, rows: Batch, metrics: dict, global_step: int) -> Batch:
+    """TRL's update `rows` of a complete generation batch (`state`) cut to the selection: every group scored once into
+    the per-prompt state, the complete groups weighed by the selector, the batch recorded, and the positively
+    weighted rows kept (advantages scaled by the weight), padded alike on every process; logs the batch's metrics
+    (the given `metrics` first)."""
+    run, G = trainer.lze, trainer.num_generations
+    processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
+    complete, in_rounds = state.going_on, bool(state.rounds)
+    groups = run.score(
+        state.prompt_keys, state.rewards[:, :, state.correctness_index], trainer.total_rewards(state.rewards), complete
+    )
     weights = run.select(dataclasses.replace(groups, eligible=groups.eligible & complete))
-    if len(policy.rounds) > 1:
-        metrics = policy.observe(run, state, groups)
+    if in_rounds:
+        metrics = {**run.round_policy.observe(run, state, groups), **metrics}
     metrics.update(run.record(groups, weights, global_step))
-    # Keep the positively weighted rows (advantages scaled by the weight), padded alike on every process
     generated_tokens = rows["num_items_in_batch"].item()
-    if len(policy.rounds) > 1 or not np.all(weights == 1.0):
+    if in_rounds or not np.all(weights == 1.0):
         # TRL's rows of the complete groups, in order, split evenly over the processes (a group may straddle two)
         every = np.repeat(weights[complete], G).reshape(processes, -1)
         local = torch.as_tensor(every[process], dtype=torch.float32)
@@ -82,27 +93,79 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
     return rows
 
 
+def completed_rows(trainer: LZETrainerCalls, state: RoundsState) -> Batch:
+    """TRL's update rows of the completed groups of a batch generated in rounds, every rollout served: each group's
+    rounds in order, so that nothing is generated or rewarded twice."""
+    held = [(r.rollouts.rows, r.groups, r.last - r.first) for r in state.rounds]
+    served = served_rows(held, state.rounds[-1].groups)
+    rewards = state.rewards[state.going_on].reshape(-1, state.rewards.shape[-1])
+    rows, _ = trainer.update_rows(served.inputs, (served, rewards))
+    return rows
+
+
+@dataclass
+class InFlight:
+    """A generation batch generated in rounds: this process's `inputs` (as the sampler drew them, each prompt
+    `num_generations` times in a row) and what is known of it (`state`, `None` before its first round)."""
+
+    inputs: list[dict]
+    state: RoundsState | None = None
+
+
+def round_request(batch: InFlight, rounds: list[int], G: int, processes: int, process: int) -> tuple:
+    """The rows of `batch`'s next round on this process, the groups they belong to (indices among this process's
+    groups of the batch), and the round's first and last rollout."""
+    state = batch.state
+    first = 0 if state is None else state.rollouts_so_far
+    last = rounds[0] if state is None else rounds[rounds.index(first) + 1]
+    groups_here = len(batch.inputs) // G
+    going_on = np.ones(groups_here, dtype=bool) if state is None else state.going_on.reshape(processes, -1)[process]
+    mine = np.flatnonzero(going_on)
+    return [batch.inputs[g * G + j] for g in mine for j in range(first, last)], mine, first, last
+
+
+def record_round(
+    run: Any,
+    batch: InFlight,
+    rollouts: Rollouts,
+    groups: np.ndarray,
+    first: int,
+    last: int,
+    processes: int,
+    call: int = 0,
+) -> None:
+    """Records a round of `batch` (its `rollouts` of this process's `groups`, rollouts `first` to `last`, made by
+    generation call `call`); unless it completes the batch, the round policy then chooses the groups that go on,
+    evened out over the processes."""
+    _, rewards = rollouts.groups(last - first)
+    state = batch.state
+    state.rewards[state.going_on, first:last] = rewards
+    state.rounds.append(Round(rollouts, groups, first, last, call))
+    state.rollouts_so_far = last
+    if last < state.rewards.shape[1]:
+        chosen, priority = run.round_policy.choose(run, state)
+        state.going_on = even_out(chosen, priority, processes, state.going_on)
+
+
 def generate_in_rounds(trainer: LZETrainerCalls, inputs: list[dict], processes: int, process: int) -> RoundsState:
-    """The generation batch of `inputs` generated in the run's rounds: after each round but the last, the round
-    policy chooses the groups that go on, evened out over the processes; `going_on` ends as the complete groups."""
+    """The generation batch of `inputs` generated in the run's rounds, one generation call each: after each round but
+    the last, the round policy chooses the groups that go on; `going_on` ends as the complete groups."""
     run, G = trainer.lze, trainer.num_generations
-    state = None
-    for end in run.round_policy.rounds:
-        going_on = np.ones(len(inputs) // G * processes, dtype=bool) if state is None else state.going_on
-        mine = np.flatnonzero(going_on.reshape(processes, -1)[process])  # this process's groups going on
-        start = 0 if state is None else state.rollouts_so_far
-        out = trainer.generate_rollouts([inputs[g * G + j] for g in mine for j in range(start, end)], end - start)
-        keys, round_rewards = out.groups(end - start)
-        if state is None:
-            rewards = np.full((len(keys), G, round_rewards.shape[-1]), np.nan)
-            state = RoundsState(keys, rewards, run.correctness_index, going_on)
-        state.rewards[going_on, start:end] = round_rewards
-        state.rounds.append(Round(out, mine, start, end))
-        state.rollouts_so_far = end
-        if end < G:
-            chosen, priority = run.round_policy.choose(run, state)
-            state.going_on = even_out(chosen, priority, processes, going_on)
-    return state
+    batch = InFlight(inputs)
+    for _ in run.round_policy.rounds:
+        rows, groups, first, last = round_request(batch, run.round_policy.rounds, G, processes, process)
+        rollouts = trainer.generate_rollouts(rows, last - first)
+        start_state(batch, rollouts, first, last, G, run.correctness_index)
+        record_round(run, batch, rollouts, groups, first, last, processes)
+    return batch.state
+
+
+def start_state(batch: InFlight, rollouts: Rollouts, first: int, last: int, G: int, correctness_index: int) -> None:
+    """Gives `batch` its [`RoundsState`] from its first round's `rollouts` (every group going on)."""
+    if batch.state is None:
+        keys, rewards = rollouts.groups(last - first)
+        nan = np.full((len(keys), G, rewards.shape[-1]), np.nan)
+        batch.state = RoundsState(keys, nan, correctness_index, np.ones(len(keys), dtype=bool))
 
 
 def even_out(

@@ -29,12 +29,14 @@ PROBE_STREAM = 0x9B0BE
 @dataclass
 class Round:
     """One generation round on this process: its `rollouts`, the groups it generated (`groups`, indices among this
-    process's groups of the batch) and the rollouts `first` to `last` of each of them."""
+    process's groups of the batch), the rollouts `first` to `last` of each of them, and the generation call that made
+    it (`call`, counted by the fused rounds; 0 in serial rounds)."""
 
     rollouts: Rollouts
     groups: np.ndarray
     first: int
     last: int
+    call: int = 0
 
 
 @dataclass

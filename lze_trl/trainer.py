@@ -26,6 +26,7 @@ from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from .config import as_lze_config
 from .engines import use_one_thread_on_a_small_cpu, warn_if_not_sharded
 from .errors import LZEWarning
+from .fused_rounds import RoundPipeline, train_fused
 from .generation_batch import train_on_generation_batch
 from .guards import (
     check_dataset_fits_batch,
@@ -51,7 +52,11 @@ class _LZECallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         if self.trainer.lze_enabled:
-            self.trainer.save_lze_state(os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"))
+            folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+            self.trainer.save_lze_state(folder)
+            pipeline, accelerator = self.trainer.lze.pipeline, self.trainer.accelerator
+            if pipeline is not None:  # every process writes its own rollouts in flight
+                pipeline.save(folder, accelerator.process_index, accelerator.num_processes)
         return control
 
     def on_epoch_end(self, args, state, control, **kwargs):
@@ -156,7 +161,8 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         if not self.model.training or not self.lze_enabled:
             # Evaluation (nothing to select, no training state to touch), or a run without prompt identity.
             return super()._generate_and_score_completions(inputs)
-        return train_on_generation_batch(self, inputs, self.state.global_step)
+        train = train_fused if self.lze.pipeline is not None else train_on_generation_batch
+        return train(self, inputs, self.state.global_step)
 
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray:
         """The total reward of each rollout (`rewards` shaped `(..., reward functions)`), weighted as TRL weighs it;
@@ -212,12 +218,17 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         [`~lze_trl.checkpoint.LZEStateError`] when it is missing, corrupt, or recorded on another train dataset."""
         arrays, counters = checkpoint_files.load_state(checkpoint)
         checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_keys.fingerprint, checkpoint)
+        pipeline = None
+        if self.lze.pipeline is not None:  # this process's rollouts in flight (fused rounds)
+            pipeline = RoundPipeline()
+            pipeline.load(checkpoint, self.accelerator.process_index, self.accelerator.num_processes)
         log_frame = checkpoint_files.load_selection_log(checkpoint)
         try:
             self.lze.load_state_dict(arrays)
         except (KeyError, ValueError) as error:
             raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error}).") from error
         self.selection_log.load_pandas(log_frame)
+        self.lze.pipeline = pipeline
         self._step = self.lze.position.micro_steps
         if self.args.ignore_data_skip and self.lze.plans_rollouts:
             self.lze.position.resumed_from = checkpoint  # the sampler continues at the saved position

@@ -80,17 +80,18 @@ class TRLAdapter:
         return Rollouts(rows, prompt_keys, _numpy(rewards))
 
     def update_rows(
-        self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None
+        self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None, group_size: int | None = None
     ) -> tuple[dict, Rollouts | None]:
         """TRL's update rows of `inputs` (`_generate_and_score_completions`), made from the `served` rollouts
-        ([`Rows`], every process's rewards); without `served`, TRL generates and rewards the rollouts, which are
-        returned as [`Rollouts`] too."""
+        ([`Rows`], every process's rewards) with TRL's advantages over groups of `group_size` rows (by default
+        `num_generations`); without `served`, TRL generates and rewards the rollouts, which are returned as
+        [`Rollouts`] too."""
         # the prompt keys before TRL adds a rollout_func's extra fields to the rows
         prompt_keys = self._gathered_prompt_keys(inputs) if served is None else None
         call = _TRLCall(served=served)
         if served is not None:  # the values reward functions logged for these rows, in their order
             self._pending_extra_logs.update(served[0].extra_logs)
-        with self._calling(call):
+        with self._calling(call, group_size):
             rows = super()._generate_and_score_completions(inputs)
         if served is not None:
             return rows, None

@@ -91,6 +91,7 @@ def test_in_the_first_batch_groups_alike_in_a_bimodal_batch_stop_after_the_first
         reward=bimodal_reward,
         dataset=prompt_dataset(32),
         generation_rounds=[2, 4],
+        fuse_rounds=False,  # the serial rounds: the batch complete in its own step
         per_device_train_batch_size=64,  # 16 new prompts x 4 rollouts in the first generation batch
         max_steps=1,
         trainer_class=RecordingTrainer,
@@ -133,6 +134,7 @@ def test_groups_go_on_while_they_may_be_live_and_only_completed_ones_reach_the_u
         reward=counting_reward,
         dataset=prompt_dataset(32),
         generation_rounds=[1, 2, 4],
+        fuse_rounds=False,  # the serial rounds: three generation calls per step
         per_device_train_batch_size=32,  # 8 prompts x 4 rollouts per generation batch
         max_steps=3,
         trainer_class=RecordingTrainer,
@@ -172,7 +174,7 @@ def test_a_run_whose_rounds_complete_dead_groups_says_so_naming_the_setting(tmp_
         generation_rounds=[1, 2, 4],
         learning_zone_threshold=1e-9,  # every group goes on: every completed group is dead
         per_device_train_batch_size=16,
-        max_steps=3,
+        max_steps=5,  # fused rounds: a batch of three rounds completes two steps after it was drawn
     )
     with pytest.warns(
         LZEWarning,
@@ -180,7 +182,8 @@ def test_a_run_whose_rounds_complete_dead_groups_says_so_naming_the_setting(tmp_
     ):
         trainer.train()
     assert logged(trainer, "lze/completed_groups") == [4.0] * 3
-    assert logged(trainer, "lze/fresh_rollouts") == [16.0] * 3
+    # each step's call: the new batch's 4 rollouts, the 4 of the batch before, the 8 of the one before that
+    assert logged(trainer, "lze/fresh_rollouts") == [4.0, 8.0, 16.0, 16.0, 16.0]
 
 
 @pytest.mark.parametrize(

@@ -120,6 +120,7 @@ def test_only_completed_groups_reach_the_update_with_trls_advantages_over_the_wh
         dataset=prompt_dataset(32),
         generation_rounds=[2, 4],
         round_policy="probe",
+        fuse_rounds=False,  # the serial rounds: two generation calls per step (test_fused_rounds.py: one)
         per_device_train_batch_size=32,  # 8 prompts x 4 rollouts per generation batch
         max_steps=3,
         trainer_class=RecordingTrainer,
@@ -174,6 +175,7 @@ def test_each_rollout_is_rewarded_once_and_only_completed_groups_get_log_probabi
         dataset=prompt_dataset(32),
         generation_rounds=[2, 4],
         round_policy="probe",
+        fuse_rounds=False,
         per_device_train_batch_size=16,
         steps_per_generation=2,  # 8 prompts x 4 rollouts per generation batch, two micro-steps
         num_iterations=2,  # TRL computes old log-probabilities (its update is not on-policy): counted here
@@ -238,11 +240,11 @@ def test_a_run_whose_probes_decide_badly_says_so(tmp_path):
         generation_rounds=[2, 4],
         round_policy="probe",
         per_device_train_batch_size=16,
-        max_steps=4,
+        max_steps=4,  # fused rounds: 3 batches completed, the first a step after it was drawn
     )
     with pytest.warns(LZEWarning, match="more than half of the completed groups came back dead"):
         trainer.train()
-    assert logged(trainer, "lze/completed_dead_frac") == [1.0] * 4
+    assert logged(trainer, "lze/completed_dead_frac") == [1.0] * 3
 
 
 @pytest.mark.slow
@@ -255,7 +257,7 @@ def test_probe_with_lora_trains_only_the_adapters(tmp_path):
         generation_rounds=[1, 4],
         round_policy="probe",
         per_device_train_batch_size=16,
-        max_steps=2,
+        max_steps=3,  # fused rounds: the first step trains on nothing
         trainer_kwargs=dict(peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])),
     )
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}

@@ -96,7 +96,9 @@ def test_a_rollout_func_group_completed_over_two_rounds_reaches_the_update_as_on
         return trainer, calls, tags
 
     at_once, calls, tags = run(tmp_path / "at_once")
-    probed, probe_calls, probe_tags = run(tmp_path / "probed", generation_rounds=[2, 4], round_policy="probe")
+    serial = dict(fuse_rounds=False)  # each batch complete in its own step (fused: test_fused_rounds.py)
+    probe = dict(generation_rounds=[2, 4], round_policy="probe", **serial)
+    probed, probe_calls, probe_tags = run(tmp_path / "probed", **probe)
     assert calls == [16] and probe_calls[0] == 8 and len(probe_calls) == 2  # the probe, then the completions
     assert sorted(probe_tags) == sorted(set(probe_tags)) and len(probe_tags) == sum(probe_calls)  # rewarded once
     assert logged(probed, "lze/completed_groups") == [4.0]
@@ -106,7 +108,7 @@ def test_a_rollout_func_group_completed_over_two_rounds_reaches_the_update_as_on
     assert logged(probed, "loss") == logged(at_once, "loss")
     # the adaptive budget in three rounds, every group going on: the same again
     rounds, round_calls, round_tags = run(
-        tmp_path / "rounds", generation_rounds=[1, 2, 4], learning_zone_threshold=1e-9
+        tmp_path / "rounds", generation_rounds=[1, 2, 4], learning_zone_threshold=1e-9, **serial
     )
     assert round_calls == [4, 4, 8] and sorted(round_tags) == sorted(tags)
     assert rows_of(rounds.updates) == rows_of(at_once.updates) and logged(rounds, "loss") == logged(at_once, "loss")
@@ -182,9 +184,11 @@ def tool_answer_reward(prompts, completions, **kwargs):
 
 ROUNDS = {
     "at_once": {},
-    "probe": dict(generation_rounds=[2, 4], round_policy="probe"),
+    "probe": dict(generation_rounds=[2, 4], round_policy="probe", fuse_rounds=False),
     # the adaptive budget in three rounds, every group going on
-    "rounds": dict(generation_rounds=[1, 2, 4], learning_zone_threshold=1e-9),
+    "rounds": dict(generation_rounds=[1, 2, 4], learning_zone_threshold=1e-9, fuse_rounds=False),
+    # fused rounds: the batch of the first step completed in the second, beside the next batch's first round
+    "fused": dict(generation_rounds=[2, 4], round_policy="probe"),
 }
 
 
@@ -210,7 +214,7 @@ def test_a_tool_or_environment_group_completed_over_rounds_reaches_the_update_as
             max_completion_length=256,
             per_device_train_batch_size=16,  # 4 prompts x 4 rollouts, one generation batch per step
             selection_ratio=1.0,
-            max_steps=1,
+            max_steps=2 if name == "fused" else 1,
             trainer_class=ScriptedToolCaller,
             trainer_kwargs=kwargs,
             **ROUNDS[name],
@@ -233,6 +237,9 @@ def test_a_tool_or_environment_group_completed_over_rounds_reaches_the_update_as
         assert rows_of(trainer.updates) == rows, name
         assert logged(trainer, "loss") == logged(at_once, "loss"), name
         assert logged(trainer, "tools/call_frequency") == [0.5]
+    fused = runs["fused"]  # the first step trains on nothing (the model is unchanged), the second on the batch
+    assert rows_of(fused.updates[:1]) == [] and rows_of(fused.updates[1:]) == rows
+    assert logged(fused, "loss")[1:] == logged(at_once, "loss") and logged(fused, "lze/completed_groups") == [4.0]
 
 
 BUDGETS = {
@@ -254,6 +261,7 @@ def trained_probe_run(tmp_path, columns: dict, budget: str, **trainer_kwargs) ->
         max_steps=2,
         max_completion_length=4,
         per_device_train_batch_size=16,
+        fuse_rounds=False,  # each batch complete in its own step
         trainer_kwargs=trainer_kwargs,
         **BUDGETS[budget],
     )
@@ -355,7 +363,7 @@ def test_every_tool_and_environment_variant_trains_with_the_budget_and_saves_rol
         dataset=Dataset.from_dict(data),
         model=tiny_qwen2(tokenizer, max_position_embeddings=4096),
         tokenizer=tokenizer,
-        max_steps=2,
+        max_steps=3,  # fused rounds: the first batch completes in the second step's call (three rounds: third)
         per_device_train_batch_size=16,
         trainer_class=SometimesCallsTool,
         trainer_kwargs=kwargs,
@@ -364,8 +372,9 @@ def test_every_tool_and_environment_variant_trains_with_the_budget_and_saves_rol
     )
     trainer.train()
     fresh, completed = logged(trainer, "lze/fresh_rollouts"), logged(trainer, "lze/completed_groups")
-    assert trainer.state.global_step == 2 and len(fresh) == 2
-    assert sum(fresh) < 2 * 16 and all(8 + 2 * c <= f <= 16 for f, c in zip(fresh, completed))
+    assert trainer.state.global_step == 3 and len(fresh) == 3 and completed
+    # one generation call a step: the new batch's first round (8), then the batches in flight's next rounds
+    assert fresh[0] == 8 and sum(fresh) < 3 * 16 and all(8 <= f <= 16 for f in fresh)
     if variant == "truncated":  # no tool response fitted: no second turn
         assert trainer.model_turns == sum(fresh)
     else:  # tool calls took a second turn

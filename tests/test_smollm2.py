@@ -131,10 +131,10 @@ def test_two_steps_of_training_on_the_cpu(model_and_tokenizer, tmp_path, rounds)
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "lze/fresh_rollouts" in entry]
     assert trainer.state.global_step == 2 and len(logs) == 2
-    for entry in logs:
-        if rounds is None:
-            assert entry["lze/fresh_rollouts"] == 32
-        else:  # 4 groups of 2 rollouts, then 6 more for each of the 2 chosen ones
-            assert entry["lze/first_round_rollouts"] == 8 and entry["lze/fresh_rollouts"] == 8 + 2 * 6
+    if rounds is None:
+        assert [entry["lze/fresh_rollouts"] for entry in logs] == [32, 32]
+    else:  # fused rounds: 4 groups of 2 rollouts, then with the next batch's 8, 6 more for each of the 2 chosen
+        assert [entry["lze/fresh_rollouts"] for entry in logs] == [8, 8 + 2 * 6]
+        assert logs[1]["lze/first_round_rollouts"] == 8
     updated = any(entry["lze/update_rows"] > 0 and entry["reward_std"] > 0 for entry in logs)
     assert updated == (not torch.equal(before, model.model.layers[0].mlp.down_proj.weight))

@@ -89,7 +89,8 @@ def test_kept_image_rows_train_exactly_as_under_selector_none(tmp_path):
 
 
 def test_probe_then_complete_on_image_prompts(tmp_path):
-    trainer = train(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, generation_rounds=[2, 4], round_policy="probe")
+    serial = dict(generation_rounds=[2, 4], round_policy="probe", fuse_rounds=False)  # the batch done in its step
+    trainer = train(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, **serial)
     completed = logged(trainer, "lze/completed_groups")
     assert logged(trainer, "lze/fresh_rollouts") == [4 * 2 + 2 * completed[0]]
     kept = rows_by_content(trainer.updates[0])

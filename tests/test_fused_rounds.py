@@ -1,0 +1,165 @@
+"""Fused rounds (`fuse_rounds=True`): one generation call per step, counted on TRL's `_generate_single_turn`; with the
+weights held fixed, the rows, rewards and advantages of the serial rounds one step later; the rollouts in flight kept
+exactly across a resume, and refused when they are missing or were made by another number of processes."""
+
+import numpy as np
+import pytest
+import torch
+from test_probe_agentic import UpdateRecorder, counting_rollout_func, rows_of
+from testing_utils import logged, make_trainer, mixed_reward, prompt_dataset
+
+from lze_trl.checkpoint import LZEStateError
+from lze_trl.fused_rounds import IN_FLIGHT_FILE, RoundPipeline, split_rollouts
+from lze_trl.rollouts import Rollouts, Rows
+
+
+pytestmark = pytest.mark.slow
+
+PROBE = dict(generation_rounds=[2, 4], round_policy="probe")
+BUDGET = dict(generation_rounds=[1, 2, 4], round_policy="adaptive")
+
+
+def count_generation_calls(trainer) -> list[int]:
+    """Wraps TRL's `_generate_single_turn` on `trainer`: the rows of each call, in order."""
+    calls, generate = [], trainer._generate_single_turn
+
+    def counted(prompt_ids, *args, **kwargs):
+        calls.append(len(prompt_ids))
+        return generate(prompt_ids, *args, **kwargs)
+
+    trainer._generate_single_turn = counted
+    return calls
+
+
+@pytest.mark.parametrize(("rounds", "serial_calls"), [(PROBE, 2), (BUDGET, 3)])
+def test_one_generation_call_per_step_where_serial_rounds_make_one_per_round(tmp_path, rounds, serial_calls):
+    def run(out, fuse):
+        trainer = make_trainer(
+            out, reward=mixed_reward, dataset=prompt_dataset(32), per_device_train_batch_size=16, max_steps=5,
+            fuse_rounds=fuse, **rounds,
+        )  # fmt: skip
+        calls = count_generation_calls(trainer)
+        trainer.train()
+        return trainer, calls
+
+    fused, fused_calls = run(tmp_path / "fused", True)
+    serial, calls = run(tmp_path / "serial", False)
+    assert len(fused_calls) == 5 and logged(fused, "lze/generation_calls") == [1.0] * 5
+    assert len(calls) == 5 * serial_calls and logged(serial, "lze/generation_calls") == [float(serial_calls)] * 5
+    # every call holds the new batch's first round (4 prompts) and the next round of each batch in flight
+    first = rounds["generation_rounds"][0] * 4
+    assert fused_calls[0] == first and all(n > first for n in fused_calls[len(rounds["generation_rounds"]) - 1 :])
+    assert logged(fused, "lze/fresh_rollouts") == [float(n) for n in fused_calls]
+    # the first R - 1 steps complete nothing and update on nothing; every later one completes one batch
+    warm_up = len(rounds["generation_rounds"]) - 1
+    assert logged(fused, "lze/update_tokens")[:warm_up] == [0.0] * warm_up
+    assert logged(fused, "loss")[:warm_up] == [0.0] * warm_up
+    assert len(logged(fused, "lze/completed_groups")) == 5 - warm_up
+    # a rollout's age at the update: the first round's are R - 1 calls old, the last round's new
+    expected = {2: (2 * 1 + 2 * 0) / 4, 3: (1 * 2 + 1 * 1 + 2 * 0) / 4}[len(rounds["generation_rounds"])]
+    assert logged(fused, "lze/rollout_staleness") == [expected] * (5 - warm_up)
+    assert logged(serial, "lze/rollout_staleness") == [0.0] * 5
+
+
+def test_with_the_weights_fixed_fused_rounds_train_on_the_serial_rows_one_step_later(tmp_path):
+    def run(out, steps, fuse):
+        calls = []
+
+        def even_digit(completions, tag, **kwargs):  # reads the rollout_func's extra field, in every round
+            return [float(c[:1] in "02468") for c in completions]
+
+        trainer = make_trainer(
+            out,
+            reward=even_digit,
+            dataset=prompt_dataset(32),
+            per_device_train_batch_size=16,  # 4 prompts x 4 rollouts a step
+            selection_ratio=0.5,
+            max_steps=steps,
+            learning_rate=0.0,  # the weights held fixed
+            trainer_class=UpdateRecorder,
+            trainer_kwargs=dict(rollout_func=counting_rollout_func(calls)),
+            fuse_rounds=fuse,
+            **PROBE,
+        )
+        trainer.train()
+        return trainer, calls
+
+    serial, serial_calls = run(tmp_path / "serial", 4, False)
+    fused, fused_calls = run(tmp_path / "fused", 5, True)
+    assert len(fused_calls) == 5 and len(serial_calls) == 8
+    # each fused call after the first: the serial batch's completion, then the next batch's first round
+    assert fused_calls[1:] == [serial_calls[2 * t + 1] + serial_calls[2 * t + 2] for t in range(3)] + [
+        serial_calls[7] + 8
+    ]
+    assert rows_of(fused.updates[:1]) == []  # the first step trains on nothing
+    for step in range(4):  # the same rows, completions, masks and TRL advantages, and the same loss, a step later
+        assert rows_of(fused.updates[step + 1 : step + 2]) == rows_of(serial.updates[step : step + 1])
+        assert rows_of(serial.updates[step : step + 1])
+    assert logged(fused, "loss")[1:] == logged(serial, "loss")
+    keys = ("lze/completed_groups", "lze/energy_mean", "lze/pass_rate_mean", "lze/selected_frac")
+    for key in keys:  # the same choices and selections
+        assert logged(fused, key) == logged(serial, key), key
+    fused_log, serial_log = fused.selection_log.to_pandas(), serial.selection_log.to_pandas()
+    columns = ["prompt_key", "pass_rate", "energy", "weight"]
+    assert fused_log[columns].equals(serial_log[columns])
+    np.testing.assert_array_equal(fused.prompt_table()["ema_pass_rate"], serial.prompt_table()["ema_pass_rate"])
+
+
+@pytest.mark.parametrize("rounds", [PROBE, BUDGET])
+def test_a_resumed_fused_run_continues_its_rollouts_in_flight_exactly(tmp_path, rounds):
+    def trainer(out, **extra):
+        return make_trainer(
+            out, reward=mixed_reward, dataset=prompt_dataset(32), per_device_train_batch_size=16, max_steps=6,
+            save_strategy="steps", save_steps=1, learning_rate=1e-2, **rounds, **extra,
+        )  # fmt: skip
+
+    full = trainer(tmp_path / "full")
+    full_calls = count_generation_calls(full)
+    full.train()
+    checkpoint = tmp_path / "full" / "out" / "checkpoint-3"
+    assert (checkpoint / IN_FLIGHT_FILE.format(process=0)).exists()
+    resumed = trainer(tmp_path / "full")
+    resumed.args.output_dir = str(tmp_path / "resumed")
+    resumed_calls = count_generation_calls(resumed)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    assert resumed_calls == full_calls[3:]  # nothing regenerated: the batches in flight came from the checkpoint
+    keys = ("loss", "lze/completed_groups", "lze/fresh_rollouts", "lze/energy_mean", "lze/rollout_staleness")
+    after = lambda t: [{k: e[k] for k in keys if k in e} for e in t.state.log_history if "loss" in e and e["step"] > 3]  # noqa: E731
+    assert len(after(full)) == 3 and after(full) == after(resumed)
+    for a, b in zip(full.model.parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_a_checkpoint_without_its_rollouts_in_flight_is_refused(tmp_path):
+    def trainer(out, **extra):
+        return make_trainer(
+            out, reward=mixed_reward, dataset=prompt_dataset(32), per_device_train_batch_size=16, max_steps=3,
+            save_strategy="steps", save_steps=2, **PROBE, **extra,
+        )  # fmt: skip
+
+    trainer(tmp_path / "run").train()
+    checkpoint = tmp_path / "run" / "out" / "checkpoint-2"
+    (checkpoint / IN_FLIGHT_FILE.format(process=0)).unlink()
+    with pytest.raises(LZEStateError, match=r"lze_in_flight_0\.pt' is missing.*fuse_rounds=True"):
+        trainer(tmp_path / "run").train(resume_from_checkpoint=str(checkpoint))
+
+
+def test_rollouts_in_flight_are_refused_by_another_number_of_processes(tmp_path):
+    RoundPipeline(calls=3).save(str(tmp_path), process=0, num_processes=2)
+    with pytest.raises(LZEStateError, match="generated by 2 processes, not 1"):
+        RoundPipeline().load(str(tmp_path), process=0, num_processes=1)
+    pipeline = RoundPipeline()
+    pipeline.load(str(tmp_path), process=0, num_processes=2)
+    assert pipeline.calls == 3 and pipeline.batches == []
+
+
+def test_one_calls_rollouts_are_cut_into_their_parts_on_every_process():
+    # 2 processes, each with a part of 2 rows then a part of 3: row r of process p is named p*10 + r
+    rows = Rows([{"i": i} for i in range(5)], [f"p{i}" for i in range(5)], ([[i] for i in range(5)],), {})
+    rows.generated = (*rows.generated, *([None] * 7))
+    keys = np.array([0, 1, 2, 3, 4, 10, 11, 12, 13, 14])
+    rewards = keys[:, None].astype(float)
+    first, second = split_rollouts(Rollouts(rows, keys, rewards), [2, 3], processes=2)
+    assert first.prompt_keys.tolist() == [0, 1, 10, 11] and second.prompt_keys.tolist() == [2, 3, 4, 12, 13, 14]
+    assert second.rewards[:, 0].tolist() == [2, 3, 4, 12, 13, 14]
+    assert first.rows.prompts == ["p0", "p1"] and second.rows.generated[0] == [[2], [3], [4]]
