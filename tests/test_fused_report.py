@@ -153,6 +153,9 @@ def test_the_seed_count_is_the_largest_regime_s(tmp_path):
         ]
     ]
     assert ["seeds per regime", str(expected)] in table(text, "## The pre-declared test")
+    powers = {row[0]: row for row in table(text, "## Power at")}
+    assert powers["the dead-mass regime"][2] == f"{power.power_at(expected, 0.03):.2f}"
+    assert power.power_at(expected, 0.03, true_difference=-0.005) < power.power_at(expected, 0.03)
     # the fitted prior's larger spread is a sensitivity row only: it does not set the count
     assert power.seeds_needed(0.05) > expected
 
