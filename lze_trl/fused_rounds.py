@@ -110,7 +110,7 @@ def train_fused(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) 
     """
     run, G = trainer.lze, trainer.num_generations
     processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
-    pipeline, rounds = run.pipeline, run.round_policy.rounds
+    pipeline, rounds = trainer.round_pipeline, run.round_policy.rounds
     pipeline.batches.append(InFlight(inputs))
     requests = [round_request(batch, rounds, G, processes, process) for batch in pipeline.batches]
     # TRL's group size for the call (vLLM server's completions per prompt): one that divides every part's rollouts

@@ -33,6 +33,7 @@ class LZETrainerCalls(Protocol):
     lze: Any
     accelerator: Any
     num_generations: int
+    round_pipeline: Any  # fused rounds' batches in flight ([`~lze_trl.fused_rounds.RoundPipeline`]), or `None`
 
     def generate_rollouts(self, inputs: list[dict], num_rollouts: int) -> Rollouts: ...
 

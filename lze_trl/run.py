@@ -11,7 +11,6 @@ import numpy as np
 
 from .energy import compute_energy
 from .errors import LZEWarning
-from .fused_rounds import RoundPipeline
 from .guards import LearningZoneGuard, UnscorableGuard
 from .prompt_state import PromptState
 from .pruning import PromptPruner
@@ -109,8 +108,6 @@ class LZERun:
         self.unscorable_guard = UnscorableGuard(reward_names, limit, self.warn)
         self.position = DataPosition()
         self.round_policy = make_round_policy(args, num_generations, self.warn)
-        # the batches in flight of fused rounds, this process's own (saved per process, not in `state_dict`)
-        self.pipeline = RoundPipeline() if args.generation_rounds and args.fuse_rounds else None
         self.batches_recorded = 0
         self.energy_kwargs = {  # the energy's settings, as [`~lze_trl.energy.compute_energy`] takes them
             "d_init_min": args.energy_d_init_min,

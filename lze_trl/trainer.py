@@ -54,7 +54,7 @@ class _LZECallback(TrainerCallback):
         if self.trainer.lze_enabled:
             folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
             self.trainer.save_lze_state(folder)
-            pipeline, accelerator = self.trainer.lze.pipeline, self.trainer.accelerator
+            pipeline, accelerator = self.trainer.round_pipeline, self.trainer.accelerator
             if pipeline is not None:  # every process writes its own rollouts in flight
                 pipeline.save(folder, accelerator.process_index, accelerator.num_processes)
         return control
@@ -83,6 +83,8 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
             The run's LZE state: per-prompt table, selector, prune pool, selection log, position in the data.
         prompt_keys ([`~lze_trl.prompt_keys.PromptKeys`]):
             How each row's prompt key is read.
+        round_pipeline ([`~lze_trl.fused_rounds.RoundPipeline`] or `None`):
+            With fused rounds, the generation batches in flight on this process.
     """
 
     _tag_names = ["trl", "grpo", "lze"]
@@ -121,6 +123,8 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         main = self.accelerator.is_main_process
         warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731
         self.lze = LZERun(args, self.num_generations, self.prompt_keys.dataset_keys, names, correctness, warn)
+        # fused rounds: the generation batches in flight, this process's own (saved per process with each checkpoint)
+        self.round_pipeline = RoundPipeline() if args.generation_rounds and args.fuse_rounds else None
         # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
         # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches.
         self.args.ignore_data_skip = self.args.ignore_data_skip or (map_style and self.lze.plans_rollouts)
@@ -161,7 +165,7 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         if not self.model.training or not self.lze_enabled:
             # Evaluation (nothing to select, no training state to touch), or a run without prompt identity.
             return super()._generate_and_score_completions(inputs)
-        train = train_fused if self.lze.pipeline is not None else train_on_generation_batch
+        train = train_fused if self.round_pipeline is not None else train_on_generation_batch
         return train(self, inputs, self.state.global_step)
 
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray:
@@ -219,7 +223,7 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         arrays, counters = checkpoint_files.load_state(checkpoint)
         checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_keys.fingerprint, checkpoint)
         pipeline = None
-        if self.lze.pipeline is not None:  # this process's rollouts in flight (fused rounds)
+        if self.round_pipeline is not None:  # this process's rollouts in flight (fused rounds)
             pipeline = RoundPipeline()
             pipeline.load(checkpoint, self.accelerator.process_index, self.accelerator.num_processes)
         log_frame = checkpoint_files.load_selection_log(checkpoint)
@@ -228,7 +232,7 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         except (KeyError, ValueError) as error:
             raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error}).") from error
         self.selection_log.load_pandas(log_frame)
-        self.lze.pipeline = pipeline
+        self.round_pipeline = pipeline
         self._step = self.lze.position.micro_steps
         if self.args.ignore_data_skip and self.lze.plans_rollouts:
             self.lze.position.resumed_from = checkpoint  # the sampler continues at the saved position

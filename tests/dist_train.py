@@ -24,7 +24,8 @@ def main(out_dir: str, mode: str) -> None:
     # probe: each rank probes its 4 prompts with 2 rollouts, both complete the same number of groups; with a
     # rollout_func (its extra fields read by the reward) in "probe-rollout-func", an environment_factory (tools and
     # reward of the environment, a scripted tool caller) in "probe-environment"; the adaptive budget in "rounds", with
-    # tools in "rounds-tools"
+    # tools in "rounds-tools"; the probe's rounds one call after another in "probe-serial" (else fused); a fused run
+    # resumed from its checkpoint of step 2, its rollouts in flight each rank's own, in "probe-resume"
     probe = (
         dict(generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=16)
         if mode.startswith("probe")
@@ -32,6 +33,10 @@ def main(out_dir: str, mode: str) -> None:
     )
     if mode.startswith("rounds"):
         probe = dict(generation_rounds=[1, 2, 4], per_device_train_batch_size=16)
+    if mode == "probe-serial":
+        probe["fuse_rounds"] = False
+    if mode == "probe-resume":
+        probe.update(save_strategy="steps", save_steps=2)
     reward, extra, dataset, trainer_class = mixed_reward, {}, prompt_dataset(16), LZEGRPOTrainer
     if mode == "probe-rollout-func":
         from test_probe_agentic import counting_rollout_func
@@ -75,8 +80,17 @@ def main(out_dir: str, mode: str) -> None:
         **extra,
     )
     trainer.train()
-    logged = ("loss", "tools/call_frequency")
-    save_rank_results(trainer, out_dir, flat_parameters(trainer.model), log_keys=logged, grad_rows=rows["rows"])
+    logged, info = ("loss", "tools/call_frequency"), {}
+    if mode == "probe-resume":
+        args.output_dir = f"{out_dir}/resumed"
+        model = tiny_qwen2(tokenizer)  # its weights come from the checkpoint
+        resumed = trainer_class(model, reward, args=args, train_dataset=dataset, processing_class=tokenizer)
+        resumed.train(resume_from_checkpoint=f"{out_dir}/checkpoint-2")
+        info["resumed_equals_full"] = bool((flat_parameters(resumed.model) == flat_parameters(trainer.model)).all())
+        after = lambda t: [e.get("lze/energy_mean") for e in t.state.log_history if e.get("step", 0) > 2]  # noqa: E731
+        info["resumed_log_equals_full"] = after(resumed) == after(trainer) and len(after(trainer)) > 0
+    params = flat_parameters(trainer.model)
+    save_rank_results(trainer, out_dir, params, log_keys=logged, grad_rows=rows["rows"], **info)
 
 
 if __name__ == "__main__":

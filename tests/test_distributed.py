@@ -12,7 +12,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
 @pytest.mark.parametrize(
-    "mode", ["select", "prune", "probe", "probe-rollout-func", "probe-environment", "rounds", "rounds-tools"]
+    "mode",
+    [
+        "select",
+        "prune",
+        "probe",
+        "probe-serial",
+        "probe-resume",
+        "probe-rollout-func",
+        "probe-environment",
+        "rounds",
+        "rounds-tools",
+    ],
 )
 def test_two_processes_end_with_identical_state(tmp_path, mode):
     result = run_torchrun(Path(__file__).with_name("dist_train.py"), tmp_path, mode, timeout=240)
@@ -36,5 +47,8 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
         calls = [e["tools/call_frequency"] for e in infos[0]["log"] if "tools/call_frequency" in e]
         assert calls and all(c > 0 for c in calls)
         assert [e["lze/completed_groups"] for e in infos[0]["log"] if "lze/completed_groups" in e] != [8.0] * 4
+    if mode == "probe-resume":  # each rank resumed its own rollouts in flight: the same model and metrics as unbroken
+        assert [i["resumed_equals_full"] for i in infos] == [True, True]
+        assert [i["resumed_log_equals_full"] for i in infos] == [True, True]
     selected = [e["lze/selected_frac"] for e in infos[0]["log"] if "lze/selected_frac" in e]
     assert selected and all(0 < s <= 0.5 for s in selected)

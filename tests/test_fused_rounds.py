@@ -9,6 +9,7 @@ from test_probe_agentic import UpdateRecorder, counting_rollout_func, rows_of
 from testing_utils import logged, make_trainer, mixed_reward, prompt_dataset
 
 from lze_trl.checkpoint import LZEStateError
+from lze_trl.errors import LZEWarning
 from lze_trl.fused_rounds import IN_FLIGHT_FILE, RoundPipeline, split_rollouts
 from lze_trl.rollouts import Rollouts, Rows
 
@@ -142,6 +143,10 @@ def test_a_checkpoint_without_its_rollouts_in_flight_is_refused(tmp_path):
     (checkpoint / IN_FLIGHT_FILE.format(process=0)).unlink()
     with pytest.raises(LZEStateError, match=r"lze_in_flight_0\.pt' is missing.*fuse_rounds=True"):
         trainer(tmp_path / "run").train(resume_from_checkpoint=str(checkpoint))
+    fresh = trainer(tmp_path / "run", resume_lze_state="fresh")  # on purpose: a fresh LZE state, nothing in flight
+    with pytest.warns(LZEWarning, match="resumes with a fresh LZE state"):
+        fresh.train(resume_from_checkpoint=str(checkpoint))
+    assert logged(fresh, "lze/update_tokens")[-1] == 0.0  # its one step: a new batch's first round, nothing complete
 
 
 def test_rollouts_in_flight_are_refused_by_another_number_of_processes(tmp_path):
