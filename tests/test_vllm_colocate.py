@@ -218,6 +218,7 @@ def test_probe_then_complete_generates_only_the_missing_rollouts_with_vllm(tmp_p
         model_dir,
         generation_rounds=[2, 4],
         round_policy="probe",
+        fuse_rounds=False,  # the serial rounds' mechanics: one generation call per round
         per_device_train_batch_size=16,
         learning_rate=1e-2,
     )
@@ -235,3 +236,90 @@ def test_probe_then_complete_generates_only_the_missing_rollouts_with_vllm(tmp_p
     gaps = logged(trainer, "sampling/sampling_logp_difference/max")
     assert len(gaps) == 2 and max(gaps) < SYNC_TOLERANCE  # the reused rows carry vLLM's log-probs of their sampling
     assert rows["rows"] == expected_forward_rows(trainer.selection_log.to_pandas())
+
+
+def record_vllm_outputs(trainer):
+    """Records the rollouts of each vLLM generation call (numbered from 1): `(prompt ids, completion ids) -> [(call,
+    sampling log-probs), ...]`."""
+    sampled, engine = {}, trainer.vllm_generation
+    generate, calls = engine.generate, [0]
+
+    def recording_generate(*args, **kwargs):
+        prompt_ids, completion_ids, logprobs, _ = result = generate(*args, **kwargs)
+        calls[0] += 1
+        for prompt, completion, logps in zip(prompt_ids, completion_ids, logprobs):
+            sampled.setdefault((tuple(prompt), tuple(completion)), []).append((calls[0], [step[0] for step in logps]))
+        return result
+
+    engine.generate = recording_generate
+    return sampled
+
+
+def test_fused_rounds_make_one_vllm_call_per_step_and_keep_the_stale_rollouts_sampling_logps(tmp_path, model_dir):
+    # 4 prompts x 4 rollouts per step in two rounds of 2, fused: each vLLM call holds the new batch's probe (8 rows)
+    # and the 2 missing rollouts of each group the previous batch completes; step 1 completes nothing
+    trainer = vllm_trainer(
+        tmp_path,
+        model_dir,
+        generation_rounds=[2, 4],
+        round_policy="probe",
+        fuse_rounds=True,
+        per_device_train_batch_size=16,
+        learning_rate=1e-2,
+        max_steps=3,
+    )
+    calls = record_vllm(trainer)
+    sampled = record_vllm_outputs(trainer)
+    batches, compute_loss = [], trainer.compute_loss
+
+    def recording_compute_loss(model, inputs, *args, **kwargs):
+        batches.append({k: v.detach().clone() for k, v in inputs.items() if isinstance(v, torch.Tensor)})
+        return compute_loss(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = recording_compute_loss
+    trainer.train()
+    completed = logged(trainer, "lze/completed_groups")
+    assert len(completed) == 2 and min(completed) > 0
+    assert [len(p) for p in calls["prompts"]] == [8] + [8 + 2 * int(c) for c in completed]
+    assert logged(trainer, "lze/generation_calls") == [1.0] * 3
+    assert logged(trainer, "lze/fresh_rollouts") == [float(len(p)) for p in calls["prompts"]]
+    assert calls["syncs"] == 3  # one weight sync per step, before its one generation call
+    for before, now in zip(calls["prompts"], calls["prompts"][1:]):
+        # the oldest batch first: the completed groups' 2 missing rollouts, then the new batch's probe
+        completion = now[: len(now) - 8]
+        assert set(completion) <= set(before[-8:]) and all(completion.count(p) == 2 for p in set(completion))
+    # each update's rollouts: half from the call before (one batch old), half from this step's call
+    assert logged(trainer, "lze/rollout_staleness") == [0.5, 0.5]
+    assert logged(trainer, "lze/update_tokens")[0] == 0.0 and logged(trainer, "loss")[0] == 0.0
+    assert len(batches) == 3 and not batches[0]["completion_mask"].any()  # step 1: zero-weight rows only
+    for step, batch in enumerate(batches[1:], start=2):
+        # every row that reaches the loss carries vLLM's log-probs of its own sampling (this call's or the call
+        # before's), and TRL's importance sampling ratio is taken against them
+        mask = batch["completion_mask"].bool()
+        rows = torch.nonzero(mask.any(1)).flatten().tolist()
+        assert rows and len(rows) % 4 == 0
+        made_by, token_gaps = [], []
+        for row in rows:
+            prompt = tuple(batch["prompt_ids"][row][batch["prompt_mask"][row].bool()].tolist())
+            completion = tuple(batch["completion_ids"][row][mask[row]].tolist())
+            sampling = batch["sampling_per_token_logps"][row][mask[row]]
+            # the sampling of this prompt and completion (the same text sampled twice would be two candidates)
+            matches = [
+                call for call, logps in sampled[(prompt, completion)] if torch.allclose(sampling, torch.tensor(logps))
+            ]
+            assert matches, "a row's sampling log-probs are not those vLLM returned for it"
+            made_by.append(matches[-1])
+            token_gaps.append((batch["old_per_token_logps"][row][mask[row]] - sampling).abs().max().item())
+        assert sorted(made_by) == sorted([step - 1, step] * (len(rows) // 2))
+        gap = ((batch["old_per_token_logps"] - batch["sampling_per_token_logps"]) * mask).sum(1, keepdim=True)
+        ratio = torch.exp(gap).masked_fill(torch.exp(gap) > 3.0, 0.0)
+        torch.testing.assert_close(batch["importance_sampling_ratio"][rows], ratio[rows])
+        fresh = [g for g, call in zip(token_gaps, made_by) if call == step]
+        stale = [g for g, call in zip(token_gaps, made_by) if call == step - 1]
+        assert max(fresh) < SYNC_TOLERANCE  # this step's rollouts: sampled with the trainer's weights
+        if step == 2:  # step 1's zero-weight update moved no weight: the call before sampled with them too
+            assert max(stale) < SYNC_TOLERANCE
+        else:  # step 2's update moved them: the one-batch-old rollouts are off-policy, as the ratio says
+            assert max(stale) > 4 * SYNC_TOLERANCE
+    gaps = logged(trainer, "sampling/sampling_logp_difference/max")
+    assert len(gaps) == 3 and max(gaps[:2]) < SYNC_TOLERANCE < gaps[2]

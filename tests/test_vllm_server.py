@@ -145,6 +145,7 @@ def test_server_probe_then_complete(tmp_path, server):
         reward=first_rollout_reward,
         generation_rounds=[2, 4],
         round_policy="probe",
+        fuse_rounds=False,  # the serial rounds' mechanics: one generation call per round
         per_device_train_batch_size=16,
     )
     rows = count_grad_rows(trainer.model)
@@ -152,3 +153,39 @@ def test_server_probe_then_complete(tmp_path, server):
     completed = logged(trainer, "lze/completed_groups")
     assert logged(trainer, "lze/fresh_rollouts") == [8 + 2 * c for c in completed] and min(completed) > 0
     assert rows["rows"] == expected_forward_rows(trainer.selection_log.to_pandas())
+
+
+def test_server_fused_rounds(tmp_path, server):
+    # fused rounds: one request per step holding the new batch's probe (2 completions of each of its 4 prompts) and
+    # the 2 missing completions of each group the previous batch completes, all asked as n=2 per prompt
+    trainer = server_trainer(
+        tmp_path,
+        server,
+        "lze",
+        reward=first_rollout_reward,
+        generation_rounds=[2, 4],
+        round_policy="probe",
+        fuse_rounds=True,
+        per_device_train_batch_size=16,
+        max_steps=3,
+    )
+    requests_made, client = [], trainer.vllm_generation.vllm_client
+    generate = client.generate
+
+    def recording_generate(prompts, *args, **kwargs):
+        requests_made.append((len(prompts), kwargs["n"]))
+        return generate(prompts, *args, **kwargs)
+
+    client.generate = recording_generate
+    rows = count_grad_rows(trainer.model)
+    trainer.train()
+    assert trainer.state.global_step == 3
+    completed = logged(trainer, "lze/completed_groups")
+    assert len(completed) == 2 and min(completed) > 0
+    assert logged(trainer, "lze/generation_calls") == [1.0] * 3
+    assert logged(trainer, "lze/fresh_rollouts") == [8.0] + [8 + 2 * c for c in completed]
+    assert requests_made == [(4, 2)] + [(4 + int(c), 2) for c in completed]  # one request per step
+    assert logged(trainer, "lze/rollout_staleness") == [0.5, 0.5]
+    # step 2's update trains on rollouts sampled before any update: the server had the trainer's weights
+    assert logged(trainer, "sampling/sampling_logp_difference/max")[1] < SYNC_TOLERANCE
+    assert rows["rows"] == 1 + expected_forward_rows(trainer.selection_log.to_pandas())  # step 1: one padding row
