@@ -8,15 +8,36 @@ completion-length`:
 
     .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --selectors none lze --steps 6
 
-A run is a selector's name, optionally with `:key=value,...` LZEGRPOConfig overrides (numbers are parsed), e.g.
-`lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33` or GRPO at half the rollouts,
-`none:num_generations=4,per_device_train_batch_size=64`. Besides the times, each run records its tokens per step
-(completion tokens generated, rollouts, prompt + completion tokens through the update), and the first run (the
-baseline, GRPO) gives the per-token profile that `lze_trl.demo.projection` uses to project a run's step time under vLLM
-from its token counts: seconds per generated completion token, per rollout scored, per update token, and the weight
-sync. `--profile PATH` writes that profile as JSON. `--table SAVED.json` prints the figures of a saved run's step-time
-table (BENCHMARKS.md section 2's; no training; `tests/test_vllm_step_table.py` checks them against BENCHMARKS.md and
-the README)."""
+A run (an arm) is a selector's name, optionally with `:key=value,...` LZEGRPOConfig overrides, typed by the config
+field as `lze-trl grpo` types them (`true`/`false` for a flag, `+` between a list's items), e.g.
+`lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=false` or GRPO at half the rollouts,
+`none:num_generations=4,per_device_train_batch_size=64`. The first arm is the baseline (GRPO) of every ratio.
+
+Steps timed: each step records its seconds (all, generation, sync, scoring, update), its vLLM generation calls, its
+fresh rollouts (completions vLLM returned) and tokens, and what LZE logged (`lze/generation_calls`,
+`lze/rollout_staleness`, `lze/update_rows`); a run's figures are the means over its measured steps. The first
+`--skip_steps` steps (default 1: vLLM's and torch's caches warm up) are not measured. An arm with fused rounds
+(`generation_rounds` of R rounds and `fuse_rounds`, the default) first makes R - 1 steps that complete no batch and
+update on one zero-weight row (the pipeline fills up): it trains R - 1 steps more and skips them too, so that every
+arm measures `--steps - --skip_steps` steady-state steps, and the first step with a full update is skipped in every
+arm. `--repeats N` runs every arm N times: each repeat runs every arm once, in the order given, so that a drift of the
+machine touches every arm alike; each run has a fresh trainer and vLLM engine. `results` are then per arm the median
+over the repeats of each figure, `runs` every run (with its steps), and the report gives per arm the medians and the
+ratios of the medians to the first arm's. E.g. GRPO, GRPO at half the group, the probe and the adaptive budget in
+serial and fused rounds, 3 times each (BENCHMARKS.md section 2's size):
+
+    .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --steps 6 --repeats 3 --output OUT.json --selectors none \
+        none:num_generations=4,per_device_train_batch_size=64 \
+        lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=false \
+        lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=true \
+        lze:generation_rounds=2+4+8,fuse_rounds=false lze:generation_rounds=2+4+8,fuse_rounds=true
+
+Besides the times, the first arm (the baseline, GRPO) gives the per-token profile that `lze_trl.demo.projection` uses
+to project a run's step time under vLLM from its token counts: seconds per generated completion token, per rollout
+scored, per update token, and the weight sync. `--profile PATH` writes that profile as JSON. `--table SAVED.json`
+prints the figures of a saved run's step-time table (BENCHMARKS.md section 2's; no training;
+`tests/test_vllm_step_table.py` checks them against BENCHMARKS.md and the README); `--report SAVED.json` prints the
+medians' table of a saved run (no training)."""
 
 from __future__ import annotations
 
@@ -32,19 +53,28 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def parse_run(spec: str) -> tuple[str, dict]:
-    """`lze:fresh_fraction=0.25,replay_max_uses=2` -> ("lze", {...}), numbers parsed."""
+    """`lze:generation_rounds=2+8,fuse_rounds=false` -> `("lze", {"generation_rounds": [2, 8], "fuse_rounds": False})`:
+    each value typed by its LZEGRPOConfig field, as `lze-trl grpo` types it (a key that is not a field raises)."""
+    if str(ROOT) not in sys.path:  # run as a script: `benchmarks` is a package of the repository root
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.harness.specs import parse_value
+
     selector, _, rest = spec.partition(":")
     overrides = {}
     for item in filter(None, rest.split(",")):
         key, _, value = item.partition("=")
-        try:
-            overrides[key] = float(value) if "." in value or "e" in value else int(value)
-        except ValueError:
-            overrides[key] = value
+        overrides[key] = parse_value(key, value)
     return selector, overrides
 
 
+def warm_up_steps(config) -> int:
+    """The steps an arm makes before its first update on a complete batch: R - 1 with fused rounds of R rounds."""
+    rounds = config.generation_rounds or [config.num_generations]
+    return len(rounds) - 1 if config.fuse_rounds else 0
+
+
 def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
+    """One run of the arm `spec`: its figures (means over its measured steps) and every step's (`per_step`)."""
     import numpy as np
     from transformers import AutoTokenizer, TrainerCallback
 
@@ -53,7 +83,9 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT))
     from testing_utils import mixed_reward, prompt_dataset
+    from vllm_cpu import release_vllm_engines, track_vllm_engines
 
+    track_vllm_engines()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     selector, overrides = parse_run(spec)
     config_class, trainer_class = LZEGRPOConfig, LZEGRPOTrainer
@@ -77,21 +109,24 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
         seed=0,
     )
     config = config_class(**{**settings, **overrides})  # a run's overrides win, e.g. GRPO at half the batch
+    warm_up = warm_up_steps(config)  # fused rounds: steps that fill the pipeline, trained on top of --steps
+    config.max_steps += warm_up
     trainer = trainer_class(
         model=model_dir,
         reward_funcs=mixed_reward,
         args=config,
-        train_dataset=prompt_dataset(args.prompts_per_step * args.steps),
+        train_dataset=prompt_dataset(args.prompts_per_step * config.max_steps),
         processing_class=tokenizer,
     )
     clock = {"generate": 0.0, "sync": 0.0, "score": 0.0}
-    tokens = {"completion": 0, "rollouts": 0, "update": 0}
+    tokens = {"completion": 0, "rollouts": 0, "update": 0, "calls": 0}
     steps = []
     generate_engine = trainer.vllm_generation.generate
 
     def counting_generate(*a, **k):
         result = generate_engine(*a, **k)
         completions = result[1] if isinstance(result, tuple) else result
+        tokens["calls"] += 1
         tokens["rollouts"] += len(completions)
         tokens["completion"] += sum(len(c) for c in completions)
         return result
@@ -123,7 +158,7 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     class StepTimer(TrainerCallback):
         def on_step_begin(self, *a, **k):
             clock.update(generate=0.0, sync=0.0, score=0.0)
-            tokens.update(completion=0, rollouts=0, update=0)
+            tokens.update(completion=0, rollouts=0, update=0, calls=0)
             self.start = time.perf_counter()
 
         def on_step_end(self, *a, **k):
@@ -141,16 +176,38 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
                     completion_tokens=tokens["completion"],
                     rollouts=tokens["rollouts"],
                     update_tokens=tokens["update"],
+                    generation_calls=tokens["calls"],
                 )
             )
 
     trainer.add_callback(StepTimer())
     trainer.train()
-    measured = steps[1:]  # the first step warms up vLLM's and torch's caches
-    mean = {key: float(np.mean([s[key] for s in measured])) for key in measured[0]}
-    log = trainer.state.log_history
-    rows = [e["lze/update_rows"] for e in log if "lze/update_rows" in e][1:]
-    return {"selector": spec, "steps": len(measured), "update_rows": float(np.mean(rows)), **mean}
+    logged = {e["step"]: e for e in trainer.state.log_history if "lze/update_rows" in e}  # one entry per step
+    for number, step in enumerate(steps, start=1):
+        entry = logged.get(number, {})
+        step["step"] = number
+        step["update_rows"] = float(entry.get("lze/update_rows", np.nan))
+        step["lze_generation_calls"] = float(entry.get("lze/generation_calls", np.nan))
+        step["rollout_staleness"] = float(entry.get("lze/rollout_staleness", 0.0))
+    skipped = args.skip_steps + warm_up
+    measured = steps[skipped:]
+    if not measured:
+        raise SystemExit(f"{spec}: no step measured: --steps {args.steps} <= --skip_steps {args.skip_steps}")
+    mean = {key: float(np.mean([s[key] for s in measured])) for key in measured[0] if key != "step"}
+    release_vllm_engines()  # this trainer's vLLM engine and KV cache: the next run builds its own
+    result = {"selector": spec, "steps": len(measured), "skipped_steps": skipped, "warm_up_steps": warm_up}
+    return {**result, **mean, "per_step": steps}
+
+
+def medians(runs: list[list[dict]]) -> list[dict]:
+    """Per arm (the runs' order), the median over the repeats (`runs[repeat][arm]`) of each figure of a run."""
+    import numpy as np
+
+    out = []
+    for arm in zip(*runs):
+        numbers = [k for k, v in arm[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        out.append({"selector": arm[0]["selector"], **{k: float(np.median([r[k] for r in arm])) for k in numbers}})
+    return out
 
 
 def profile(baseline: dict) -> dict:
@@ -180,24 +237,82 @@ def step_table(saved: dict) -> list[list[str]]:
     ]
 
 
+REPORT_HEADER = [
+    "arm",
+    "rollouts/step",
+    "generation calls/step",
+    "generation s/step",
+    "step s",
+    "generation / GRPO",
+    "rollouts / GRPO",
+    "step / GRPO",
+]
+
+
+def report_table(saved: dict) -> list[list[str]]:
+    """
+    The medians' table of a saved `--output` JSON (no training), one row per arm ([`REPORT_HEADER`]): per arm the
+    median over the repeats of each run's mean over its measured steps (fresh rollouts, vLLM generation calls and
+    generation seconds per step, seconds per step) and the ratios of those medians to the first arm's (GRPO's).
+    """
+    base = saved["results"][0]
+    return [
+        [
+            r["selector"],
+            f"{r['rollouts']:.1f}",
+            f"{r['generation_calls']:.2f}",
+            f"{r['generation']:.2f}",
+            f"{r['total']:.2f}",
+            *(f"{r[key] / base[key]:.2f}" for key in ("generation", "rollouts", "total")),
+        ]
+        for r in saved["results"]
+    ]
+
+
+def report(saved: dict) -> str:
+    """[`report_table`] as a Markdown table, headed by the number of repeats and the steps measured."""
+    runs = saved.get("runs", [saved["results"]])
+    measured = ", ".join(f"{r['selector']} {r['steps']:.0f} (after {r.get('skipped_steps', 1):.0f})" for r in runs[0])
+    rows = [REPORT_HEADER, ["---"] * len(REPORT_HEADER), *report_table(saved)]
+    return (
+        f"Medians over {len(runs)} run(s) of each run's mean over its measured steps (steps measured, after the steps "
+        f"skipped: {measured}); ratios to the first arm's medians.\n\n"
+        + "\n".join("| " + " | ".join(row) + " |" for row in rows)
+    )
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--table"]:  # python benchmarks/bench_vllm_cpu.py --table SAVED.json: no vLLM, no training
         for row in step_table(json.loads(Path(sys.argv[2]).read_text())):
             print(" | ".join(row))
         return
+    if sys.argv[1:2] == ["--report"]:  # python benchmarks/bench_vllm_cpu.py --report SAVED.json: no vLLM, no training
+        print(report(json.loads(Path(sys.argv[2]).read_text())))
+        return
     from lze_trl.commands import option
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--selectors", nargs="+", default=["none", "lze"])
-    parser.add_argument("--steps", type=int, default=6, help="training steps per run; the first is not counted")
+    parser.add_argument("--selectors", nargs="+", default=["none", "lze"], help="the arms; the first is the baseline")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=6,
+        help="training steps per run (fused rounds: R - 1 more), --skip_steps not timed",
+    )
+    parser.add_argument(
+        *option("skip_steps"), type=int, default=1, help="first steps not timed (fused rounds: R - 1 more)"
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="runs of every arm; the results are their medians")
     parser.add_argument(*option("prompts_per_step"), type=int, default=16)
     parser.add_argument(*option("num_generations"), type=int, default=8)
     parser.add_argument(*option("max_completion_length"), type=int, default=128)
     parser.add_argument(*option("hidden_size"), type=int, default=512)
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--output", default=None, help="write the results as JSON here")
-    parser.add_argument("--profile", default=None, help="write the first run's per-token profile as JSON here")
+    parser.add_argument("--output", default=None, help="write the results (medians and every run) as JSON here")
+    parser.add_argument("--profile", default=None, help="write the first arm's per-token profile as JSON here")
     args = parser.parse_args()
+    for spec in args.selectors:
+        parse_run(spec)  # a misspelt override fails here, before any training
 
     sys.path.insert(0, str(ROOT / "tests"))
     from vllm_cpu import apply_cpu_workarounds
@@ -212,7 +327,9 @@ def main() -> None:
     model.save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
     params = sum(p.numel() for p in model.parameters())
-    results = [run(selector, model_dir, args) for selector in args.selectors]
+    started = time.perf_counter()
+    runs = [[run(selector, model_dir, args) for selector in args.selectors] for _ in range(args.repeats)]
+    results = medians(runs)
     print(f"model: Qwen2, {params / 1e6:.1f}M parameters; {args.prompts_per_step} prompts x {args.num_generations}")
     from lze_trl.demo.projection import load_profile, projected_step_seconds
 
@@ -231,10 +348,12 @@ def main() -> None:
             f"{r['total'] / results[0]['total']:.2f}, {r['projected'] / results[0]['projected']:.2f}, "
             f"{r['projected_shipped'] / results[0]['projected_shipped']:.2f}"
         )
+    saved = {"params": params, "args": vars(args), "results": results, "runs": runs, "profile": rates}
+    saved["wall_seconds"] = time.perf_counter() - started
+    print()
+    print(report(saved))
     if args.output:
-        Path(args.output).write_text(
-            json.dumps({"params": params, "args": vars(args), "results": results, "profile": rates}, indent=1)
-        )
+        Path(args.output).write_text(json.dumps(saved, indent=1))
     if args.profile:
         Path(args.profile).write_text(json.dumps({**rates, "measured_by": " ".join(sys.argv)}, indent=1) + "\n")
 

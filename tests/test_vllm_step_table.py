@@ -1,14 +1,25 @@
 """BENCHMARKS.md section 10's step times with vLLM (and the README's, which cite it) rebuilt from the committed run,
 `benchmarks/results/vllm_cpu/2026-11-24_probe.json` (no vLLM, no training): every figure of the table and every step
-ratio the README quotes is what the run says, and a number that differs is caught."""
+ratio the README quotes is what the run says, and a number that differs is caught. And the rest of
+`benchmarks/bench_vllm_cpu.py` that needs no vLLM: its arms' overrides typed by the config fields, the steps a fused
+arm skips, the medians over the repeats and their report."""
 
 import copy
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.bench_vllm_cpu import step_table
+from benchmarks.bench_vllm_cpu import (
+    REPORT_HEADER,
+    medians,
+    parse_run,
+    report,
+    report_table,
+    step_table,
+    warm_up_steps,
+)
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,3 +74,68 @@ def test_a_number_that_differs_is_caught(part):
     published = published_rows((ROOT / "BENCHMARKS.md").read_text())
     assert step_table(changed) != published
     assert step_table(saved) == published
+
+
+def test_a_run_spec_is_typed_by_the_config_fields():
+    spec = "lze:generation_rounds=2+4+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=False"
+    assert parse_run(spec) == (
+        "lze",
+        {"generation_rounds": [2, 4, 8], "round_policy": "probe", "selection_ratio": 0.33, "fuse_rounds": False},
+    )
+    assert parse_run("lze:fuse_rounds=false")[1]["fuse_rounds"] is False
+    assert parse_run("lze:fuse_rounds=True")[1]["fuse_rounds"] is True
+    assert parse_run("none:num_generations=4,per_device_train_batch_size=64") == (
+        "none",
+        {"num_generations": 4, "per_device_train_batch_size": 64},
+    )
+    assert parse_run("none") == ("none", {})
+    with pytest.raises(ValueError, match="not an LZEGRPOConfig field"):
+        parse_run("lze:fuse_round=false")
+
+
+@pytest.mark.parametrize(
+    ("rounds", "fuse", "warm_up"),
+    [(None, True, 0), ([2, 8], True, 1), ([2, 4, 8], True, 2), ([2, 8], False, 0), ([2, 4, 8], False, 0)],
+)
+def test_fused_arms_skip_the_steps_that_fill_the_pipeline(rounds, fuse, warm_up):
+    config = SimpleNamespace(generation_rounds=rounds, fuse_rounds=fuse, num_generations=8)
+    assert warm_up_steps(config) == warm_up
+
+
+def synthetic_run(selector, total, generation, rollouts, calls):
+    return {
+        "selector": selector,
+        "steps": 4,
+        "skipped_steps": 1,
+        "total": total,
+        "generation": generation,
+        "rollouts": rollouts,
+        "generation_calls": calls,
+        "fused": True,  # a flag is not a figure: not in the medians
+        "per_step": [{"total": total}],
+    }
+
+
+def test_the_report_gives_each_arms_medians_over_the_repeats_and_their_ratios_to_grpo():
+    runs = [
+        [synthetic_run("none", 10.0, 4.0, 128, 1), synthetic_run("lze:fuse_rounds=true", 5.0, 3.0, 64, 1)],
+        [synthetic_run("none", 12.0, 5.0, 128, 1), synthetic_run("lze:fuse_rounds=true", 9.0, 2.0, 60, 1)],
+        [synthetic_run("none", 20.0, 6.0, 128, 1), synthetic_run("lze:fuse_rounds=true", 6.0, 2.5, 62, 1)],
+    ]
+    results = medians(runs)
+    assert results[1] == {
+        "selector": "lze:fuse_rounds=true",
+        "steps": 4.0,
+        "skipped_steps": 1.0,
+        "total": 6.0,
+        "generation": 2.5,
+        "rollouts": 62.0,
+        "generation_calls": 1.0,
+    }
+    saved = {"results": results, "runs": runs}
+    assert report_table(saved) == [
+        ["none", "128.0", "1.00", "5.00", "12.00", "1.00", "1.00", "1.00"],
+        ["lze:fuse_rounds=true", "62.0", "1.00", "2.50", "6.00", "0.50", "0.48", "0.50"],
+    ]
+    text = report(saved)
+    assert "Medians over 3 run(s)" in text and "| " + " | ".join(REPORT_HEADER) + " |" in text
