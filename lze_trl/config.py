@@ -184,6 +184,7 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
     ("learning_zone_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
     ("history_prior_strength", within(0, math.inf), "use a weight >= 0, e.g. 4 (0: the rollouts alone)."),
+    ("fuse_rounds", lambda v: isinstance(v, bool), "use True or False (False: one generation call per round)."),
     (
         "resume_lze_state",
         lambda v: v in RESUME_MODES,
