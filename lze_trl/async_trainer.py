@@ -1,0 +1,270 @@
+"""[`LZEAsyncGRPOTrainer`]: TRL's experimental `AsyncGRPOTrainer` that updates only on the groups LZE selects.
+
+The trainer is TRL's, unchanged but for one attribute: after TRL's constructor, its `rollout_queue` (the worker's
+queue, which `get_train_dataloader` hands to `RolloutQueueDataset`) is replaced by a
+[`~lze_trl.async_window.GroupWindow`] reading from it, which holds a window of scored groups, scores them into the
+per-prompt state ([`~lze_trl.run.LZERun`], the synchronous trainer's), selects, and hands on the selected groups' rows
+only. The LZE state is written into each checkpoint (`on_save`) and restored by `train(resume_from_checkpoint=...)`.
+What this relies on in TRL's source is pinned by `tests/test_async_lze.py`; see `docs/source/async.md`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import os
+import warnings
+from typing import Any
+
+import torch
+from datasets import Dataset
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+from trl.trainer.utils import get_callable_name
+
+from . import checkpoint as checkpoint_files
+from .async_cpu import cpu_construction, use_cpu_tree_attention
+from .async_samples import LZERolloutSample
+from .async_window import GroupWindow
+from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
+from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
+from .engines import use_one_thread_on_a_small_cpu
+from .errors import LZEWarning
+from .guards import resolve_correctness_reward
+from .prompt_keys import PromptKeys
+from .run import LZERun
+from .selectors import SELECTORS
+
+
+def _lze_field(name: str) -> tuple[str, Any, dataclasses.Field]:
+    """The LZE setting `name` as [`LZEGRPOConfig`] defines it (one definition for both trainers)."""
+    f = LZEGRPOConfig.__dataclass_fields__[name]
+    return name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+
+
+def _post_init(self) -> None:
+    AsyncGRPOConfig.__post_init__(self)
+    check_async_lze_args(self)
+    validate_lze_args(self)
+
+
+LZEAsyncGRPOConfig = dataclasses.make_dataclass(
+    "LZEAsyncGRPOConfig",
+    [*(_lze_field(n) for n in LZE_FIELDS), ("window_groups", "int | None", dataclasses.field(default=None))],
+    bases=(AsyncGRPOConfig,),
+    namespace={"__post_init__": _post_init, "__module__": __name__},
+)
+LZEAsyncGRPOConfig.__doc__ = """
+    Configuration of [`LZEAsyncGRPOTrainer`]: TRL's `AsyncGRPOConfig` plus the LZE settings of [`LZEGRPOConfig`]
+    (same names, defaults and checks), and:
+
+        window_groups (`int`, *optional*):
+            Complete groups the window holds before one selection (LZE's generation batch). Defaults to the groups of
+            one optimizer step of plain async GRPO: `per_device_train_batch_size x gradient_accumulation_steps x
+            processes // num_generations`.
+
+    Not yet with the async trainer (refused when the config is built): `prune_solved`, `generation_rounds` (the probe),
+    and a selector that plans the epochs' prompts; they need the worker to draw prompts through LZE.
+    """
+
+
+def check_async_lze_args(args: Any) -> None:
+    """Refuses, naming the setting, the LZE settings the async trainer cannot honour yet."""
+    later = "it needs the rollout worker to draw prompts through LZE's sampler, not built yet (issue #47, phase 2)"
+    if args.prune_solved:
+        raise ValueError(f"prune_solved=True is not supported by LZEAsyncGRPOTrainer yet: {later}.")
+    if args.generation_rounds:
+        raise ValueError(
+            f"generation_rounds={args.generation_rounds!r} (the probe) is not supported by LZEAsyncGRPOTrainer yet: "
+            "the first rollouts of every prompt and the rest only for the chosen ones must be generated in the worker "
+            "(issue #47, phase 2). Set generation_rounds=None."
+        )
+    if args.selector in SELECTORS and SELECTORS[args.selector].plans_rollouts:
+        raise ValueError(f"selector={args.selector!r} plans the epochs' prompts: not supported yet, {later}.")
+    if args.window_groups is not None and not (isinstance(args.window_groups, int) and args.window_groups >= 1):
+        raise ValueError(f"window_groups={args.window_groups!r} is invalid: use an integer >= 1 (None: the default).")
+
+
+def as_lze_async_config(args: AsyncGRPOConfig | None, model: Any) -> Any:
+    """A copy of `args` as an [`LZEAsyncGRPOConfig`] (a plain `AsyncGRPOConfig` keeps its values, with LZE's
+    defaults); the caller's object is never changed."""
+    if isinstance(args, LZEAsyncGRPOConfig):
+        return copy.copy(args)
+    if args is None:
+        return LZEAsyncGRPOConfig(f"{str(model).split('/')[-1]}-AsyncLZE")
+    lze_args = LZEAsyncGRPOConfig.__new__(LZEAsyncGRPOConfig)
+    lze_args.__dict__.update(args.__dict__)
+    for f in dataclasses.fields(LZEAsyncGRPOConfig):
+        if f.name in (*LZE_FIELDS, "window_groups"):
+            setattr(lze_args, f.name, f.default_factory() if f.default is dataclasses.MISSING else f.default)
+    check_async_lze_args(lze_args)
+    validate_lze_args(lze_args)
+    return lze_args
+
+
+def check_async_inputs(args: Any, train_dataset: Any, rollout_worker: Any, environment_factory: Any) -> None:
+    """Refuses, with the reason and the fix, the inputs LZE cannot work with on the async path (yet)."""
+    if rollout_worker is None:
+        raise ValueError(
+            "LZEAsyncGRPOTrainer needs a rollout worker whose rows carry LZE's tags (prompt key, group size, the "
+            "group's rewards: lze_trl.async_samples.LZERolloutSample). TRL's AsyncRolloutWorker, which the trainer "
+            "builds when rollout_worker=None, does not tag them yet (issue #47, phase 2); pass rollout_worker=, e.g. "
+            "lze_trl.async_cpu.StandInRolloutWorker."
+        )
+    if not isinstance(train_dataset, Dataset):
+        raise ValueError(
+            "LZEAsyncGRPOTrainer needs a map-style train dataset (datasets.Dataset): the per-prompt state is keyed "
+            f"by each row's content and saved against the dataset's fingerprint; got {type(train_dataset).__name__}."
+        )
+    if environment_factory is not None:
+        raise ValueError(
+            "LZEAsyncGRPOTrainer does not take an environment_factory yet: an environment may draw a new task at "
+            "each reset, and its reward columns are named after its class (issue #47, phase 2)."
+        )
+    if args.max_steps <= 0:
+        raise ValueError(
+            f"max_steps={args.max_steps} is invalid with LZEAsyncGRPOTrainer: without it AsyncGRPOTrainer stops after "
+            "num_train_epochs passes counted in groups trained, and LZE trains only the selected ones, so an 'epoch' "
+            "would roll out about 1/selection_ratio passes over the prompts. Set max_steps > 0."
+        )
+
+
+class _LZEAsyncCallback(TrainerCallback):
+    """Writes the LZE state into every checkpoint (main process: the only one that holds it)."""
+
+    def __init__(self, trainer: LZEAsyncGRPOTrainer) -> None:
+        self.trainer = trainer
+
+    def on_save(self, args, state, control, **kwargs):
+        if args.should_save:
+            self.trainer.save_lze_state(os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"))
+        return control
+
+
+class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
+    """
+    TRL's experimental `AsyncGRPOTrainer` with Learning-Zone Energy (LZE) selection of the groups its rollout worker
+    scores: the groups arrive in windows of `window_groups`, are scored into the per-prompt state in policy-version
+    order, and only the top `selection_ratio` of each window (by energy) reach the update.
+
+    Takes `AsyncGRPOTrainer`'s arguments; `args` may be an [`LZEAsyncGRPOConfig`] or a plain `AsyncGRPOConfig` (which
+    gets the LZE defaults), and is copied. `rollout_worker` is required (its rows must carry LZE's tags). On a CPU
+    (`use_cpu=True`, or no CUDA) the trainer runs TRL's tree attention in plain torch
+    ([`~lze_trl.async_cpu.cpu_tree_attention`]).
+
+    Attributes:
+        lze ([`LZERun`]):
+            The run's LZE state (main process).
+        lze_window ([`~lze_trl.async_window.GroupWindow`]):
+            The window between the worker's queue and the trainer (main process).
+        prompt_keys ([`~lze_trl.prompt_keys.PromptKeys`]):
+            The train dataset's prompt keys and fingerprint.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        reward_funcs: Any = None,
+        args: AsyncGRPOConfig | None = None,
+        train_dataset: Dataset | None = None,
+        rollout_worker: Any = None,
+        weight_transfer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        args = as_lze_async_config(args, model)
+        check_async_inputs(args, train_dataset, rollout_worker, kwargs.get("environment_factory"))
+        funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs] if reward_funcs else []
+        names = [get_callable_name(f) for f in funcs] or ["correctness"]
+        correctness = resolve_correctness_reward(args.correctness_reward, names)
+        on_cpu = args.use_cpu or not torch.cuda.is_available()
+        with cpu_construction() if on_cpu else contextlib.nullcontext():
+            super().__init__(
+                model,
+                reward_funcs,
+                args=args,
+                train_dataset=train_dataset,
+                rollout_worker=rollout_worker,
+                weight_transfer=weight_transfer,
+                **kwargs,
+            )
+        if on_cpu:
+            use_cpu_tree_attention()
+        use_one_thread_on_a_small_cpu(self.accelerator.device.type)
+        self.prompt_keys = PromptKeys(train_dataset)  # the whole example: every column reaches the reward functions
+        main = self.accelerator.is_main_process
+        warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731
+        self.lze = LZERun(args, args.num_generations, None, names, correctness, warn)
+        rows = args.per_device_train_batch_size * args.gradient_accumulation_steps * self.accelerator.num_processes
+        window = args.window_groups or max(rows // args.num_generations, 1)  # one optimizer step of async GRPO
+        self.lze_window = GroupWindow(
+            self.lze, window, args.num_generations, correctness, self.log_lze, lambda: self.state.global_step
+        )
+        if main:  # TRL reads `rollout_queue` when it builds the train dataloader, on the main process only
+            self.lze_window.source = self.rollout_queue
+            self.rollout_queue = self.lze_window
+        self.add_callback(_LZEAsyncCallback(self))
+
+    @property
+    def selection_log(self):
+        """The run's [`~lze_trl.selection_log.SelectionLog`]."""
+        return self.lze.selection_log
+
+    def log_lze(self, metrics: dict[str, float]) -> None:
+        """Appends a window's `lze/` metrics to the trainer's metric lists (averaged over the logging window)."""
+        for key, value in metrics.items():
+            self._metrics["train"][key].append(float(value))
+
+    # ----------------------------------------------------------------------------------------------- checkpoints
+    def save_lze_state(self, folder: str) -> None:
+        """Writes the LZE state into `folder`: the per-prompt table and selection log (parquet), then one state file
+        with the run's state, the window (every row it holds) and the policy version."""
+        os.makedirs(folder, exist_ok=True)
+        from .plotting.tables import prompt_table
+
+        table = prompt_table(self.lze.prompts, None, self.train_dataset)
+        checkpoint_files.save_table(table, os.path.join(folder, PROMPTS_PARQUET))
+        checkpoint_files.save_table(self.selection_log.to_pandas(), os.path.join(folder, SELECTION_LOG_PARQUET))
+        window_arrays, window_counters = self.lze_window.state_dict()
+        counters = {"dataset": self.prompt_keys.fingerprint, "model_version": int(self.model_version)}
+        counters.update(window_counters)
+        checkpoint_files.save_state(folder, {**self.lze.state_dict(), **window_arrays}, counters)
+
+    def load_lze_state(self, checkpoint: str) -> None:
+        """Restores the LZE state of `checkpoint`, or raises an [`~lze_trl.checkpoint.LZEStateError`] naming the file
+        when it is missing, corrupt, or recorded on another train dataset."""
+        arrays, counters = checkpoint_files.load_state(checkpoint)
+        checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_keys.fingerprint, checkpoint)
+        log_frame = checkpoint_files.load_selection_log(checkpoint)
+        try:
+            self.lze.load_state_dict({k: v for k, v in arrays.items() if not k.startswith("window.")})
+            self.lze_window.load_state_dict(arrays, counters, LZERolloutSample)
+            version = int(counters["model_version"])
+        except (KeyError, ValueError, TypeError) as error:
+            raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error!r}).") from error
+        self.selection_log.load_pandas(log_frame)
+        # TRL restores the policy version for its own worker only; the window's versions continue from it
+        self.model_version = version
+        if self.rollout_worker is not None:
+            self.rollout_worker.update_model_version(version)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
+        if resume_from_checkpoint and self.accelerator.is_main_process:
+            try:
+                self.load_lze_state(resume_from_checkpoint)
+            except LZEStateError as error:
+                if self.args.resume_lze_state != "fresh" and self.args.selector != "none":
+                    raise LZEStateError(
+                        f"{error} Resuming would silently restart LZE's per-prompt state. Resume from a complete "
+                        "checkpoint of this run, or set resume_lze_state='fresh' to start it fresh on purpose."
+                    ) from error
+                warnings.warn(f"{error} The run resumes with a fresh LZE state.", LZEWarning, stacklevel=2)
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+
+__all__ = ["LZEAsyncGRPOConfig", "LZEAsyncGRPOTrainer", "check_async_lze_args"]
