@@ -190,7 +190,7 @@ class DemoConfig:
             n_test=16,
             n_ood=8,
             n_train_eval=16,
-            steps=2,
+            steps=3,  # fused rounds of three: one batch completes in the third step
             prompts_per_step=4,
             num_generations=4,
             eval_steps=1,
