@@ -26,11 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 from transformers import AttentionInterface
-from trl.experimental.async_grpo import async_grpo_trainer
-from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
-from trl.experimental.async_grpo.packing import TREE_ATTENTION
 
 from .async_samples import tag_group
+from .async_trl import TREE_ATTENTION, RolloutSample, async_grpo_trainer
 from .prompt_keys import PromptKeys
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
-from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
+
+from .async_trl import RolloutSample
 
 
 @dataclass(slots=True)

@@ -21,12 +21,12 @@ import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
-from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
 from trl.trainer.utils import get_callable_name
 
 from . import checkpoint as checkpoint_files
 from .async_cpu import cpu_construction, use_cpu_tree_attention
 from .async_samples import LZERolloutSample
+from .async_trl import AsyncGRPOConfig, AsyncGRPOTrainer
 from .async_window import GroupWindow
 from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args

@@ -12,7 +12,14 @@ import re
 import numpy as np
 import pytest
 import torch
+import trl
 from datasets import Dataset
+from packaging.version import Version
+
+
+if Version(trl.__version__) < Version("1.16.0"):  # lze_trl/async_trainer.py refuses older TRL (its MIN_TRL)
+    pytest.skip("LZEAsyncGRPOTrainer is built on TRL 1.16's AsyncGRPOTrainer", allow_module_level=True)
+
 from trl.experimental.async_grpo import AsyncGRPOTrainer, async_grpo_trainer
 from trl.experimental.async_grpo.async_rollout_worker import RolloutSample, _AsyncRolloutLoop
 from trl.experimental.async_grpo.packing import TREE_ATTENTION, TreeRow, register_tree_attention, tree_attention
