@@ -116,7 +116,8 @@ class LZEGRPOConfig(GRPOConfig):
             a batch of `R` rounds completes `R - 1` generation batches after it was drawn and the update trains on the
             batch completed in this call (the first `R - 1` updates train on nothing). Rollouts are up to `R - 1`
             generation batches old when they reach the update (`lze/rollout_staleness`). `False` generates the rounds
-            one call after another, each batch complete before its update.
+            one call after another, each batch complete before its update: more generation calls, no stale rollouts
+            (in BENCHMARKS.md section 8 the serial probe was the more accurate on one of the tasks).
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
