@@ -8,18 +8,24 @@ two shims its constructor and forward need there.
   by the FlashAttention-3 kernel, which the `kernels` package fetches for a GPU). [`cpu_tree_attention`] computes the
   same attention in plain torch (each segment's queries against the keys of its root-to-segment path, causal), and
   [`use_cpu_tree_attention`] registers it under TRL's name. Tested against a plain forward of each sample.
-- [`StandInRolloutWorker`] implements TRL's `RolloutWorkerProtocol` in-process: scripted completions (no vLLM),
-  rewarded by the run's reward functions, advantages as TRL's worker computes them, old log-probabilities from its own
-  copy of the policy, every row tagged for LZE ([`~lze_trl.async_samples.tag_group`]). It generates a group when the
+- [`StandInRolloutWorker`] implements TRL's `RolloutWorkerProtocol` in-process, with LZE's orders: scripted
+  completions (no vLLM), rewarded by the run's reward functions, old log-probabilities from its own copy of the
+  policy, every row tagged for LZE ([`~lze_trl.async_samples.tag_round`]). It rolls out the next order when the
   trainer asks for a row and none is queued, with the policy version it was last told.
 - [`InProcessWeightTransfer`] implements `WeightTransferProtocol` by copying the trainer's weights into the stand-in's
   policy: after each sync the stand-in's log-probabilities are the trainer's.
+- [`ReloadWeightTransfer`] implements `WeightTransferProtocol` for a real `vllm serve` where TRL's NCCL transfer cannot
+  run (a CPU): each sync writes the weights to a folder and has the server reload them over HTTP.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import shutil
+import tempfile
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,9 +33,8 @@ import numpy as np
 import torch
 from transformers import AttentionInterface
 
-from .async_samples import tag_group
+from .async_samples import Order, group_advantages, tag_round, total_rewards
 from .async_trl import TREE_ATTENTION, RolloutSample, async_grpo_trainer
-from .prompt_keys import PromptKeys
 
 
 # ----------------------------------------------------------------------------------------------- shims
@@ -110,7 +115,8 @@ class _OnDemandQueue(queue.Queue):
 
 class StandInRolloutWorker:
     """
-    An in-process rollout worker (TRL's `RolloutWorkerProtocol`) for tests and CPU runs without vLLM.
+    An in-process rollout worker (TRL's `RolloutWorkerProtocol`, plus LZE's `send_orders`) for tests and CPU runs
+    without vLLM.
 
     Args:
         policy (`torch.nn.Module`):
@@ -119,22 +125,20 @@ class StandInRolloutWorker:
         tokenizer:
             The trainer's tokenizer.
         dataset (`datasets.Dataset`):
-            The train dataset (a `prompt` string column); drawn in order, cycling, one group per row.
+            The train dataset (a `prompt` string column); the orders name its rows.
         reward_funcs (`list[Callable]`):
             The run's reward functions, called as TRL's worker calls them (`prompts`, `completions`,
-            `completion_ids`, and every other column of the row).
-        num_generations (`int`):
-            Rollouts per group.
+            `completion_ids`, and every other column of the row), once per round.
         complete (`Callable`, *optional*):
             `complete(row, rng) -> str`, one rollout's completion ([`scripted_completion`] by default).
         temperature (`float`, *optional*, defaults to `1.0`):
             The trainer's sampling temperature (its log-probabilities are of `logits / temperature`).
         seed (`int`, *optional*, defaults to `0`):
-            Seed of the completions: group `g`'s rollout `j` draws from `(seed, g, j)`.
+            Seed of the completions: group `g`'s rollout `j` draws from `(seed, g, j)`, whatever its round.
 
     Attributes:
-        produced (`list[tuple[int, int, int, float]]`):
-            `(group_id, model_version, prompt_key, pass rate of the first reward)` of every group generated.
+        produced (`list[tuple[int, int, int, int, int]]`):
+            `(group_id, model_version, prompt_key, first, last)` of every round rolled out.
     """
 
     def __init__(
@@ -143,21 +147,19 @@ class StandInRolloutWorker:
         tokenizer: Any,
         dataset: Any,
         reward_funcs: list[Callable],
-        num_generations: int,
         complete: Callable[[dict[str, Any], np.random.Generator], str] = scripted_completion,
         temperature: float = 1.0,
         seed: int = 0,
     ) -> None:
         self.policy, self.tokenizer, self.dataset = policy.eval(), tokenizer, dataset
-        self.reward_funcs, self.num_generations, self.complete = list(reward_funcs), num_generations, complete
+        self.reward_funcs, self.complete = list(reward_funcs), complete
         self.temperature, self.seed = temperature, seed
-        self.keys = PromptKeys(dataset).dataset_keys  # the whole example, as the trainer keys it
+        self.orders: deque[Order] = deque()
         self.rollout_buffer = _OnDemandQueue(self.produce)
         self.metrics_queue: queue.Queue = queue.Queue()
         self.model_version = 0
-        self.next_group = 0
         self.started = False
-        self.produced: list[tuple[int, int, int, float]] = []
+        self.produced: list[tuple[int, int, int, int, int]] = []
 
     # RolloutWorkerProtocol
     def start(self) -> None:
@@ -173,35 +175,35 @@ class StandInRolloutWorker:
         if not self.started:
             raise RuntimeError("The stand-in rollout worker was asked for rows before start() or after stop().")
 
+    def send_orders(self, orders: list[Order]) -> None:
+        """Queues orders, rolled out one by one when the trainer asks for a row and none is queued."""
+        self.orders.extend(orders)
+
     # generation
     def produce(self) -> None:
-        """Generates, rewards and queues the next group (its rows tagged for LZE)."""
-        group_id, G = self.next_group, self.num_generations
-        self.next_group += 1
-        index = group_id % len(self.dataset)
-        row = self.dataset[index]
-        completions = [self.complete(row, np.random.default_rng([self.seed, group_id, j])) for j in range(G)]
+        """Rolls out, rewards and queues the next order's round (its rows tagged for LZE); nothing without one."""
+        if not self.orders:
+            return
+        order = self.orders.popleft()
+        row, rollouts = self.dataset[order.index], range(order.first, order.last)
+        n = len(rollouts)
+        completions = [self.complete(row, np.random.default_rng([self.seed, order.group_id, j])) for j in rollouts]
         prompt_ids = self.tokenizer(row["prompt"])["input_ids"]
         completion_ids = [self.tokenizer(c)["input_ids"] + [self.tokenizer.eos_token_id] for c in completions]
-        columns = {k: [v] * G for k, v in row.items() if k not in ("prompt", "completion", "completion_ids")}
-        table = np.empty((G, len(self.reward_funcs)))  # (rollouts, reward functions)
-        prompts = [row["prompt"]] * G
+        columns = {k: [v] * n for k, v in row.items() if k not in ("prompt", "completion", "completion_ids")}
+        table = np.empty((n, len(self.reward_funcs)))  # (rollouts, reward functions)
+        prompts = [row["prompt"]] * n
         for c, func in enumerate(self.reward_funcs):
             values = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
             table[:, c] = [np.nan if r is None else float(r) for r in values]
-        totals = np.nansum(table, axis=1)
-        totals[np.isnan(table).all(axis=1)] = np.nan
-        advantages = np.zeros(G)  # as TRL's `_score_group`: NaN-rewarded rollouts get 0
-        scored = ~np.isnan(totals)
-        if scored.any():
-            advantages[scored] = (totals[scored] - totals[scored].mean()) / (totals[scored].std() + 1e-8)
+        totals = total_rewards(table)
+        advantages = group_advantages(totals)  # the round's, as TRL's `_score_group` gives them
         samples = [
-            self._sample(row, prompt_ids, ids, completion, float(a), float(t), group_id)
+            self._sample(row, prompt_ids, ids, completion, float(a), float(t), order.group_id)
             for ids, completion, a, t in zip(completion_ids, completions, advantages, totals)
         ]
-        first = table[:, 0]
-        self.produced.append((group_id, self.model_version, int(self.keys[index]), float(np.nanmean(first))))
-        for sample in tag_group(samples, self.keys[index], table):
+        self.produced.append((order.group_id, self.model_version, order.prompt_key, order.first, order.last))
+        for sample in tag_round(samples, order, table, list(rollouts)):
             self.rollout_buffer.put(sample)
 
     def _sample(self, row, prompt_ids, completion_ids, completion, advantage, reward, group_id) -> RolloutSample:
@@ -249,3 +251,115 @@ class InProcessWeightTransfer:
 
     def destroy(self) -> None:
         pass
+
+
+# ----------------------------------------------------------------------------------------------- vLLM server on a CPU
+class ReloadWeightTransfer:
+    """
+    TRL's `WeightTransferProtocol` for a `vllm serve` that NCCL cannot reach (vLLM's CPU build: TRL's default
+    `WeightTransferClient` needs CUDA): each sync writes the trainer's weights to a folder as one safetensors file and
+    asks the server, over HTTP, to reload its weights from that folder with vLLM's own `reload_weights`.
+
+    A sync is five requests and one file: `POST /pause?mode=keep` (TRL's `VLLMClient.pause`: in-flight requests are
+    frozen, not aborted); the weights written to `{weights_dir}/model.safetensors` (a temporary file, then
+    `os.replace`, so that no reader sees half a file); `POST /collective_rpc` with method `reload_weights`
+    (`weights_path=weights_dir`, `is_checkpoint_format=True`), which every worker of the server runs: vLLM's layer-wise
+    reload, which also restores the layers its CPU backend repacked for its kernels; `POST
+    /reset_prefix_cache?reset_running_requests=true`, so that no request goes on with keys and values computed by the
+    old weights (the frozen requests are preempted, and recomputed with the new weights when they resume; the tokens
+    they already sampled keep their old log-probabilities, as with TRL's NCCL transfer); and `POST /resume`.
+
+    The server must run with `VLLM_SERVER_DEV_MODE=1` (all four endpoints are vLLM development endpoints, as TRL's
+    `/pause` is) and read `weights_dir` on the trainer's filesystem. Tested against `vllm serve` of vLLM's CPU build
+    0.31 (`tests/test_async_vllm.py`). With tied embeddings, vLLM's CPU backend keeps computing the LM head from its
+    packed copy of the embedding, which the reload leaves stale: serve a model with untied embeddings there.
+
+    Cost per sync: a reference to every tensor the trainer sends, held until the file is written (no copy for CPU
+    tensors that are contiguous); one write and one read of the file (the weights in the trainer's dtype); the
+    server's full `load_weights`, during which it generates nothing; and the recomputed prefixes of the frozen
+    requests. For a tiny model a sync takes about 50 ms; for a real one the disk and the reload dominate (seconds per
+    GB), against NCCL's device-to-device copy on a GPU.
+
+    Args:
+        server_url (`str`):
+            Base URL of the vLLM server, e.g. `"http://127.0.0.1:8000"` (the trainer's `vllm_server_base_url`).
+        weights_dir (`str`, *optional*):
+            Folder the weights are written to and the server reloads them from. vLLM loads every `*.safetensors` file
+            in it, so it must hold no other weights file (a dedicated folder, or the served model's folder if its only
+            weights file is `model.safetensors`, which the syncs then overwrite). If `None`, a temporary folder, made
+            at the first sync and removed by [`~ReloadWeightTransfer.destroy`].
+        timeout (`float`, *optional*, defaults to `1800.0`):
+            Seconds allowed for each request to the server (a reload scales with the model's size).
+
+    Attributes:
+        syncs (`int`):
+            Number of syncs done.
+    """
+
+    def __init__(self, server_url: str, weights_dir: str | None = None, timeout: float = 1800.0) -> None:
+        from trl.experimental.async_grpo.vllm_client import VLLMClient
+
+        self.client = VLLMClient(server_url, server_timeout=timeout)
+        self.server_url = self.client.server_url
+        self.weights_dir = weights_dir
+        self.timeout = timeout
+        self.syncs = 0
+        self._temporary_dir: str | None = None
+
+    def _post(self, path: str, **kwargs: Any) -> Any:
+        import requests
+
+        response = requests.post(f"{self.server_url}{path}", timeout=self.timeout, **kwargs)
+        if response.status_code == 404:
+            raise RuntimeError(
+                f"The vLLM server at {self.server_url} does not expose `{path}`: start it with VLLM_SERVER_DEV_MODE=1 "
+                "in its environment."
+            )
+        response.raise_for_status()
+        return response
+
+    def init_weight_transfer(self) -> None:
+        """Waits for the server and checks that it exposes the development endpoints a sync needs."""
+        import requests
+
+        self.client.wait_for_server_ready()
+        if requests.get(f"{self.server_url}/is_paused", timeout=self.timeout).status_code == 404:
+            raise RuntimeError(
+                f"The vLLM server at {self.server_url} has no development endpoints (`/pause`, `/collective_rpc`): "
+                "start it with VLLM_SERVER_DEV_MODE=1 in its environment."
+            )
+
+    def pause(self) -> None:
+        """Freezes the server's in-flight requests (`/pause?mode=keep`)."""
+        self.client.pause(timeout=self.timeout)
+
+    def send_weights(self, iterator: Iterator[tuple[str, torch.Tensor]]) -> None:
+        """Writes the `(name, tensor)` pairs to `{weights_dir}/model.safetensors` and has the server reload them."""
+        from safetensors.torch import save_file
+
+        folder = self.weights_dir
+        if folder is None:
+            if self._temporary_dir is None:
+                self._temporary_dir = tempfile.mkdtemp(prefix="lze-vllm-weights-")
+            folder = self._temporary_dir
+        os.makedirs(folder, exist_ok=True)
+        tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in iterator}
+        path = os.path.join(folder, "model.safetensors")
+        save_file(tensors, path + ".tmp")  # not `*.safetensors`: vLLM would load it
+        os.replace(path + ".tmp", path)
+        body = {"method": "reload_weights", "kwargs": {"weights_path": folder, "is_checkpoint_format": True}}
+        self._post("/collective_rpc", json=body)
+        reset = self._post("/reset_prefix_cache", params={"reset_running_requests": "true"})
+        if not reset.json().get("success", False):
+            raise RuntimeError(f"The vLLM server at {self.server_url} did not reset its prefix cache after a reload.")
+        self.syncs += 1
+
+    def resume(self) -> None:
+        """Resumes generation (`/resume`)."""
+        self.client.resume(timeout=self.timeout)
+
+    def destroy(self) -> None:
+        """Removes the temporary folder, if one was made (a later sync makes a new one)."""
+        if self._temporary_dir is not None:
+            shutil.rmtree(self._temporary_dir, ignore_errors=True)
+            self._temporary_dir = None

@@ -1,23 +1,54 @@
-"""LZE's tags on TRL's async rollout samples: what a rollout worker must add to each row for LZE.
+"""What travels between LZE's async trainer and its rollout worker: orders one way, tagged rows the other.
 
-TRL's `RolloutSample` is one training row: a conversation of a group may make several rows (a multi-turn rollout that
-forks) or none (one with no trained token), and a row's `metrics` hold its own rewards as floats, which the trainer
-averages into its logs. LZE needs three things per row that TRL's worker does not give: the prompt key of its group
-(a 63-bit integer, which a float metric would round), how many rows its group has (so that the group can be closed
-when its last row arrives), and the rewards of every rollout of its group (so that a rollout with no row still
-counts in the pass rate). [`LZERolloutSample`] is TRL's `RolloutSample` with these three fields; the trainer reads
-TRL's fields only, so the rows train exactly as TRL's do.
+The trainer draws the prompts and decides, on one process: it sends the worker [`Order`]s (roll out rollouts `first`
+to `last` of group `group_id`, from dataset row `index`), and the worker sends back each round's rows as TRL's
+`RolloutSample`s, one training row each, with LZE's tags ([`LZERolloutSample`]): a rollout may make several rows (a
+multi-turn rollout that forks) or none (one with no trained token), and a row's `metrics` hold its own rewards as
+floats, which the trainer averages into its logs. LZE needs, per row, the group's prompt key (a 63-bit integer, which
+a float metric would round), which rollout of the group the row comes from, which round it belongs to and how many rows
+that round made, and the rewards of every rollout of the round (so that a rollout with no row still counts in the pass
+rate). A round that made no row at all sends one placeholder ([`empty_round`]), which the trainer never trains on.
+The advantages are recomputed over the whole group once it is complete ([`group_advantages`], TRL's formula), since a
+group rolled out in rounds is rewarded round by round. Plain numpy; TRL's `RolloutSample` is the base class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from .async_trl import RolloutSample
+
+
+TAGS = ("prompt_key", "rollout", "round_first", "round_rows", "round_rewards")
+"""The attributes a rollout sample must carry for LZE, besides TRL's `RolloutSample` fields."""
+ARRAY_FIELDS = ("input_ids", "completion_mask", "old_log_probs")
+SCALAR_FIELDS = ("advantage", "model_version", "group_id", "prompt_key", "rollout", "round_first", "round_rows")
+JSON_FIELDS = ("prompt", "completion", "metrics", "round_rewards")
+
+
+@dataclass(frozen=True)
+class Order:
+    """
+    One round of one group for the rollout worker to roll out, reward and send back.
+
+    Attributes:
+        group_id (`int`): The group (unique in the run; TRL's `group_id` of its rows).
+        index (`int`): The train dataset row of its prompt.
+        prompt_key (`int`): That row's prompt key ([`~lze_trl.prompt_keys.PromptKeys`]).
+        first (`int`), last (`int`): The round's rollouts of the group, `first` to `last` (exclusive).
+    """
+
+    group_id: int
+    index: int
+    prompt_key: int
+    first: int
+    last: int
 
 
 @dataclass(slots=True)
@@ -27,36 +58,145 @@ class LZERolloutSample(RolloutSample):
 
     Attributes:
         prompt_key (`int`):
-            The group's prompt key ([`~lze_trl.prompt_keys.PromptKeys`] of the train dataset row it was drawn from).
-        group_rows (`int`):
-            How many rows the group's rollouts made, this one included.
-        group_rewards (`tuple[tuple[float, ...], ...]`):
-            Every rollout's rewards of the group, `num_generations` rows of one value per reward function (in the
+            The group's prompt key.
+        rollout (`int`):
+            The rollout of the group this row comes from (`-1` for an [`empty_round`] placeholder).
+        round_first (`int`):
+            The first rollout of the row's round (its [`Order`]'s `first`).
+        round_rows (`int`):
+            How many rows the round's rollouts made (`0` for a placeholder).
+        round_rewards (`tuple[tuple[float, ...], ...]`):
+            Every rollout's rewards of the round, one row per rollout and one value per reward function (in the
             worker's `reward_funcs` order), NaN where a function returned `None`.
     """
 
     prompt_key: int = -1
-    group_rows: int = 0
-    group_rewards: tuple = ()
+    rollout: int = -1
+    round_first: int = 0
+    round_rows: int = 0
+    round_rewards: tuple = ()
 
 
-def tag_group(samples: Sequence[RolloutSample], prompt_key: int, rewards: Any) -> list[LZERolloutSample]:
-    """
-    The rows of one scored group (as TRL's `_score_group` returns them: every row of the group, in order) as
-    [`LZERolloutSample`]s carrying `prompt_key` and `rewards` (shape `(num_generations, reward functions)`, or TRL's
-    `(reward functions, num_generations)` transposed by the caller), each row's TRL fields unchanged.
-    """
+def frozen_rewards(rewards: Any) -> tuple:
+    """`rewards` of shape `(rollouts, reward functions)` as nested tuples of floats (NaN kept)."""
     table = np.asarray(rewards, dtype=np.float64)
     if table.ndim != 2:
-        raise ValueError(f"rewards must have shape (num_generations, reward functions), not {table.shape}.")
-    frozen = tuple(tuple(float(v) for v in row) for row in table)
+        raise ValueError(f"rewards must have shape (rollouts, reward functions), not {table.shape}.")
+    return tuple(tuple(float(v) for v in row) for row in table)
+
+
+def tag_round(
+    samples: Sequence[RolloutSample], order: Order, rewards: Any, rollouts: Sequence[int]
+) -> list[LZERolloutSample]:
+    """
+    The rows of one scored round (every row of it, in order) as [`LZERolloutSample`]s, each row's TRL fields
+    unchanged: `rewards` has shape `(order.last - order.first, reward functions)` and `rollouts[i]` is the rollout of
+    the group row `i` comes from. A round without rows gives its [`empty_round`].
+    """
+    frozen = frozen_rewards(rewards)
+    if len(frozen) != order.last - order.first:
+        raise ValueError(f"A round of rollouts {order.first}-{order.last} carries {len(frozen)} rows of rewards.")
+    if not samples:
+        return [empty_round(order, frozen, 0)]
     names = [f.name for f in fields(RolloutSample)]
     return [
         LZERolloutSample(
             **{name: getattr(s, name) for name in names},
-            prompt_key=int(prompt_key),
-            group_rows=len(samples),
-            group_rewards=frozen,
+            prompt_key=int(order.prompt_key),
+            rollout=int(r),
+            round_first=order.first,
+            round_rows=len(samples),
+            round_rewards=frozen,
         )
-        for s in samples
+        for s, r in zip(samples, rollouts, strict=True)
     ]
+
+
+def empty_round(order: Order, rewards: Any, model_version: int) -> LZERolloutSample:
+    """The placeholder of a round whose rollouts made no training row: it carries the round's rewards only."""
+    nothing = np.empty(0, dtype=np.int64)
+    return LZERolloutSample(
+        prompt=[],
+        completion=[],
+        input_ids=nothing,
+        completion_mask=nothing,
+        old_log_probs=np.empty(0, dtype=np.float32),
+        advantage=0.0,
+        model_version=int(model_version),
+        group_id=order.group_id,
+        metrics={},
+        prompt_key=int(order.prompt_key),
+        rollout=-1,
+        round_first=order.first,
+        round_rows=0,
+        round_rewards=frozen_rewards(rewards),
+    )
+
+
+def total_rewards(rewards: np.ndarray) -> np.ndarray:
+    """Each rollout's total reward as TRL's worker sums it (weight 1, `None` as NaN; NaN where all are NaN), over the
+    last axis of `rewards`."""
+    totals = np.nansum(rewards, axis=-1)
+    totals[np.isnan(rewards).all(axis=-1)] = np.nan
+    return totals
+
+
+def group_advantages(totals: np.ndarray) -> np.ndarray:
+    """A group's advantages from its rollouts' total rewards, exactly as TRL's `_score_group` computes them:
+    `(r - mean) / (std + 1e-8)` over the scorable rollouts, 0 for an unscorable (NaN) one."""
+    totals = np.asarray(totals, dtype=np.float64)
+    advantages = np.zeros_like(totals)
+    scored = ~np.isnan(totals)
+    if scored.any():
+        advantages[scored] = (totals[scored] - totals[scored].mean()) / (totals[scored].std() + 1e-8)
+    return advantages
+
+
+def rows_state(rows: Sequence[LZERolloutSample], prefix: str) -> tuple[dict[str, np.ndarray], str]:
+    """`rows` as arrays (names prefixed `prefix`) and one JSON text (their prompts, completions, metrics and round
+    rewards), for a checkpoint; a row whose JSON fields cannot be written raises a `TypeError`."""
+    arrays = {f"{prefix}{name}": _concat([getattr(s, name) for s in rows]) for name in ARRAY_FIELDS}
+    arrays[f"{prefix}lengths"] = np.array([len(s.input_ids) for s in rows], dtype=np.int64)
+    for name in SCALAR_FIELDS:
+        dtype = np.float64 if name == "advantage" else np.int64
+        arrays[f"{prefix}{name}"] = np.array([getattr(s, name) for s in rows], dtype=dtype)
+    enqueued = [math.nan if s.enqueued_at is None else s.enqueued_at for s in rows]
+    arrays[f"{prefix}enqueued_at"] = np.array(enqueued, dtype=np.float64)
+    return arrays, json.dumps([[_plain(getattr(s, name)) for name in JSON_FIELDS] for s in rows])
+
+
+def rows_from_state(arrays: dict[str, np.ndarray], text: str, make_sample: Callable, prefix: str) -> list:
+    """The rows [`rows_state`] wrote, each built by `make_sample(**fields)`."""
+    lengths = arrays[f"{prefix}lengths"]
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    rows = []
+    for i, values in enumerate(json.loads(text)):
+        fields = {name: arrays[f"{prefix}{name}"][starts[i] : ends[i]] for name in ARRAY_FIELDS}
+        for name in SCALAR_FIELDS:
+            value = arrays[f"{prefix}{name}"][i]
+            fields[name] = float(value) if name == "advantage" else int(value)
+        enqueued = float(arrays[f"{prefix}enqueued_at"][i])
+        fields["enqueued_at"] = None if math.isnan(enqueued) else enqueued
+        fields.update(zip(JSON_FIELDS, values))
+        fields["round_rewards"] = tuple(tuple(r) for r in fields["round_rewards"])
+        rows.append(make_sample(**fields))
+    return rows
+
+
+def _concat(values: list[Any]) -> np.ndarray:
+    arrays = [np.asarray(v).reshape(-1) for v in values]
+    return np.concatenate(arrays) if arrays else np.empty(0)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-writable copy of a row's prompt, completion, metrics or rewards (tuples as lists, NaN kept)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

@@ -1,11 +1,13 @@
-"""[`LZEAsyncGRPOTrainer`]: TRL's experimental `AsyncGRPOTrainer` that updates only on the groups LZE selects.
+"""[`LZEAsyncGRPOTrainer`]: TRL's experimental `AsyncGRPOTrainer` with LZE drawing the prompts, choosing the groups
+its rounds complete, and updating only on the groups it selects.
 
-The trainer is TRL's, unchanged but for one attribute: after TRL's constructor, its `rollout_queue` (the worker's
-queue, which `get_train_dataloader` hands to `RolloutQueueDataset`) is replaced by a
-[`~lze_trl.async_window.GroupWindow`] reading from it, which holds a window of scored groups, scores them into the
-per-prompt state ([`~lze_trl.run.LZERun`], the synchronous trainer's), selects, and hands on the selected groups' rows
-only. The LZE state is written into each checkpoint (`on_save`) and restored by `train(resume_from_checkpoint=...)`.
-What this relies on in TRL's source is pinned by `tests/test_async_lze.py`; see `docs/source/async.md`.
+The trainer is TRL's. Two things change: its rollout worker is LZE's ([`~lze_trl.async_worker.LZERolloutWorker`],
+which TRL builds with the arguments it gives its own; or one passed in that takes orders), and after TRL's
+constructor its `rollout_queue` (which `get_train_dataloader` hands to `RolloutQueueDataset`) is replaced by a
+[`~lze_trl.async_window.GroupWindow`], which sends the worker its orders, takes back the rounds, decides with the
+synchronous trainer's [`~lze_trl.run.LZERun`] and round policy, and hands on the selected groups' rows only. The LZE
+state is written into each checkpoint (`on_save`) and restored by `train(resume_from_checkpoint=...)`. What this
+relies on in TRL's source is pinned by `tests/test_async_lze.py`; see `docs/source/async.md`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import copy
 import dataclasses
 import os
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -26,8 +29,9 @@ from trl.trainer.utils import get_callable_name
 from . import checkpoint as checkpoint_files
 from .async_cpu import cpu_construction, use_cpu_tree_attention
 from .async_samples import LZERolloutSample
-from .async_trl import AsyncGRPOConfig, AsyncGRPOTrainer
+from .async_trl import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer
 from .async_window import GroupWindow
+from .async_worker import LZERolloutWorker
 from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .engines import use_one_thread_on_a_small_cpu
@@ -35,7 +39,6 @@ from .errors import LZEWarning
 from .guards import resolve_correctness_reward
 from .prompt_keys import PromptKeys
 from .run import LZERun
-from .selectors import SELECTORS
 
 
 def _lze_field(name: str) -> tuple[str, Any, dataclasses.Field]:
@@ -52,7 +55,11 @@ def _post_init(self) -> None:
 
 LZEAsyncGRPOConfig = dataclasses.make_dataclass(
     "LZEAsyncGRPOConfig",
-    [*(_lze_field(n) for n in LZE_FIELDS), ("window_groups", "int | None", dataclasses.field(default=None))],
+    [
+        *(_lze_field(n) for n in LZE_FIELDS),
+        ("window_groups", "int | None", dataclasses.field(default=None)),
+        ("batches_in_flight", "int", dataclasses.field(default=2)),
+    ],
     bases=(AsyncGRPOConfig,),
     namespace={"__post_init__": _post_init, "__module__": __name__},
 )
@@ -61,30 +68,31 @@ LZEAsyncGRPOConfig.__doc__ = """
     (same names, defaults and checks), and:
 
         window_groups (`int`, *optional*):
-            Complete groups the window holds before one selection (LZE's generation batch). Defaults to the groups of
-            one optimizer step of plain async GRPO: `per_device_train_batch_size x gradient_accumulation_steps x
-            processes // num_generations`.
+            Groups per generation batch (drawn together, chosen among after each round, selected among once
+            complete). Defaults to the groups of one optimizer step of plain async GRPO: `per_device_train_batch_size
+            x gradient_accumulation_steps x processes // num_generations`.
+        batches_in_flight (`int`, *optional*, defaults to `2`):
+            Generation batches the worker rolls out at once: while the oldest completes, the next ones are rolled
+            out (their choices and selection still wait for the batches before them).
 
-    Not yet with the async trainer (refused when the config is built): `prune_solved`, `generation_rounds` (the probe),
-    and a selector that plans the epochs' prompts; they need the worker to draw prompts through LZE.
+    With `generation_rounds`, every round of a group is a set of requests in the worker's continuous batch: the rounds
+    are always fused there (`fuse_rounds=False` is refused).
     """
 
 
 def check_async_lze_args(args: Any) -> None:
-    """Refuses, naming the setting, the LZE settings the async trainer cannot honour yet."""
-    later = "it needs the rollout worker to draw prompts through LZE's sampler, not built yet (issue #47, phase 2)"
-    if args.prune_solved:
-        raise ValueError(f"prune_solved=True is not supported by LZEAsyncGRPOTrainer yet: {later}.")
-    if args.generation_rounds:
+    """Refuses, naming the setting, the LZE settings the async trainer cannot honour."""
+    if args.fuse_rounds is False:
         raise ValueError(
-            f"generation_rounds={args.generation_rounds!r} (the probe) is not supported by LZEAsyncGRPOTrainer yet: "
-            "the first rollouts of every prompt and the rest only for the chosen ones must be generated in the worker "
-            "(issue #47, phase 2). Set generation_rounds=None."
+            "fuse_rounds=False (serial rounds) has no meaning with LZEAsyncGRPOTrainer: a group's rounds are requests "
+            "in the rollout worker's continuous batch, beside the other groups'. Leave fuse_rounds=True."
         )
-    if args.selector in SELECTORS and SELECTORS[args.selector].plans_rollouts:
-        raise ValueError(f"selector={args.selector!r} plans the epochs' prompts: not supported yet, {later}.")
-    if args.window_groups is not None and not (isinstance(args.window_groups, int) and args.window_groups >= 1):
-        raise ValueError(f"window_groups={args.window_groups!r} is invalid: use an integer >= 1 (None: the default).")
+    for name in ("window_groups", "batches_in_flight"):
+        value = getattr(args, name)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise ValueError(f"{name}={value!r} is invalid: use an integer >= 1.")
+    if args.batches_in_flight is None:
+        raise ValueError("batches_in_flight=None is invalid: use an integer >= 1 (2 by default).")
 
 
 def as_lze_async_config(args: AsyncGRPOConfig | None, model: Any) -> Any:
@@ -97,7 +105,7 @@ def as_lze_async_config(args: AsyncGRPOConfig | None, model: Any) -> Any:
     lze_args = LZEAsyncGRPOConfig.__new__(LZEAsyncGRPOConfig)
     lze_args.__dict__.update(args.__dict__)
     for f in dataclasses.fields(LZEAsyncGRPOConfig):
-        if f.name in (*LZE_FIELDS, "window_groups"):
+        if f.name in (*LZE_FIELDS, "window_groups", "batches_in_flight"):
             setattr(lze_args, f.name, f.default_factory() if f.default is dataclasses.MISSING else f.default)
     check_async_lze_args(lze_args)
     validate_lze_args(lze_args)
@@ -105,12 +113,13 @@ def as_lze_async_config(args: AsyncGRPOConfig | None, model: Any) -> Any:
 
 
 def check_async_inputs(args: Any, train_dataset: Any, rollout_worker: Any, environment_factory: Any) -> None:
-    """Refuses, with the reason and the fix, the inputs LZE cannot work with on the async path (yet)."""
-    if rollout_worker is None:
+    """Refuses, with the reason and the fix, the inputs LZE cannot work with on the async path."""
+    if rollout_worker is not None and not callable(getattr(rollout_worker, "send_orders", None)):
         raise ValueError(
-            "LZEAsyncGRPOTrainer needs a rollout worker whose rows carry LZE's tags (prompt key, group size, the "
-            "group's rewards: lze_trl.async_samples.LZERolloutSample). TRL's AsyncRolloutWorker, which the trainer "
-            "builds when rollout_worker=None, does not tag them yet (issue #47, phase 2); pass rollout_worker=, e.g. "
+            f"rollout_worker={type(rollout_worker).__name__} cannot run LZE: LZE draws the prompts and decides which "
+            "groups go on, so its worker rolls out the trainer's orders (send_orders) and tags its rows "
+            "(lze_trl.async_samples.LZERolloutSample). Pass rollout_worker=None (the trainer builds "
+            "lze_trl.async_worker.LZERolloutWorker, TRL's vLLM worker taking orders) or "
             "lze_trl.async_cpu.StandInRolloutWorker."
         )
     if not isinstance(train_dataset, Dataset):
@@ -120,8 +129,9 @@ def check_async_inputs(args: Any, train_dataset: Any, rollout_worker: Any, envir
         )
     if environment_factory is not None:
         raise ValueError(
-            "LZEAsyncGRPOTrainer does not take an environment_factory yet: an environment may draw a new task at "
-            "each reset, and its reward columns are named after its class (issue #47, phase 2)."
+            "LZEAsyncGRPOTrainer does not take an environment_factory: an environment may draw a new task at each "
+            "reset, so a prompt key would not name what was rolled out, and its reward columns are named after its "
+            "class. Use LZEGRPOTrainer with environment_factory, or tools= with the async trainer."
         )
     if args.max_steps <= 0:
         raise ValueError(
@@ -129,6 +139,18 @@ def check_async_inputs(args: Any, train_dataset: Any, rollout_worker: Any, envir
             "num_train_epochs passes counted in groups trained, and LZE trains only the selected ones, so an 'epoch' "
             "would roll out about 1/selection_ratio passes over the prompts. Set max_steps > 0."
         )
+
+
+@contextlib.contextmanager
+def _builds(worker_class: type) -> Iterator[None]:
+    """While it lasts, TRL's async trainer builds `worker_class` where it builds its `AsyncRolloutWorker` (with the
+    same arguments)."""
+    original = async_grpo_trainer.AsyncRolloutWorker
+    async_grpo_trainer.AsyncRolloutWorker = worker_class
+    try:
+        yield
+    finally:
+        async_grpo_trainer.AsyncRolloutWorker = original
 
 
 class _LZEAsyncCallback(TrainerCallback):
@@ -145,12 +167,16 @@ class _LZEAsyncCallback(TrainerCallback):
 
 class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
     """
-    TRL's experimental `AsyncGRPOTrainer` with Learning-Zone Energy (LZE) selection of the groups its rollout worker
-    scores: the groups arrive in windows of `window_groups`, are scored into the per-prompt state in policy-version
-    order, and only the top `selection_ratio` of each window (by energy) reach the update.
+    TRL's experimental `AsyncGRPOTrainer` with Learning-Zone Energy (LZE): the trainer draws each generation batch of
+    `window_groups` prompts (forward pruning and planning selectors included) and orders its rounds from the rollout
+    worker (with `generation_rounds`, the round policy chooses after each round which groups go on); each complete
+    batch is scored into the per-prompt state in policy-version order, and only the groups its selector keeps reach
+    the update.
 
     Takes `AsyncGRPOTrainer`'s arguments; `args` may be an [`LZEAsyncGRPOConfig`] or a plain `AsyncGRPOConfig` (which
-    gets the LZE defaults), and is copied. `rollout_worker` is required (its rows must carry LZE's tags). On a CPU
+    gets the LZE defaults), and is copied. With `rollout_worker=None` the trainer builds
+    [`~lze_trl.async_worker.LZERolloutWorker`] (TRL's vLLM worker, taking orders); a worker passed in must take
+    orders (`send_orders`) and tag its rows, as [`~lze_trl.async_cpu.StandInRolloutWorker`] does. On a CPU
     (`use_cpu=True`, or no CUDA) the trainer runs TRL's tree attention in plain torch
     ([`~lze_trl.async_cpu.cpu_tree_attention`]).
 
@@ -158,7 +184,7 @@ class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
         lze ([`LZERun`]):
             The run's LZE state (main process).
         lze_window ([`~lze_trl.async_window.GroupWindow`]):
-            The window between the worker's queue and the trainer (main process).
+            The generation batches in flight, between the worker's queue and the trainer (main process).
         prompt_keys ([`~lze_trl.prompt_keys.PromptKeys`]):
             The train dataset's prompt keys and fingerprint.
     """
@@ -179,7 +205,11 @@ class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
         names = [get_callable_name(f) for f in funcs] or ["correctness"]
         correctness = resolve_correctness_reward(args.correctness_reward, names)
         on_cpu = args.use_cpu or not torch.cuda.is_available()
-        with cpu_construction() if on_cpu else contextlib.nullcontext():
+        with contextlib.ExitStack() as stack:
+            if on_cpu:
+                stack.enter_context(cpu_construction())
+            if rollout_worker is None:  # TRL builds its worker with LZE's class, from the arguments it gives its own
+                stack.enter_context(_builds(LZERolloutWorker))
             super().__init__(
                 model,
                 reward_funcs,
@@ -195,14 +225,21 @@ class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
         self.prompt_keys = PromptKeys(train_dataset)  # the whole example: every column reaches the reward functions
         main = self.accelerator.is_main_process
         warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731
-        self.lze = LZERun(args, args.num_generations, None, names, correctness, warn)
+        self.lze = LZERun(args, args.num_generations, self.prompt_keys.dataset_keys, names, correctness, warn)
         rows = args.per_device_train_batch_size * args.gradient_accumulation_steps * self.accelerator.num_processes
         window = args.window_groups or max(rows // args.num_generations, 1)  # one optimizer step of async GRPO
         self.lze_window = GroupWindow(
-            self.lze, window, args.num_generations, correctness, self.log_lze, lambda: self.state.global_step
+            self.lze,
+            window,
+            args.num_generations,
+            correctness,
+            args.batches_in_flight,
+            self.log_lze,
+            lambda: self.state.global_step,
         )
         if main:  # TRL reads `rollout_queue` when it builds the train dataloader, on the main process only
             self.lze_window.source = self.rollout_queue
+            self.lze_window.send = self.rollout_worker.send_orders
             self.rollout_queue = self.lze_window
         self.add_callback(_LZEAsyncCallback(self))
 

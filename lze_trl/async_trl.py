@@ -16,8 +16,23 @@ if Version(trl.__version__) < Version(MIN_TRL):
     )
 
 from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer  # noqa: E402
-from trl.experimental.async_grpo.async_rollout_worker import RolloutSample  # noqa: E402
+from trl.experimental.async_grpo.async_rollout_worker import (  # noqa: E402
+    AsyncRolloutWorker,
+    RolloutGroup,
+    RolloutSample,
+    _AsyncRolloutLoop,
+)
 from trl.experimental.async_grpo.packing import TREE_ATTENTION  # noqa: E402
 
 
-__all__ = ["MIN_TRL", "TREE_ATTENTION", "AsyncGRPOConfig", "AsyncGRPOTrainer", "RolloutSample", "async_grpo_trainer"]
+__all__ = [
+    "MIN_TRL",
+    "TREE_ATTENTION",
+    "AsyncGRPOConfig",
+    "AsyncGRPOTrainer",
+    "AsyncRolloutWorker",
+    "RolloutGroup",
+    "RolloutSample",
+    "_AsyncRolloutLoop",
+    "async_grpo_trainer",
+]

@@ -1,19 +1,20 @@
-"""LZE between TRL's async rollout worker and its trainer: the window of scored groups. Plain numpy, no TRL import.
+"""LZE between TRL's async rollout worker and its trainer: the generation batches in flight. Plain numpy, no TRL.
 
 TRL's `AsyncGRPOTrainer` reads scored rollout samples, one training row each, from its worker's queue
-(`rollout_buffer`) through `RolloutQueueDataset`. [`GroupWindow`] stands between the two as a queue of its own: it
-takes the worker's rows, assembles each group's rows (a worker pushes a group's rows together), holds `window_groups`
-complete groups (LZE's generation batch), scores them into the per-prompt state in policy-version order, lets the run's
-selector choose among them once, records the window, and hands the selected groups' rows on, the same objects in the
-order they came. The unselected groups never reach the trainer: dropped before its queue, not masked in its loss.
+(`rollout_buffer`) through `RolloutQueueDataset`. [`GroupWindow`] stands between the two as a queue of its own, and
+drives the worker: it draws the prompts (each epoch's permutation, planned by the run: forward pruning, planning
+selectors), sends the worker one [`~lze_trl.async_samples.Order`] per round of each group, takes back the rounds'
+tagged rows, lets the run's round policy choose after each round which groups go on (the probe, the adaptive
+budget), and, once a generation batch (`window_groups` groups) is complete, scores it into the per-prompt state in
+policy-version order, lets the selector choose among its complete groups once, records it, and hands the selected
+groups' rows on (advantages over the whole group, scaled by the selector's weight). The unselected groups never reach
+the trainer: dropped before its queue, not masked in its loss.
 
-The method is [`~lze_trl.run.LZERun`]'s, as in the synchronous trainer: [`~lze_trl.run.LZERun.score`] once per policy
-version present in the window (oldest first, so a prompt's pass-rate EMA absorbs its groups in the order of the
-policies that produced them, not the order they arrived in), [`~lze_trl.run.LZERun.select`] once over the window,
-[`~lze_trl.run.LZERun.record`] once. A window of one version is scored exactly as a synchronous generation batch is.
-
-Each row must carry LZE's tags ([`TAGS`], see `lze_trl/async_samples.py`): its prompt key, the number of rows of its
-group, and every rollout's rewards of its group (one value per reward function, NaN where `None`).
+Up to `batches_in_flight` generation batches are open at once, so the worker rolls out the next batch while the
+oldest one completes; but a batch's choices and its close happen in order, each after the batch before it is recorded,
+so every decision is the one the synchronous trainer's serial rounds would take on the same rewards (the round
+policy's noise is seeded by the batches recorded). The method is [`~lze_trl.run.LZERun`]'s and the round policy's,
+as in the synchronous trainer: no energy, selection or choice code is repeated here.
 """
 
 from __future__ import annotations
@@ -21,46 +22,84 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .async_samples import TAGS, Order, group_advantages, rows_from_state, rows_state, total_rewards
+from .generation_batch import even_out
+from .rounds import RoundsState
 from .selectors import GroupBatch
 
 
-TAGS = ("prompt_key", "group_rows", "group_rewards")
-"""The attributes a rollout sample must carry for LZE, besides TRL's `RolloutSample` fields."""
-ARRAY_FIELDS = ("input_ids", "completion_mask", "old_log_probs")
-SCALAR_FIELDS = ("advantage", "model_version", "group_id", "prompt_key", "group_rows")
-JSON_FIELDS = ("prompt", "completion", "metrics", "group_rewards")
+@dataclass
+class AsyncRounds(RoundsState):
+    """A generation batch's [`RoundsState`] on the async path, where the rounds' rollouts are counted, not held
+    (`fresh`: the rollouts of each round so far)."""
+
+    fresh: list[int] = field(default_factory=list)
+
+    @property
+    def fresh_rollouts(self) -> list[int]:
+        return list(self.fresh)
+
+
+@dataclass
+class OpenBatch:
+    """
+    A generation batch in flight.
+
+    Attributes:
+        indices (`np.ndarray`): Each group's train dataset row.
+        group_ids (`np.ndarray`): Each group's id (TRL's `group_id` of its rows).
+        state ([`AsyncRounds`]): What is known of it; `rollouts_so_far` counts the rounds arrived.
+        round_last (`int`): The last rollout (exclusive) of the round in flight.
+        through (`np.ndarray`): Each group's rollouts arrived so far.
+        versions (`np.ndarray`): Each group's policy version (its first round's; -1 before it arrives).
+        rows (`list[list]`): Each group's rows, round after round.
+    """
+
+    indices: np.ndarray
+    group_ids: np.ndarray
+    state: AsyncRounds
+    round_last: int
+    through: np.ndarray
+    versions: np.ndarray
+    rows: list[list[Any]]
+
+    def round_arrived(self) -> bool:
+        return bool((self.through[self.state.going_on] >= self.round_last).all())
 
 
 class GroupWindow:
     """
-    A queue (`get`, `qsize`) of the rows of the groups LZE selects, fed from the worker's queue `source`.
+    A queue (`get`, `qsize`) of the rows of the groups LZE selects, fed from the worker's queue `source`; it sends the
+    worker its orders through `send(orders)`.
 
     Args:
         run ([`~lze_trl.run.LZERun`]):
-            The run's LZE state and decisions.
+            The run's LZE state and decisions (its `dataset_keys`: the train dataset's prompt keys).
         window_groups (`int`):
-            Complete groups held before one selection: LZE's generation batch.
+            Groups per generation batch.
         num_generations (`int`):
-            Rollouts per group (every group's `group_rewards` has this many rows).
-        correctness_index (`int`):
-            Column of `group_rewards` that defines correctness (`correctness_reward`).
+            Rollouts of a complete group.
+        correctness_index (`int`, *optional*, defaults to `0`):
+            Column of the rewards that defines correctness (`correctness_reward`).
+        batches_in_flight (`int`, *optional*, defaults to `2`):
+            Generation batches open at once (drawn and not yet recorded).
         log (`Callable[[dict], None]`, *optional*):
-            Receives each window's `lze/` metrics.
+            Receives each generation batch's `lze/` metrics.
         global_step (`Callable[[], int]`, *optional*):
             The trainer's optimizer step, for the selection log.
 
     Attributes:
         decisions (`collections.deque`):
-            `(group_id, model_version, prompt_key, weight)` of the last 100,000 groups decided, for inspection (not
-            saved with the state).
+            `(group_id, model_version, prompt_key, weight)` of the last 100,000 complete groups decided, for
+            inspection (not saved with the state).
     """
 
     def __init__(
@@ -69,27 +108,36 @@ class GroupWindow:
         window_groups: int,
         num_generations: int,
         correctness_index: int = 0,
+        batches_in_flight: int = 2,
         log: Callable[[dict[str, float]], None] | None = None,
         global_step: Callable[[], int] | None = None,
     ) -> None:
-        if window_groups < 1:
-            raise ValueError(f"window_groups={window_groups!r} is invalid: use an integer >= 1.")
+        if window_groups < 1 or batches_in_flight < 1:
+            raise ValueError(
+                f"window_groups={window_groups!r} and batches_in_flight={batches_in_flight!r} must be integers >= 1."
+            )
         self.run, self.window_groups, self.num_generations = run, window_groups, num_generations
-        self.correctness_index = correctness_index
+        self.correctness_index, self.batches_in_flight = correctness_index, batches_in_flight
+        self.rounds = run.round_policy.rounds
         self.log = log or (lambda metrics: None)
         self.global_step = global_step or (lambda: 0)
-        self.source: Any = None  # the worker's queue of scored samples
-        self.pending: list[Any] = []  # the rows of the group being assembled
-        self.held: list[list[Any]] = []  # complete groups waiting for the window to fill
+        self.source: Any = None  # the worker's queue of scored rows
+        self.send: Callable[[list[Order]], None] | None = None  # sends the worker orders
+        self.batches: deque[OpenBatch] = deque()  # open, oldest first
         self.ready: deque[Any] = deque()  # the selected groups' rows, to hand on in order
+        self.partial: dict[tuple[int, int], list[Any]] = {}  # (group, round's first rollout): rows so far
+        self.next_group = 0
+        self.drawn_in_epoch = 0  # dataset rows of the epoch's plan drawn so far
         self.newest_version: dict[int, int] = {}  # per prompt, the newest policy version scored into its state
+        self.resend = False  # after a resume: the open rounds' orders are sent again
         self.decisions: deque[tuple[int, int, int, float]] = deque(maxlen=100_000)
 
     # ----------------------------------------------------------------------------------------------- the queue
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         """The next selected row; takes rows from `source` until one is ready. Raises `queue.Empty` when `source`
-        does (after `timeout` seconds in all), keeping what it assembled so far."""
+        does (after `timeout` seconds in all), keeping what it took so far."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        self.advance()
         while not self.ready:
             if not block:
                 self.put(self.source.get_nowait())
@@ -104,127 +152,230 @@ class GroupWindow:
         return self.source.qsize() + len(self.ready)
 
     def put(self, sample: Any) -> None:
-        """Takes one row of the worker's; closes the window when it completes its `window_groups`-th group."""
+        """Takes one row of the worker's; a round complete with it is recorded, and the batches advance."""
         missing = [tag for tag in TAGS if getattr(sample, tag, None) is None]
         if missing:
             raise TypeError(
                 f"A rollout sample of type {type(sample).__name__} lacks LZE's tags {missing}: LZE needs each row's "
-                "prompt key and its group's rewards. Use a rollout worker that pushes LZERolloutSample rows "
-                "(lze_trl.async_samples.tag_group), e.g. lze_trl.async_cpu.StandInRolloutWorker; TRL's "
-                "AsyncRolloutWorker does not tag them yet."
+                "prompt key, rollout, round and the round's rewards. Use a rollout worker that takes LZE's orders and "
+                "pushes LZERolloutSample rows (lze_trl.async_worker.LZERolloutWorker, or "
+                "lze_trl.async_cpu.StandInRolloutWorker)."
             )
-        if self.pending and sample.group_id != self.pending[0].group_id:
-            raise RuntimeError(
-                f"The rows of group {self.pending[0].group_id} ({len(self.pending)} of {self.pending[0].group_rows}) "
-                f"were interleaved with group {sample.group_id}: a worker must push a group's rows together, as TRL's "
-                "score loop does."
-            )
-        self.pending.append(sample)
-        if len(self.pending) >= sample.group_rows:
-            self.held.append(self.pending)
-            self.pending = []
-            if len(self.held) >= self.window_groups:
-                self.close()
+        batch, g = self._group(sample.group_id)
+        rows = self.partial.setdefault((sample.group_id, sample.round_first), [])
+        rows.append(sample)
+        if len(rows) >= max(sample.round_rows, 1):
+            del self.partial[(sample.group_id, sample.round_first)]
+            self._round_arrived(batch, g, rows)
+        self.advance()
 
-    # ----------------------------------------------------------------------------------------------- one window
-    def close(self) -> np.ndarray:
-        """Scores the held groups in version order, selects among them, records the window, queues the selected rows
-        (in arrival order; a weight other than 1 scales their advantages); returns each group's weight, in arrival
-        order."""
-        groups, self.held = self.held, []
-        run = self.run
-        versions = np.array([g[0].model_version for g in groups], dtype=np.int64)
-        keys = np.array([g[0].prompt_key for g in groups], dtype=np.int64)
-        rewards = np.stack([self._rewards(g) for g in groups])  # (groups, G, reward functions)
-        totals = np.nansum(rewards, axis=-1)  # summed with weight 1, as TRL's worker sums them
-        totals[np.isnan(rewards).all(axis=-1)] = np.nan
-        correctness = rewards[:, :, self.correctness_index]
-        run.unscorable_guard.observe(rewards.reshape(-1, rewards.shape[-1]))
-        order = np.argsort(versions, kind="stable")  # oldest policy first; arrival order within a version
+    def _group(self, group_id: int) -> tuple[OpenBatch, int]:
+        for batch in self.batches:
+            where = np.flatnonzero(batch.group_ids == group_id)
+            if len(where):
+                return batch, int(where[0])
+        raise RuntimeError(
+            f"The worker sent a row of group {group_id}, which is in no open generation batch: a worker must roll out "
+            "only the orders it is sent, each once."
+        )
+
+    def _round_arrived(self, batch: OpenBatch, g: int, rows: list[Any]) -> None:
+        first = rows[0].round_first
+        rewards = np.array(rows[0].round_rewards, dtype=np.float64)
+        last = first + len(rewards)
+        self._check_rewards(rewards, rows[0].group_id, first)
+        if first != batch.through[g] or last > batch.round_last or not batch.state.going_on[g]:
+            raise RuntimeError(
+                f"The worker sent rollouts {first}-{last} of group {rows[0].group_id}, which were not ordered (it has "
+                f"{batch.through[g]} rollouts, the round in flight ends at {batch.round_last})."
+            )
+        batch.state.rewards[g, first:last] = rewards
+        batch.through[g] = last
+        if first == 0:
+            batch.versions[g] = rows[0].model_version
+        batch.rows[g].extend(s for s in rows if s.round_rows > 0)
+
+    def _check_rewards(self, rewards: np.ndarray, group_id: int, first: int) -> None:
+        names = self.run.unscorable_guard.reward_names
+        if rewards.ndim != 2 or rewards.shape[1] != len(names):
+            raise ValueError(
+                f"Group {group_id}'s round from rollout {first} carries rewards of shape {rewards.shape}: LZE needs "
+                f"one row per rollout and one column per reward function of the run ({names}, in order)."
+            )
+
+    # ----------------------------------------------------------------------------------------------- the batches
+    def advance(self) -> None:
+        """Chooses after the oldest batch's round or closes it, in order, as far as what arrived allows; then opens
+        batches up to `batches_in_flight` (sending their first round's orders)."""
+        if self.resend:
+            self._send(self._pending_orders())
+            self.resend = False
+        while self.batches and self.batches[0].round_arrived():
+            batch = self.batches[0]
+            state = batch.state
+            if state.rollouts_so_far < batch.round_last:  # the round's rollouts are all in
+                state.fresh.append(int(state.going_on.sum()) * (batch.round_last - state.rollouts_so_far))
+                state.rollouts_so_far = batch.round_last
+            if state.rollouts_so_far < self.num_generations:
+                self._choose(batch)
+            else:
+                self.close(self.batches.popleft())
+        while len(self.batches) < self.batches_in_flight:
+            self._open()
+
+    def _open(self) -> None:
+        run, n, G = self.run, self.window_groups, self.num_generations
+        indices = self._draw(n)
+        keys = np.asarray(run.dataset_keys[indices], dtype=np.int64)
+        rewards = np.full((n, G, len(run.unscorable_guard.reward_names)), np.nan)
+        state = AsyncRounds(keys, rewards, self.correctness_index, np.ones(n, dtype=bool))
+        group_ids = np.arange(self.next_group, self.next_group + n, dtype=np.int64)
+        self.next_group += n
+        batch = OpenBatch(indices, group_ids, state, self.rounds[0], np.zeros(n, dtype=np.int64),
+                          np.full(n, -1, dtype=np.int64), [[] for _ in range(n)])  # fmt: skip
+        self.batches.append(batch)
+        self._send(self._orders(batch))
+
+    def _draw(self, n: int) -> np.ndarray:
+        """The next `n` dataset rows of the epochs' plans (each epoch a seeded permutation, planned by the run)."""
+        run, position = self.run, self.run.position
+        size, drawn = len(run.dataset_keys), []
+        while len(drawn) < n:
+            if position.plan is None or self.drawn_in_epoch >= len(position.plan):
+                if position.plan is not None:
+                    position.skipped_groups = position.groups_skipped(size)
+                    position.epoch += 1
+                order = np.random.default_rng([run.args.seed, position.epoch]).permutation(size)
+                position.plan = np.asarray(run.plan_epoch(position.epoch, order), dtype=np.int64)
+                self.drawn_in_epoch = 0
+                if len(position.plan) == 0:
+                    raise RuntimeError(
+                        f"Epoch {position.epoch} has no prompt to roll out: forward pruning left none of the "
+                        f"{size} prompts in its pool. Train on more prompts, prune later (a larger "
+                        "`prune_solved_after`), revisit more (`prune_revisit_fraction`), or turn pruning "
+                        "(`prune_solved`) off."
+                    )
+            take = position.plan[self.drawn_in_epoch : self.drawn_in_epoch + n - len(drawn)]
+            drawn.extend(int(i) for i in take)
+            self.drawn_in_epoch += len(take)
+        return np.asarray(drawn, dtype=np.int64)
+
+    def _choose(self, batch: OpenBatch) -> None:
+        """The round policy's choice of the groups that go on after a round; orders their next round."""
+        state = batch.state
+        chosen, priority = self.run.round_policy.choose(self.run, state)
+        state.going_on = even_out(chosen, priority, 1, state.going_on)
+        batch.round_last = self.rounds[self.rounds.index(state.rollouts_so_far) + 1]
+        self._send(self._orders(batch))
+
+    def _orders(self, batch: OpenBatch) -> list[Order]:
+        """The orders of `batch`'s round in flight still missing (every going-on group's, rollouts so far to
+        `round_last`)."""
+        first, last = batch.state.rollouts_so_far, batch.round_last
+        return [
+            Order(int(batch.group_ids[g]), int(batch.indices[g]), int(batch.state.prompt_keys[g]), first, last)
+            for g in np.flatnonzero(batch.state.going_on & (batch.through < last))
+        ]
+
+    def _pending_orders(self) -> list[Order]:
+        return [order for batch in self.batches for order in self._orders(batch)]
+
+    def _send(self, orders: list[Order]) -> None:
+        if orders:
+            if self.send is None:
+                raise RuntimeError("The window has no worker to send its orders to (`send` is not set).")
+            self.send(orders)
+
+    # ----------------------------------------------------------------------------------------------- closing
+    def close(self, batch: OpenBatch) -> np.ndarray:
+        """Scores a complete batch in version order, selects among its complete groups, records it, queues the selected
+        rows (advantages over the whole group, scaled by the weight); returns each group's weight, in draw order."""
+        run, G, state = self.run, self.num_generations, batch.state
+        complete, rewards = state.going_on, state.rewards
+        generated = np.arange(G)[None, :] < batch.through[:, None]
+        run.unscorable_guard.observe(rewards[generated])
+        totals = total_rewards(rewards)
+        order = np.argsort(batch.versions, kind="stable")  # oldest policy first; draw order within a version
+        keys, versions = state.prompt_keys, batch.versions
         late = sum(self.newest_version.get(int(k), -1) > v for k, v in zip(keys, versions))
         parts = []
         for version, members in itertools.groupby(order, key=lambda i: versions[i]):
-            members = np.fromiter(members, dtype=np.int64)
-            parts.append(run.score(keys[members], correctness[members], totals[members]))
-            for key in keys[members]:
+            m = np.fromiter(members, dtype=np.int64)
+            parts.append(run.score(keys[m], rewards[m, :, self.correctness_index], totals[m], complete[m]))
+            for key in keys[m]:
                 self.newest_version[int(key)] = max(self.newest_version.get(int(key), -1), int(version))
-        batch = concatenate(parts)
-        weights_in_order = run.select(batch)
-        metrics = run.record(batch, weights_in_order, self.global_step())
-        weights = np.empty(len(groups))
+        groups = concatenate(parts)
+        weights_in_order = run.select(dataclasses.replace(groups, eligible=groups.eligible & complete[order]))
+        metrics: dict[str, float] = {"lze/fresh_rollouts": float(sum(state.fresh))}
+        if len(self.rounds) > 1:
+            in_order = AsyncRounds(keys[order], rewards[order], self.correctness_index, complete[order], G,
+                                   fresh=state.fresh)  # fmt: skip
+            metrics.update(run.round_policy.observe(run, in_order, groups))
+        metrics.update(run.record(groups, weights_in_order, self.global_step()))
+        weights = np.empty(len(keys))
         weights[order] = weights_in_order
-        for group, weight in zip(groups, weights):
-            self.decisions.append((group[0].group_id, group[0].model_version, group[0].prompt_key, float(weight)))
-            if weight == 1:
-                self.ready.extend(group)
-            elif weight > 0:
-                self.ready.extend(dataclasses.replace(s, advantage=s.advantage * float(weight)) for s in group)
+        rows_out, tokens = 0, 0
+        for g, weight in enumerate(weights):
+            self.decisions.append((int(batch.group_ids[g]), int(versions[g]), int(keys[g]), float(weight)))
+            if weight > 0 and complete[g]:
+                advantages = group_advantages(totals[g]) * float(weight)
+                for s in batch.rows[g]:
+                    self.ready.append(dataclasses.replace(s, advantage=float(advantages[s.rollout])))
+                    rows_out, tokens = rows_out + 1, tokens + int(np.sum(s.completion_mask))
         metrics["lze/late_groups"] = float(late)
         metrics["lze/window_versions"] = float(len(np.unique(versions)))
-        metrics["lze/update_rows"] = sum(len(g) for g, w in zip(groups, weights) if w > 0)
+        metrics["lze/update_rows"] = float(rows_out)
+        metrics["lze/update_tokens"] = float(tokens)
         self.log(metrics)
         return weights
 
-    def _rewards(self, group: list[Any]) -> np.ndarray:
-        rewards = np.array(group[0].group_rewards, dtype=np.float64)
-        if rewards.ndim != 2 or rewards.shape[0] != self.num_generations:
-            raise ValueError(
-                f"Group {group[0].group_id} carries rewards of shape {rewards.shape}: LZE needs one row per rollout "
-                f"(num_generations={self.num_generations}) and one column per reward function."
-            )
-        names = self.run.unscorable_guard.reward_names
-        if rewards.shape[1] != len(names):
-            raise ValueError(
-                f"Group {group[0].group_id} carries {rewards.shape[1]} rewards per rollout, but the run has the "
-                f"reward functions {names}: the worker must reward with the trainer's reward functions, in order."
-            )
-        if not 0 <= self.correctness_index < rewards.shape[1]:
-            raise ValueError(
-                f"correctness_reward index {self.correctness_index} is out of range for group {group[0].group_id}, "
-                f"whose rollouts carry {rewards.shape[1]} rewards each."
-            )
-        return rewards
-
     # ----------------------------------------------------------------------------------------------- state
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """The window as arrays (prefixed `window.`) and JSON counters: every row held (the group being assembled,
-        the groups waiting, the selected rows not handed on) and each prompt's newest version scored. Rows whose
-        prompt, completion or metrics JSON cannot write raise a `TypeError`."""
-        rows = [*self.pending, *(s for g in self.held for s in g), *self.ready]
-        arrays = {f"window.{name}": _concat([getattr(s, name) for s in rows]) for name in ARRAY_FIELDS}
-        arrays["window.lengths"] = np.array([len(s.input_ids) for s in rows], dtype=np.int64)
-        for name in SCALAR_FIELDS:
-            dtype = np.float64 if name == "advantage" else np.int64
-            arrays[f"window.{name}"] = np.array([getattr(s, name) for s in rows], dtype=dtype)
-        enqueued = [math.nan if s.enqueued_at is None else s.enqueued_at for s in rows]
-        arrays["window.enqueued_at"] = np.array(enqueued, dtype=np.float64)
+        """The open batches and the rows the window holds, as arrays (prefixed `window.`) and JSON counters. A round
+        partly arrived is not kept: it is ordered again on resume. Rows whose prompt, completion or metrics JSON
+        cannot write raise a `TypeError`."""
+        rows = [*self.ready, *(s for b in self.batches for group in b.rows for s in group)]
+        arrays, text = rows_state(rows, "window.")
         arrays["window.newest_keys"] = np.array(list(self.newest_version), dtype=np.int64)
         arrays["window.newest_versions"] = np.array(list(self.newest_version.values()), dtype=np.int64)
-        counts = [len(self.pending), *(len(g) for g in self.held), len(self.ready)]
-        text = json.dumps([[_plain(getattr(s, name)) for name in JSON_FIELDS] for s in rows])
-        return arrays, {"window_rows": text, "window_counts": counts}
+        batches = []
+        for i, b in enumerate(self.batches):
+            arrays[f"window.batch{i}.rewards"] = b.state.rewards
+            batches.append({
+                "indices": b.indices.tolist(), "group_ids": b.group_ids.tolist(), "round_last": b.round_last,
+                "through": b.through.tolist(), "versions": b.versions.tolist(), "going_on": b.state.going_on.tolist(),
+                "rollouts_so_far": b.state.rollouts_so_far, "fresh": b.state.fresh,
+                "rows": [len(group) for group in b.rows],
+            })  # fmt: skip
+        counters = {"window_rows": text, "window_ready": len(self.ready), "window_batches": json.dumps(batches)}
+        counters.update(window_next_group=self.next_group, window_drawn_in_epoch=self.drawn_in_epoch)
+        return arrays, counters
 
     def load_state_dict(self, arrays: dict[str, np.ndarray], counters: dict[str, Any], make_sample: Callable) -> None:
-        """Restores a window saved by [`~GroupWindow.state_dict`]; `make_sample(**fields)` builds a row."""
-        texts = json.loads(counters["window_rows"])
-        ends = np.cumsum(arrays["window.lengths"])
-        starts = ends - arrays["window.lengths"]
-        rows = []
-        for i, text in enumerate(texts):
-            fields = {name: arrays[f"window.{name}"][starts[i] : ends[i]] for name in ARRAY_FIELDS}
-            for name in SCALAR_FIELDS:
-                value = arrays[f"window.{name}"][i]
-                fields[name] = float(value) if name == "advantage" else int(value)
-            enqueued = float(arrays["window.enqueued_at"][i])
-            fields["enqueued_at"] = None if math.isnan(enqueued) else enqueued
-            fields.update(zip(JSON_FIELDS, text))
-            fields["group_rewards"] = tuple(tuple(r) for r in fields["group_rewards"])
-            rows.append(make_sample(**fields))
-        bounds = np.cumsum([0, *counters["window_counts"]])
-        parts = [rows[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-        self.pending, self.held, self.ready = parts[0], parts[1:-1], deque(parts[-1])
+        """Restores a window saved by [`~GroupWindow.state_dict`]; `make_sample(**fields)` builds a row. The orders of
+        the rounds that had not arrived are sent again at the next [`~GroupWindow.advance`]."""
+        rows = rows_from_state(arrays, counters["window_rows"], make_sample, "window.")
+        ready = int(counters["window_ready"])
+        self.ready, rest = deque(rows[:ready]), iter(rows[ready:])
+        self.batches = deque()
+        for i, b in enumerate(json.loads(counters["window_batches"])):
+            rewards = np.asarray(arrays[f"window.batch{i}.rewards"], dtype=np.float64)
+            keys = np.asarray(self.run.dataset_keys[np.asarray(b["indices"], dtype=np.int64)], dtype=np.int64)
+            state = AsyncRounds(keys, rewards, self.correctness_index, np.array(b["going_on"], dtype=bool),
+                                int(b["rollouts_so_far"]), fresh=list(b["fresh"]))  # fmt: skip
+            self.batches.append(OpenBatch(
+                np.asarray(b["indices"], dtype=np.int64), np.asarray(b["group_ids"], dtype=np.int64), state,
+                int(b["round_last"]), np.asarray(b["through"], dtype=np.int64),
+                np.asarray(b["versions"], dtype=np.int64), [list(itertools.islice(rest, n)) for n in b["rows"]],
+            ))  # fmt: skip
+        self.partial = {}
+        self.next_group, self.drawn_in_epoch = (
+            int(counters["window_next_group"]),
+            int(counters["window_drawn_in_epoch"]),
+        )
         keys, versions = arrays["window.newest_keys"], arrays["window.newest_versions"]
         self.newest_version = {int(k): int(v) for k, v in zip(keys, versions)}
+        self.resend = True
 
 
 def concatenate(parts: list[GroupBatch]) -> GroupBatch:
@@ -234,21 +385,3 @@ def concatenate(parts: list[GroupBatch]) -> GroupBatch:
     names = ("prompt_keys", "pass_rates", "rewards", "energies", "eligible", "ema_pass_rates")
     joined = {name: np.concatenate([getattr(p, name) for p in parts]) for name in names}
     return GroupBatch(**joined, rng=parts[0].rng)
-
-
-def _concat(values: list[Any]) -> np.ndarray:
-    arrays = [np.asarray(v).reshape(-1) for v in values]
-    return np.concatenate(arrays) if arrays else np.empty(0)
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-writable copy of a row's prompt, completion, metrics or rewards (tuples as lists, NaN kept)."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

@@ -220,8 +220,9 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
         increasing = counts and all(a < b for a, b in zip(rounds, rounds[1:])) and (G is None or rounds[-1] == G)
         fix = f"use strictly increasing rollout counts >= 1 ending at num_generations={G}, e.g. [2, {G}] or "
         _check(increasing, "generation_rounds", rounds, fix + f"[2, 4, {G}] (None: one round).")
-        rows = args.per_device_train_batch_size * args.steps_per_generation
-        if rows % G != 0:
+        steps = getattr(args, "steps_per_generation", None)  # None: the async trainer, which keeps groups whole
+        rows = args.per_device_train_batch_size * (steps or 1)
+        if steps is not None and rows % G != 0:
             raise ValueError(
                 f"generation_rounds={rounds} cannot run: every process needs whole groups: "
                 f"per_device_train_batch_size x steps_per_generation = {rows} rows is not a multiple of "
