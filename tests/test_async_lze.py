@@ -513,3 +513,24 @@ def test_what_lze_relies_on_in_trls_async_trainer():
     assert [p for p in inspect.signature(cpu_tree_attention).parameters if p != "kwargs"] == trl_kwargs
     # the tags ride on TRL's sample type
     assert issubclass(LZERolloutSample, RolloutSample)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_processes_train_on_what_the_main_process_decided(tmp_path):
+    import json
+    from pathlib import Path
+
+    from testing_utils import run_torchrun
+
+    result = run_torchrun(Path(__file__).with_name("dist_async.py"), tmp_path, timeout=240)
+    assert result.returncode == 0, result.stderr[-4000:]
+    main, other = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2))
+    assert main["world"] == other["world"] == 2 and main["step"] == other["step"] == 3
+    # one decision, on the main process: the other holds no LZE state and decides nothing
+    assert main["decisions"] and main["batches_recorded"] > 0
+    assert other["decisions"] == [] and other["batches_recorded"] == 0
+    selected = {d[0] for d in main["decisions"] if d[3] > 0}
+    assert main["trained_groups"] and set(main["trained_groups"]) <= selected
+    # both processes trained on what it dispatched: the same weights (DDP)
+    np.testing.assert_array_equal(np.load(tmp_path / "weights0.npy"), np.load(tmp_path / "weights1.npy"))
