@@ -21,6 +21,7 @@ Environments are not supported (refused by the trainer); tools are.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing.context
 import queue
 import time
 from collections import deque
@@ -173,6 +174,16 @@ class LZERolloutLoop(_AsyncRolloutLoop):
         return tagged
 
 
+class _LoopKwargs(dict):
+    """The loop's arguments, the orders queue among them. TRL's worker checks that they pickle before it spawns its
+    child, with plain pickle, which a multiprocessing queue refuses outside a spawn: they pickle without the queue
+    then, and whole when the child is spawned."""
+
+    def __reduce__(self) -> tuple:
+        spawning = multiprocessing.context.get_spawning_popen() is not None
+        return dict, (dict(self) if spawning else {k: v for k, v in self.items() if k != "orders"},)
+
+
 class LZERolloutWorker(AsyncRolloutWorker):
     """
     TRL's `AsyncRolloutWorker` for [`~lze_trl.async_trainer.LZEAsyncGRPOTrainer`]: its child rolls out the orders
@@ -185,7 +196,7 @@ class LZERolloutWorker(AsyncRolloutWorker):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.orders = self._mp_ctx.Queue()
-        self._loop_kwargs["orders"] = self.orders
+        self._loop_kwargs = _LoopKwargs(self._loop_kwargs, orders=self.orders)
 
     def send_orders(self, orders: list[Order]) -> None:
         """Sends the child orders to roll out (in order, each once)."""
