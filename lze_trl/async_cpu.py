@@ -260,14 +260,15 @@ class ReloadWeightTransfer:
     `WeightTransferClient` needs CUDA): each sync writes the trainer's weights to a folder as one safetensors file and
     asks the server, over HTTP, to reload its weights from that folder with vLLM's own `reload_weights`.
 
-    A sync is five requests and one file: `POST /pause?mode=keep` (TRL's `VLLMClient.pause`: in-flight requests are
+    A sync is four requests and one file: `POST /pause?mode=keep` (TRL's `VLLMClient.pause`: in-flight requests are
     frozen, not aborted); the weights written to `{weights_dir}/model.safetensors` (a temporary file, then
     `os.replace`, so that no reader sees half a file); `POST /collective_rpc` with method `reload_weights`
     (`weights_path=weights_dir`, `is_checkpoint_format=True`), which every worker of the server runs: vLLM's layer-wise
     reload, which also restores the layers its CPU backend repacked for its kernels; `POST
     /reset_prefix_cache?reset_running_requests=true`, so that no request goes on with keys and values computed by the
-    old weights (the frozen requests are preempted, and recomputed with the new weights when they resume; the tokens
-    they already sampled keep their old log-probabilities, as with TRL's NCCL transfer); and `POST /resume`.
+    old weights (the frozen requests are preempted and their prefixes recomputed with the new weights when they resume;
+    the tokens they sampled before keep their old log-probabilities; TRL's NCCL transfer resets nothing, so its frozen
+    requests go on with the old keys and values); and `POST /resume`.
 
     The server must run with `VLLM_SERVER_DEV_MODE=1` (all four endpoints are vLLM development endpoints, as TRL's
     `/pause` is) and read `weights_dir` on the trainer's filesystem. Tested against `vllm serve` of vLLM's CPU build
@@ -289,7 +290,8 @@ class ReloadWeightTransfer:
             weights file is `model.safetensors`, which the syncs then overwrite). If `None`, a temporary folder, made
             at the first sync and removed by [`~ReloadWeightTransfer.destroy`].
         timeout (`float`, *optional*, defaults to `1800.0`):
-            Seconds allowed for each request to the server (a reload scales with the model's size).
+            Seconds allowed for each request to the server (a reload scales with the model's size). Training's start
+            ([`~ReloadWeightTransfer.init_weight_transfer`]) waits up to 240 s for the server, TRL's default.
 
     Attributes:
         syncs (`int`):
@@ -299,7 +301,7 @@ class ReloadWeightTransfer:
     def __init__(self, server_url: str, weights_dir: str | None = None, timeout: float = 1800.0) -> None:
         from trl.experimental.async_grpo.vllm_client import VLLMClient
 
-        self.client = VLLMClient(server_url, server_timeout=timeout)
+        self.client = VLLMClient(server_url)
         self.server_url = self.client.server_url
         self.weights_dir = weights_dir
         self.timeout = timeout

@@ -6,17 +6,21 @@ LZE training with vLLM in server mode: `trl vllm-serve` started on the loopback 
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 
 import pytest
 import requests
 import torch
 from testing_utils import count_grad_rows, expected_forward_rows, logged, make_trainer
-from vllm_cpu import max_logp_gap, model_sequence_logps, on_cpu, save_tiny_model, server_metadata_dir
+from vllm_cpu import (
+    free_loopback_port,
+    max_logp_gap,
+    model_sequence_logps,
+    on_cpu,
+    running_server,
+    save_tiny_model,
+    server_metadata_dir,
+)
 
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -29,43 +33,18 @@ def server(tmp_path_factory):
     """`trl vllm-serve` of a saved tiny model on a free loopback port; yields `(base_url, model_dir)`."""
     model_dir = tmp_path_factory.mktemp("vllm-server-model")
     save_tiny_model(model_dir, tie_word_embeddings=False)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_loopback_port()
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
     if on_cpu():
         metadata = server_metadata_dir(tmp_path_factory.mktemp("vllm-metadata"))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (metadata, env.get("PYTHONPATH")) if p)
-    log = open(tmp_path_factory.mktemp("vllm-server-log") / "server.log", "w+")
     trl = os.path.join(os.path.dirname(sys.executable), "trl")  # the `trl` command of this environment
     command = [trl, "vllm-serve", "--model", str(model_dir), "--host", "127.0.0.1"]
     command += ["--port", str(port), "--max_model_len", "512", "--gpu_memory_utilization", "0.3"]
-    proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base_url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 400
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"trl vllm-serve exited with {proc.returncode}:\n{log.read()[-4000:]}")
-            try:
-                if requests.get(f"{base_url}/health", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:  # not up yet: refused, or accepted but not answering yet
-                pass
-            if time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(f"trl vllm-serve did not come up in 400 s:\n{log.read()[-4000:]}")
-            time.sleep(2)
+    log = tmp_path_factory.mktemp("vllm-server-log") / "server.log"
+    with running_server(command, env, log, base_url):
         yield base_url, str(model_dir)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 def server_trainer(tmp_path, server, selector="lze", **overrides):

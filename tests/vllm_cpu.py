@@ -8,7 +8,13 @@ a CUDA GPU is present, so the same tests check TRL's unpatched path on a GPU mac
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
 
 import torch
 
@@ -152,6 +158,55 @@ def server_metadata_dir(folder) -> str:
     with open(os.path.join(info, "METADATA"), "w") as f:
         f.write(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n")
     return str(folder)
+
+
+def free_loopback_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS picks it), for a server subprocess to bind."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(
+    command: list[str], env: dict[str, str], log_path, base_url: str, timeout: float = 400.0
+) -> Iterator[subprocess.Popen]:
+    """
+    Runs `command` (a server listening at `base_url`) in its own process group, its output in `log_path`, until its
+    `/health` answers 200; yields the process, then stops the whole group (SIGTERM, SIGKILL after 30 s), whatever
+    happened meanwhile. Fails the test with the log's tail if the server exits or is not up within `timeout` seconds.
+    """
+    import pytest
+    import requests
+
+    name = " ".join(os.path.basename(part) for part in command[:2])
+    with open(log_path, "w+") as log:
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    pytest.fail(f"{name} exited with {proc.returncode}:\n{log.read()[-4000:]}")
+                try:
+                    if requests.get(f"{base_url}/health", timeout=2).status_code == 200:
+                        break
+                except requests.RequestException:  # not up yet: refused, or accepted but not answering yet
+                    pass
+                if time.monotonic() > deadline:
+                    log.seek(0)
+                    pytest.fail(f"{name} did not come up in {timeout:.0f} s:\n{log.read()[-4000:]}")
+                time.sleep(1)
+            yield proc
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # the whole group has exited already
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def save_tiny_model(

@@ -1,0 +1,196 @@
+"""
+TRL's `AsyncGRPOTrainer` against a real `vllm serve` (vLLM's CPU build on a CPU): TRL's own rollout worker (a spawned
+child process sending `/v1/completions`), the weights synced by `ReloadWeightTransfer` (a safetensors file, then the
+server's `reload_weights` over HTTP), and the server's log-probabilities checked against the trained model's.
+
+Kept light at module level: TRL's worker child unpickles the reward function, so it imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import trl
+from packaging.version import Version
+from vllm_cpu import free_loopback_port, on_cpu, running_server, save_tiny_model, server_metadata_dir
+
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+if Version(trl.__version__) < Version("1.16.0"):  # lze_trl/async_trl.py refuses older TRL (its MIN_TRL)
+    pytest.skip("TRL's AsyncGRPOTrainer as lze_trl.async_cpu shims it is TRL 1.16's", allow_module_level=True)
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}answer: {% endif %}"
+)
+# TRL's worker parses each completion with the tokenizer's `response_template`, which `add_response_schema` knows only
+# for real model families' chat templates: for this template, the whole completion is the answer's text.
+RESPONSE_TEMPLATE = {"defaults": {"role": "assistant"}, "fields": {"content": {"content": "text"}}}
+# Both sides compute in float32 (the trainer's default dtype, the server's `--dtype float32`): the gaps measured after
+# training were 9.5e-7 to 3.3e-6 (summation order of vLLM's CPU kernels against torch's), 300x below this tolerance;
+# each optimizer step of the test moved the same log-probabilities by 1.8 to 8.5, so a server one sync behind (or still
+# on the initial weights) is far outside it. (`test_vllm_server.py` needs 0.05: its server runs in bfloat16.)
+SYNC_TOLERANCE = 1e-3
+MAX_MODEL_LEN = 128
+
+
+def digit_share(completions, **kwargs):
+    """The share of digits in each completion's text: it varies within a group of a random model's samples, so the
+    advantages, and the updates, are not zero. Module-level: TRL's worker pickles it into its spawned child."""
+    texts = [completion[-1]["content"] for completion in completions]
+    return [sum(c.isdigit() for c in text) / max(len(text), 1) for text in texts]
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory):
+    """
+    `vllm serve` of a saved tiny model on a free loopback port, with its development endpoints
+    (`VLLM_SERVER_DEV_MODE=1`: TRL's `/pause` and `/resume`, the reload's `/collective_rpc`); yields
+    `(base_url, model_dir)`. Untied embeddings (vLLM's CPU LM head would keep a stale copy of tied ones, see
+    `ReloadWeightTransfer`), float32 as the trainer trains, eager (no torch.compile warm-up: half the start-up time).
+    """
+    model_dir = str(tmp_path_factory.mktemp("async-vllm-model"))
+    save_tiny_model(model_dir, tie_word_embeddings=False, chat_template=CHAT_TEMPLATE)
+    port = free_loopback_port()
+    env = dict(os.environ, VLLM_SERVER_DEV_MODE="1")
+    env["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")
+    if on_cpu():
+        metadata = server_metadata_dir(tmp_path_factory.mktemp("vllm-metadata"))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (metadata, env.get("PYTHONPATH")) if p)
+    vllm = os.path.join(os.path.dirname(sys.executable), "vllm")  # the `vllm` command of this environment
+    command = [vllm, "serve", model_dir, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32"]
+    command += ["--max-model-len", str(MAX_MODEL_LEN), "--gpu-memory-utilization", "0.3", "--enforce-eager"]
+    base_url = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("vllm-server-log") / "server.log"
+    with running_server(command, env, log, base_url):
+        yield base_url, model_dir
+
+
+@pytest.mark.timeout(300)  # 45 s here; a hang (a worker stuck on a dead server) fails, and the cleanup still runs
+def test_trl_async_trainer_trains_with_its_worker_and_syncs_weights_to_vllm_serve(tmp_path, vllm_server):
+    import torch
+    from datasets import Dataset
+    from test_vllm_server import server_sequence_logps
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+    from trl.experimental.async_grpo.async_rollout_worker import AsyncRolloutWorker
+    from vllm_cpu import max_logp_gap, model_sequence_logps
+
+    from lze_trl.async_cpu import ReloadWeightTransfer, cpu_construction, use_cpu_tree_attention
+
+    base_url, model_dir = vllm_server
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.response_template = RESPONSE_TEMPLATE
+    questions = ["1+1=", "2*3=", "7-4=", "9+8="]
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": q}] for q in questions]})
+    args = AsyncGRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        max_steps=3,
+        weight_sync_steps=1,
+        num_generations=4,
+        max_completion_length=8,
+        max_inflight_tasks=8,  # about a step's rows (the token budget packs ~11): the worker and server idle between
+        queue_maxsize=16,  # steps instead of generating ahead, which costs the trainer CPU on a 2-core machine
+        learning_rate=0.05,
+        vllm_server_base_url=base_url,
+    )  # token_budget unset: the trainer asks the server for its max_model_len
+    transfer = ReloadWeightTransfer(base_url, weights_dir=str(tmp_path / "weights"))
+    with cpu_construction():
+        trainer = AsyncGRPOTrainer(
+            model_dir,
+            digit_share,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            weight_transfer=transfer,
+        )  # rollout_worker=None: TRL builds its AsyncRolloutWorker
+    use_cpu_tree_attention()
+    assert isinstance(trainer.rollout_worker, AsyncRolloutWorker)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    try:
+        trainer.train()
+    finally:  # TRL stops its worker when training ends; this also covers a start that failed before the loop
+        trainer.rollout_worker.stop()
+    assert trainer.state.global_step == 3 and args.token_budget == MAX_MODEL_LEN
+    assert transfer.syncs == 4  # the cold sync, then one per step
+    assert os.listdir(tmp_path / "weights") == ["model.safetensors"]  # written whole, then renamed
+    assert any(not torch.equal(before[name], p) for name, p in trainer.model.named_parameters())
+    logged = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
+    assert logged, "no metric from the worker's child"  # the rows came from the spawned worker's requests
+
+    # the server now serves the trained weights: its log-probabilities of fixed sequences are the trained model's
+    sequences = [tokenizer.encode(text) for text in ("12+5=17", "3+3=6 ok", "(4*2)-1=7")]
+    plain = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)  # the initial weights, sdpa
+    initial = model_sequence_logps(plain, sequences)
+    plain.load_state_dict(trainer.model.state_dict())
+    served, trained = server_sequence_logps(base_url, sequences), model_sequence_logps(plain, sequences)
+    assert max_logp_gap(served, trained) < SYNC_TOLERANCE
+    assert max_logp_gap(served, initial) > 100 * SYNC_TOLERANCE  # the training moved them: not a vacuous match
+
+
+@pytest.mark.timeout(400)
+def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_server):
+    """`LZEAsyncGRPOTrainer` with `rollout_worker=None`: TRL builds LZE's worker (its spawned child rolls out the
+    trainer's orders against `vllm serve`), the probe's first rounds and completions are requests of that worker, only
+    completed selected groups are trained, and a checkpoint resumes with the rounds in flight ordered again."""
+    import numpy as np
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from lze_trl import checkpoint as checkpoint_files
+    from lze_trl.async_cpu import ReloadWeightTransfer
+    from lze_trl.async_trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
+    from lze_trl.async_worker import LZERolloutWorker
+
+    base_url, model_dir = vllm_server
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.response_template = RESPONSE_TEMPLATE
+    questions = ["1+1=", "2*3=", "7-4=", "9+8=", "5+5=", "6-2=", "3*3=", "8+1="]
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": q}] for q in questions]})
+
+    def make(max_steps, **overrides):
+        args = LZEAsyncGRPOConfig(
+            output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", logging_steps=1, max_steps=max_steps,
+            weight_sync_steps=1, num_generations=4, max_completion_length=8, max_inflight_tasks=8, queue_maxsize=16,
+            learning_rate=0.05, vllm_server_base_url=base_url, token_budget=0, per_device_train_batch_size=8,
+            window_groups=4, selection_ratio=0.5, generation_rounds=[2, 4], pass_threshold=0.1, **overrides,
+        )  # fmt: skip
+        transfer = ReloadWeightTransfer(base_url, weights_dir=str(tmp_path / "weights"))
+        return LZEAsyncGRPOTrainer(model_dir, digit_share, args=args, train_dataset=dataset,
+                                   processing_class=tokenizer, weight_transfer=transfer)  # fmt: skip
+
+    trainer = make(2, save_strategy="steps", save_steps=2)
+    assert isinstance(trainer.rollout_worker, LZERolloutWorker)
+    try:
+        trainer.train()
+    finally:
+        trainer.rollout_worker.stop()
+    assert trainer.state.global_step == 2 and trainer.weight_transfer.syncs == 3
+    probed = [e["lze/first_round_rollouts"] for e in trainer.state.log_history if "lze/first_round_rollouts" in e]
+    fresh = [e["lze/fresh_rollouts"] for e in trainer.state.log_history if "lze/fresh_rollouts" in e]
+    assert probed and all(p == 4 * 2 for p in probed)  # every prompt's first 2 rollouts, from the worker's child
+    assert all(2 * 4 < f < 4 * 4 for f in fresh)  # then only the chosen groups' other 2: fewer than GRPO's 16
+    complete = {g for g, _, _, w in trainer.lze_window.decisions if w > 0}
+    assert trainer._trained_groups and trainer._trained_groups <= complete
+    logged = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
+    assert logged, "no metric from the worker's child"
+
+    folder = str(tmp_path / "out" / "checkpoint-2")
+    saved, counters = checkpoint_files.load_state(folder)
+    resumed = make(3)
+    try:
+        resumed.train(resume_from_checkpoint=folder)
+    finally:
+        resumed.rollout_worker.stop()
+    assert resumed.state.global_step == 3 and resumed.model_version == counters["model_version"] + 2  # cold, step 3
+    assert resumed.lze.batches_recorded > int(saved["run.batches_recorded"])
+    # the first group the resumed run decided is one the checkpoint held open: ordered again, not skipped
+    open_groups = set(np.concatenate([b["group_ids"] for b in json.loads(counters["window_batches"])]))
+    assert resumed.lze_window.decisions[0][0] in open_groups
