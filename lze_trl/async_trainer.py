@@ -236,6 +236,7 @@ class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
             args.batches_in_flight,
             self.log_lze,
             lambda: self.state.global_step,
+            lambda: self.model_version - args.max_staleness,
         )
         if main:  # TRL reads `rollout_queue` when it builds the train dataloader, on the main process only
             self.lze_window.source = self.rollout_queue

@@ -71,7 +71,7 @@ class OpenBatch:
     versions: np.ndarray
     rows: list[list[Any]]
 
-    def round_arrived(self) -> bool:
+    def round_arrived(self) -> bool:  # every going-on group's round in flight has come back
         return bool((self.through[self.state.going_on] >= self.round_last).all())
 
 
@@ -93,6 +93,9 @@ class GroupWindow:
             Generation batches open at once (drawn and not yet recorded).
         log (`Callable[[dict], None]`, *optional*):
             Receives each generation batch's `lze/` metrics.
+        oldest_trained (`Callable[[], int]`, *optional*):
+            The oldest policy version TRL still trains (`model_version - max_staleness`); selected rows older than it
+            are counted in `lze/stale_rows` and warned about once.
         global_step (`Callable[[], int]`, *optional*):
             The trainer's optimizer step, for the selection log.
 
@@ -111,6 +114,7 @@ class GroupWindow:
         batches_in_flight: int = 2,
         log: Callable[[dict[str, float]], None] | None = None,
         global_step: Callable[[], int] | None = None,
+        oldest_trained: Callable[[], int] | None = None,
     ) -> None:
         if window_groups < 1 or batches_in_flight < 1:
             raise ValueError(
@@ -121,6 +125,8 @@ class GroupWindow:
         self.rounds = run.round_policy.rounds
         self.log = log or (lambda metrics: None)
         self.global_step = global_step or (lambda: 0)
+        self.oldest_trained = oldest_trained or (lambda: -1)
+        self.warned_stale = False
         self.source: Any = None  # the worker's queue of scored rows
         self.send: Callable[[list[Order]], None] | None = None  # sends the worker orders
         self.batches: deque[OpenBatch] = deque()  # open, oldest first
@@ -208,7 +214,7 @@ class GroupWindow:
         """Chooses after the oldest batch's round or closes it, in order, as far as what arrived allows; then opens
         batches up to `batches_in_flight` (sending their first round's orders)."""
         if self.resend:
-            self._send(self._pending_orders())
+            self._send([order for batch in self.batches for order in self._orders(batch)])
             self.resend = False
         while self.batches and self.batches[0].round_arrived():
             batch = self.batches[0]
@@ -277,9 +283,6 @@ class GroupWindow:
             for g in np.flatnonzero(batch.state.going_on & (batch.through < last))
         ]
 
-    def _pending_orders(self) -> list[Order]:
-        return [order for batch in self.batches for order in self._orders(batch)]
-
     def _send(self, orders: list[Order]) -> None:
         if orders:
             if self.send is None:
@@ -322,6 +325,16 @@ class GroupWindow:
                 for s in batch.rows[g]:
                     self.ready.append(dataclasses.replace(s, advantage=float(advantages[s.rollout])))
                     rows_out, tokens = rows_out + 1, tokens + int(np.sum(s.completion_mask))
+        stale = sum(s.model_version < self.oldest_trained() for s in itertools.islice(reversed(self.ready), rows_out))
+        if stale and not self.warned_stale:
+            self.warned_stale = True
+            run.warn(
+                f"{stale} of the {rows_out} rows LZE selected in a generation batch were already too stale to train "
+                "when it closed (older than max_staleness policy versions): the trainer drops them. The batch's first "
+                "rounds waited too long for its last ones and for the batches before it: lower batches_in_flight or "
+                "window_groups, or raise max_staleness."
+            )
+        metrics["lze/stale_rows"] = float(stale)
         metrics["lze/late_groups"] = float(late)
         metrics["lze/window_versions"] = float(len(np.unique(versions)))
         metrics["lze/update_rows"] = float(rows_out)

@@ -3,6 +3,7 @@
 trainer reads its worker's queue there only); both processes train on what it dispatched."""
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -21,16 +22,18 @@ def correct(completions, **kwargs):
 def main(out_dir: str) -> None:
     torch.manual_seed(0)
     tokenizer = char_tokenizer()
-    path = f"{out_dir}/tiny"
+    path = f"{out_dir}/tiny{os.environ['RANK']}"
     rates = [0.0, 0.5, 1.0, 0.25, 0.75, 0.5, 0.0, 0.5]
     dataset = Dataset.from_dict({"prompt": [f"q{i}=" for i in range(8)], "pass_rate": rates})
+    # every process saves and loads its own copy, before the config starts the process group (transformers then saves
+    # the model's config on the main process only)
+    tiny_qwen2(tokenizer).save_pretrained(path)
+    tokenizer.save_pretrained(path)
     args = LZEAsyncGRPOConfig(
         output_dir=f"{out_dir}/out", use_cpu=True, report_to="none", max_steps=3, num_generations=4, token_budget=0,
         logging_steps=1, save_strategy="no", learning_rate=0.05, selection_noise=0.0, per_device_train_batch_size=4,
         selection_ratio=0.5, window_groups=4, generation_rounds=[2, 4],
     )  # fmt: skip
-    tiny_qwen2(tokenizer).save_pretrained(path)
-    tokenizer.save_pretrained(path)
     policy = tiny_qwen2(tokenizer)
     worker = StandInRolloutWorker(policy, tokenizer, dataset, [correct])
     trainer = LZEAsyncGRPOTrainer(

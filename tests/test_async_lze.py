@@ -10,6 +10,7 @@ import inspect
 import os
 import queue
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,6 +167,25 @@ def test_a_group_older_than_its_prompts_newest_scored_version_is_counted_late(tm
     feed(source, answer(orders[2], [1, 1, 0, 0], 3))
     drain(window)
     assert [m["lze/late_groups"] for m in logged] == [0.0, 1.0, 0.0]
+
+
+def test_selected_rows_too_stale_to_train_are_counted_and_warned_about_once(tmp_path):
+    warned, logged = [], []
+    args = config(tmp_path, selector="none")
+    run = LZERun(args, G, np.array([1, 2], dtype=np.int64), ["correct"], 0, warn=warned.append)
+    window = GroupWindow(
+        run, 2, G, 0, 1, log=logged.append, oldest_trained=lambda: 5
+    )  # the trainer is at 5 + staleness
+    window.source, orders = queue.Queue(), Orders()
+    window.send = orders.send
+    window.advance()
+    feed(window.source, answer(orders[0], [1, 0, 1, 0], version=4), answer(orders[1], [1, 1, 0, 0], version=5))
+    drain(window)
+    assert logged[0]["lze/stale_rows"] == G  # the version-4 group's rows: the trainer would drop them
+    assert len(warned) == 1 and "too stale to train" in warned[0]
+    feed(window.source, *[answer(o, [1, 0, 1, 0], version=4) for o in orders[2:]])
+    drain(window)
+    assert logged[1]["lze/stale_rows"] == 2 * G and len(warned) == 1  # counted again, said once
 
 
 def test_rows_the_window_cannot_place_are_refused(tmp_path):
@@ -364,6 +384,12 @@ def test_the_async_probe_rolls_out_fewer_rollouts_and_trains_only_completed_grou
     assert trained and trained <= completed
     logged = [e for e in trainer.state.log_history if "lze/fresh_rollouts" in e]
     assert logged and all(e["lze/fresh_rollouts"] < 4 * G for e in logged)  # under GRPO's 4 groups x 4 rollouts
+    # every lze/ metric it logs is documented, and the async page's own are all logged
+    docs = Path(__file__).resolve().parents[1] / "docs" / "source"
+    own = set(re.findall(r"^\| `(lze/[a-z_/]+)` \|", (docs / "async.md").read_text(), re.M))
+    documented = own | set(re.findall(r"^\| `(lze/[a-z_/]+)` \|", (docs / "metrics.md").read_text(), re.M))
+    keys = {k for e in trainer.state.log_history for k in e if k.startswith("lze/")}
+    assert own and own <= keys and keys <= documented, (own - keys, keys - documented)
 
 
 @pytest.mark.slow
