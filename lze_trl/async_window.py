@@ -307,7 +307,7 @@ class GroupWindow:
             parts.append(run.score(keys[m], rewards[m, :, self.correctness_index], totals[m], complete[m]))
             for key in keys[m]:
                 self.newest_version[int(key)] = max(self.newest_version.get(int(key), -1), int(version))
-        groups = concatenate(parts)
+        groups = GroupBatch.concatenate(parts)
         weights_in_order = run.select(dataclasses.replace(groups, eligible=groups.eligible & complete[order]))
         metrics: dict[str, float] = {"lze/fresh_rollouts": float(sum(state.fresh))}
         if len(self.rounds) > 1:
@@ -325,6 +325,9 @@ class GroupWindow:
                 for s in batch.rows[g]:
                     self.ready.append(dataclasses.replace(s, advantage=float(advantages[s.rollout])))
                     rows_out, tokens = rows_out + 1, tokens + int(np.sum(s.completion_mask))
+        if not (weights > 0).any():  # every group dead: zero-advantage rows, so that the trainer steps on (as the
+            for g in np.flatnonzero(complete):  # synchronous one on zero-weight rows) instead of waiting for ever
+                self.ready.extend(dataclasses.replace(s, advantage=0.0) for s in batch.rows[g])
         stale = sum(s.model_version < self.oldest_trained() for s in itertools.islice(reversed(self.ready), rows_out))
         if stale and not self.warned_stale:
             self.warned_stale = True
@@ -389,12 +392,3 @@ class GroupWindow:
         keys, versions = arrays["window.newest_keys"], arrays["window.newest_versions"]
         self.newest_version = {int(k): int(v) for k, v in zip(keys, versions)}
         self.resend = True
-
-
-def concatenate(parts: list[GroupBatch]) -> GroupBatch:
-    """One [`GroupBatch`] of several scored in turn (the first one's noise source, seeded by the batch index)."""
-    if len(parts) == 1:
-        return parts[0]
-    names = ("prompt_keys", "pass_rates", "rewards", "energies", "eligible", "ema_pass_rates")
-    joined = {name: np.concatenate([getattr(p, name) for p in parts]) for name in names}
-    return GroupBatch(**joined, rng=parts[0].rng)

@@ -25,5 +25,9 @@ PRIVATE_NAMES: dict[str, str] = {
     "_tag_names": "class attribute: the model card's tags, as TRL's trainers set them",
     "_name": "class attribute: the trainer's name on the model card, as TRL's trainers set it",
     "_paper": "class attribute: the paper cited on the model card, as TRL's trainers set it",
+    "_AsyncRolloutLoop": "TRL's async rollout loop (experimental async GRPO), subclassed by LZE's worker loop "
+    "(`async_worker.py`), whose own generation loop follows TRL's `_generate_loop`; what it uses of the class is "
+    "pinned in `tests/test_async_lze.py`",
+    "_standalone_tools": "read by LZE's async worker loop: the tools TRL's async loop gives each rollout",
 }
 """Private name -> what lze-trl does with it."""

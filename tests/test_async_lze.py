@@ -169,6 +169,18 @@ def test_a_group_older_than_its_prompts_newest_scored_version_is_counted_late(tm
     assert [m["lze/late_groups"] for m in logged] == [0.0, 1.0, 0.0]
 
 
+def test_a_batch_with_every_group_dead_hands_its_rows_on_at_zero_advantage(tmp_path):
+    # the synchronous trainer steps on zero-weight rows when it selects nothing; the async one must not wait for ever
+    logged = []
+    window, source, orders = window_of(config(tmp_path), 3, keys=(1, 2, 3), logged=logged)
+    feed(source, *[answer(o, [1, 1, 1, 1] if i % 2 else [0, 0, 0, 0]) for i, o in enumerate(orders[:3])])
+    forwarded = drain(window)
+    assert len(forwarded) == 3 * G and all(r.advantage == 0.0 for r in forwarded)
+    assert logged[0]["lze/update_rows"] == 0.0 and logged[0]["lze/selected_frac"] == 0.0
+    feed(source, *[answer(o, [1, 0, 0, 0]) for o in orders[3:6]])  # a live batch: only its selected rows
+    assert {r.advantage != 0 for r in drain(window)} == {True}
+
+
 def test_selected_rows_too_stale_to_train_are_counted_and_warned_about_once(tmp_path):
     warned, logged = [], []
     args = config(tmp_path, selector="none")
@@ -215,7 +227,7 @@ def test_a_round_without_rows_counts_in_the_pass_rate_and_trains_nothing(tmp_pat
 
 
 def test_the_probe_completes_the_groups_the_round_policy_chooses_in_order_of_the_batches(tmp_path):
-    args = config(tmp_path, generation_rounds=[2, G], selection_ratio=0.5, selection_noise=0.05)
+    args = config(tmp_path, generation_rounds=[2, G], round_policy="probe", selection_ratio=0.5, selection_noise=0.05)
     logged = []
     window, source, orders = window_of(args, 6, in_flight=2, logged=logged)
     assert len(orders) == 12 and all((o.first, o.last) == (0, 2) for o in orders)  # two batches' first rounds
@@ -349,6 +361,16 @@ def make_trainer(tmp_path, setup, **overrides):
     )
 
 
+def decided(decisions, window_groups: int) -> tuple[set, set]:
+    """The selected groups, and those of the generation batches that selected none (handed on at zero advantage);
+    group ids count up, `window_groups` per batch."""
+    batches: dict[int, list] = {}
+    for group, _, _, weight in decisions:
+        batches.setdefault(group // window_groups, []).append((group, weight))
+    idle = {g for members in batches.values() if all(w == 0 for _, w in members) for g, _ in members}
+    return {g for g, _, _, w in decisions if w > 0}, idle
+
+
 @pytest.mark.slow
 def test_the_async_trainer_updates_on_the_selected_groups_only(tmp_path, setup):
     torch.manual_seed(0)
@@ -357,23 +379,24 @@ def test_the_async_trainer_updates_on_the_selected_groups_only(tmp_path, setup):
     trainer.train()
     assert trainer.state.global_step == 3
     assert any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
-    selected = {d[0] for d in trainer.lze_window.decisions if d[3] > 0}
-    unselected = {d[0] for d in trainer.lze_window.decisions if d[3] == 0}
+    selected, idle = decided(trainer.lze_window.decisions, 4)
+    unselected = {d[0] for d in trainer.lze_window.decisions if d[3] == 0} - idle
     trained = trainer._trained_groups  # every group_id TRL's collator put into a micro-batch of the loss
-    assert unselected and trained and trained <= selected and not trained & unselected
+    assert unselected and trained and trained <= selected | idle and not trained & unselected
     _, _, dataset = setup
     rate = dict(zip(trainer.prompt_keys.dataset_keys.tolist(), dataset["pass_rate"]))
-    dead = {g for g, _, key, _ in trainer.lze_window.decisions if rate[key] in (0.0, 1.0)}
+    dead = {g for g, _, key, _ in trainer.lze_window.decisions if rate[key] in (0.0, 1.0)} - idle
     assert dead and not trained & dead
     assert trainer.weight_transfer.syncs == 4  # the cold sync, then one per step: the stand-in scores with them
     logged = [e for e in trainer.state.log_history if "lze/selected_frac" in e]
-    assert logged and all(0 < e["lze/selected_frac"] <= 0.5 for e in logged)
+    assert logged and all(0 <= e["lze/selected_frac"] <= 0.5 for e in logged)  # 0: a batch that selected none
+    assert any(e["lze/selected_frac"] > 0 for e in logged)
 
 
 @pytest.mark.slow
 def test_the_async_probe_rolls_out_fewer_rollouts_and_trains_only_completed_groups(tmp_path, setup):
     torch.manual_seed(0)
-    trainer = make_trainer(tmp_path, setup, generation_rounds=[2, G])
+    trainer = make_trainer(tmp_path, setup, generation_rounds=[2, G], round_policy="probe")
     trainer.train()
     assert trainer.state.global_step == 3
     rounds = trainer.rollout_worker.produced
@@ -381,7 +404,8 @@ def test_the_async_probe_rolls_out_fewer_rollouts_and_trains_only_completed_grou
     probed = {g for g, _, _, first, _ in rounds if first == 0}
     assert completed and completed < probed  # the probe left groups uncompleted
     trained = trainer._trained_groups
-    assert trained and trained <= completed
+    selected, idle = decided(trainer.lze_window.decisions, 4)
+    assert trained and trained <= (completed & selected) | idle
     logged = [e for e in trainer.state.log_history if "lze/fresh_rollouts" in e]
     assert logged and all(e["lze/fresh_rollouts"] < 4 * G for e in logged)  # under GRPO's 4 groups x 4 rollouts
     # every lze/ metric it logs is documented, and the async page's own are all logged
@@ -556,7 +580,7 @@ def test_two_processes_train_on_what_the_main_process_decided(tmp_path):
     # one decision, on the main process: the other holds no LZE state and decides nothing
     assert main["decisions"] and main["batches_recorded"] > 0
     assert other["decisions"] == [] and other["batches_recorded"] == 0
-    selected = {d[0] for d in main["decisions"] if d[3] > 0}
-    assert main["trained_groups"] and set(main["trained_groups"]) <= selected
+    selected, idle = decided(main["decisions"], 4)
+    assert main["trained_groups"] and set(main["trained_groups"]) <= selected | idle
     # both processes trained on what it dispatched: the same weights (DDP)
     np.testing.assert_array_equal(np.load(tmp_path / "weights0.npy"), np.load(tmp_path / "weights1.npy"))

@@ -1,9 +1,10 @@
 """
-TRL's `AsyncGRPOTrainer` against a real `vllm serve` (vLLM's CPU build on a CPU): TRL's own rollout worker (a spawned
-child process sending `/v1/completions`), the weights synced by `ReloadWeightTransfer` (a safetensors file, then the
-server's `reload_weights` over HTTP), and the server's log-probabilities checked against the trained model's.
+TRL's `AsyncGRPOTrainer` and `LZEAsyncGRPOTrainer` against a real `vllm serve` (vLLM's CPU build on a CPU) of the
+embedded carries task's shipped warm start: each trainer's rollout worker (a spawned child process sending
+`/v1/completions`), the weights synced by `ReloadWeightTransfer` (a safetensors file, then the server's
+`reload_weights` over HTTP), and the server's log-probabilities checked against the trained model's.
 
-Kept light at module level: TRL's worker child unpickles the reward function, so it imports this module.
+The reward is `lze_trl.tasks.shared.arithmetic_reward`, a module-level function TRL's worker pickles into its child.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ import sys
 import pytest
 import trl
 from packaging.version import Version
-from vllm_cpu import free_loopback_port, on_cpu, running_server, save_tiny_model, server_metadata_dir
+from vllm_cpu import (
+    RAW_RESPONSE_TEMPLATE,
+    free_loopback_port,
+    on_cpu,
+    running_server,
+    save_warm_start,
+    server_metadata_dir,
+)
 
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -23,37 +31,36 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 if Version(trl.__version__) < Version("1.16.0"):  # lze_trl/async_trl.py refuses older TRL (its MIN_TRL)
     pytest.skip("TRL's AsyncGRPOTrainer as lze_trl.async_cpu shims it is TRL 1.16's", allow_module_level=True)
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}answer: {% endif %}"
-)
-# TRL's worker parses each completion with the tokenizer's `response_template`, which `add_response_schema` knows only
-# for real model families' chat templates: for this template, the whole completion is the answer's text.
-RESPONSE_TEMPLATE = {"defaults": {"role": "assistant"}, "fields": {"content": {"content": "text"}}}
 # Both sides compute in float32 (the trainer's default dtype, the server's `--dtype float32`): the gaps measured after
 # training were 9.5e-7 to 3.3e-6 (summation order of vLLM's CPU kernels against torch's), 300x below this tolerance;
 # each optimizer step of the test moved the same log-probabilities by 1.8 to 8.5, so a server one sync behind (or still
 # on the initial weights) is far outside it. (`test_vllm_server.py` needs 0.05: its server runs in bfloat16.)
 SYNC_TOLERANCE = 1e-3
-MAX_MODEL_LEN = 128
+MAX_MODEL_LEN = 64  # the warm start's max_position_embeddings
 
 
-def digit_share(completions, **kwargs):
-    """The share of digits in each completion's text: it varies within a group of a random model's samples, so the
-    advantages, and the updates, are not zero. Module-level: TRL's worker pickles it into its spawned child."""
-    texts = [completion[-1]["content"] for completion in completions]
-    return [sum(c.isdigit() for c in text) / max(len(text), 1) for text in texts]
+def carries_dataset(n: int):
+    """`n` prompts of the carries task's train split, as TRL's async worker takes them (conversational), with their
+    answers (graded by `lze_trl.tasks.shared.arithmetic_reward`, which TRL's worker pickles into its child)."""
+    from datasets import Dataset
+
+    from lze_trl.tasks import get_task
+
+    train = get_task("carries").make_splits(n, 8, 8, seed=0)["train"]
+    prompts = [[{"role": "user", "content": p}] for p in train["prompt"]]
+    return Dataset.from_dict({"prompt": prompts, "answer": list(train["answer"])})
 
 
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
     """
-    `vllm serve` of a saved tiny model on a free loopback port, with its development endpoints
+    `vllm serve` of the carries warm start on a free loopback port, with its development endpoints
     (`VLLM_SERVER_DEV_MODE=1`: TRL's `/pause` and `/resume`, the reload's `/collective_rpc`); yields
     `(base_url, model_dir)`. Untied embeddings (vLLM's CPU LM head would keep a stale copy of tied ones, see
     `ReloadWeightTransfer`), float32 as the trainer trains, eager (no torch.compile warm-up: half the start-up time).
     """
     model_dir = str(tmp_path_factory.mktemp("async-vllm-model"))
-    save_tiny_model(model_dir, tie_word_embeddings=False, chat_template=CHAT_TEMPLATE)
+    save_warm_start(model_dir)
     port = free_loopback_port()
     env = dict(os.environ, VLLM_SERVER_DEV_MODE="1")
     env["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -72,7 +79,6 @@ def vllm_server(tmp_path_factory):
 @pytest.mark.timeout(300)  # 45 s here; a hang (a worker stuck on a dead server) fails, and the cleanup still runs
 def test_trl_async_trainer_trains_with_its_worker_and_syncs_weights_to_vllm_serve(tmp_path, vllm_server):
     import torch
-    from datasets import Dataset
     from test_vllm_server import server_sequence_logps
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
@@ -80,12 +86,12 @@ def test_trl_async_trainer_trains_with_its_worker_and_syncs_weights_to_vllm_serv
     from vllm_cpu import max_logp_gap, model_sequence_logps
 
     from lze_trl.async_cpu import ReloadWeightTransfer, cpu_construction, use_cpu_tree_attention
+    from lze_trl.tasks.shared import arithmetic_reward
 
     base_url, model_dir = vllm_server
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokenizer.response_template = RESPONSE_TEMPLATE
-    questions = ["1+1=", "2*3=", "7-4=", "9+8="]
-    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": q}] for q in questions]})
+    tokenizer.response_template = RAW_RESPONSE_TEMPLATE
+    dataset = carries_dataset(8)
     args = AsyncGRPOConfig(
         output_dir=str(tmp_path / "out"),
         use_cpu=True,
@@ -105,7 +111,7 @@ def test_trl_async_trainer_trains_with_its_worker_and_syncs_weights_to_vllm_serv
     with cpu_construction():
         trainer = AsyncGRPOTrainer(
             model_dir,
-            digit_share,
+            arithmetic_reward,
             args=args,
             train_dataset=dataset,
             processing_class=tokenizer,
@@ -126,7 +132,7 @@ def test_trl_async_trainer_trains_with_its_worker_and_syncs_weights_to_vllm_serv
     assert logged, "no metric from the worker's child"  # the rows came from the spawned worker's requests
 
     # the server now serves the trained weights: its log-probabilities of fixed sequences are the trained model's
-    sequences = [tokenizer.encode(text) for text in ("12+5=17", "3+3=6 ok", "(4*2)-1=7")]
+    sequences = [tokenizer.encode(text) for text in ("12+5=17", "3+3=6 00", "(4*2)-1=7")]
     plain = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)  # the initial weights, sdpa
     initial = model_sequence_logps(plain, sequences)
     plain.load_state_dict(trainer.model.state_dict())
@@ -141,29 +147,28 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     trainer's orders against `vllm serve`), the probe's first rounds and completions are requests of that worker, only
     completed selected groups are trained, and a checkpoint resumes with the rounds in flight ordered again."""
     import numpy as np
-    from datasets import Dataset
     from transformers import AutoTokenizer
 
     from lze_trl import checkpoint as checkpoint_files
     from lze_trl.async_cpu import ReloadWeightTransfer
     from lze_trl.async_trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
     from lze_trl.async_worker import LZERolloutWorker
+    from lze_trl.tasks.shared import arithmetic_reward
 
     base_url, model_dir = vllm_server
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokenizer.response_template = RESPONSE_TEMPLATE
-    questions = ["1+1=", "2*3=", "7-4=", "9+8=", "5+5=", "6-2=", "3*3=", "8+1="]
-    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": q}] for q in questions]})
+    tokenizer.response_template = RAW_RESPONSE_TEMPLATE
+    dataset = carries_dataset(16)
 
     def make(max_steps, **overrides):
         args = LZEAsyncGRPOConfig(
             output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", logging_steps=1, max_steps=max_steps,
             weight_sync_steps=1, num_generations=4, max_completion_length=8, max_inflight_tasks=8, queue_maxsize=16,
-            learning_rate=0.05, vllm_server_base_url=base_url, token_budget=0, per_device_train_batch_size=8,
-            window_groups=4, selection_ratio=0.5, generation_rounds=[2, 4], pass_threshold=0.1, **overrides,
+            learning_rate=1e-3, vllm_server_base_url=base_url, token_budget=0, per_device_train_batch_size=8,
+            window_groups=4, selection_ratio=0.5, generation_rounds=[2, 4], round_policy="probe", **overrides,
         )  # fmt: skip
         transfer = ReloadWeightTransfer(base_url, weights_dir=str(tmp_path / "weights"))
-        return LZEAsyncGRPOTrainer(model_dir, digit_share, args=args, train_dataset=dataset,
+        return LZEAsyncGRPOTrainer(model_dir, arithmetic_reward, args=args, train_dataset=dataset,
                                    processing_class=tokenizer, weight_transfer=transfer)  # fmt: skip
 
     trainer = make(2, save_strategy="steps", save_steps=2)
@@ -177,8 +182,12 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     fresh = [e["lze/fresh_rollouts"] for e in trainer.state.log_history if "lze/fresh_rollouts" in e]
     assert probed and all(p == 4 * 2 for p in probed)  # every prompt's first 2 rollouts, from the worker's child
     assert all(2 * 4 < f < 4 * 4 for f in fresh)  # then only the chosen groups' other 2: fewer than GRPO's 16
-    complete = {g for g, _, _, w in trainer.lze_window.decisions if w > 0}
-    assert trainer._trained_groups and trainer._trained_groups <= complete
+    selected = {g for g, _, _, w in trainer.lze_window.decisions if w > 0}  # complete: only they have a weight
+    batches = {}  # a generation batch that selected none hands its complete groups on at zero advantage
+    for g, _, _, w in trainer.lze_window.decisions:
+        batches.setdefault(g // 4, []).append(w)
+    idle = {g for g, _, _, _ in trainer.lze_window.decisions if not any(batches[g // 4])}
+    assert trainer._trained_groups and trainer._trained_groups <= selected | idle
     logged = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
     assert logged, "no metric from the worker's child"
 

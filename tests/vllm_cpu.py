@@ -230,6 +230,33 @@ def save_tiny_model(
     return model, tokenizer
 
 
+RAW_PROMPT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+"""A chat template that renders a conversation's text as it is: the embedded tasks' warm starts were trained on the
+bare prompt (`57+68=`), and TRL's async worker sends every prompt through the chat template."""
+RAW_RESPONSE_TEMPLATE = {"defaults": {"role": "assistant"}, "fields": {"content": {"content": "text"}}}
+"""The response template TRL's async worker parses completions with for that chat template (a tokenizer's
+`response_template`): the whole completion is the answer's text."""
+
+
+def save_warm_start(path, task: str = "carries"):
+    """
+    Saves the shipped warm start of an embedded task to `path` as `vllm serve` and TRL's async trainer load it on a
+    CPU: untied embeddings (vLLM's CPU backend keeps a stale packed copy of a tied LM head after `reload_weights`),
+    float32, [`RAW_PROMPT_TEMPLATE`]. Returns `(model, tokenizer)` (the tokenizer with [`RAW_RESPONSE_TEMPLATE`]).
+    """
+    from lze_trl.demo.config import default_warm_start
+    from lze_trl.demo.warmstart import load_warm_start
+
+    model, tokenizer, _ = load_warm_start(default_warm_start(task))
+    model.config.tie_word_embeddings = False
+    model.lm_head.weight = torch.nn.Parameter(model.model.embed_tokens.weight.detach().clone())
+    tokenizer.chat_template = RAW_PROMPT_TEMPLATE
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    tokenizer.response_template = RAW_RESPONSE_TEMPLATE
+    return model, tokenizer
+
+
 def vllm_sequence_logps(llm, sequences: list[list[int]]) -> list[torch.Tensor]:
     """vLLM's log-probabilities of the tokens `sequences[i][1:]`, each given the tokens before it (prompt logprobs)."""
     from vllm import SamplingParams

@@ -40,25 +40,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 ARMS = ("grpo", "lze", "lze_mask", "probe")
 G = 8
-CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-RESPONSE_TEMPLATE = {"defaults": {"role": "assistant"}, "fields": {"content": {"content": "text"}}}
-
-
-def save_served_model(folder: Path) -> tuple[Any, Any, dict]:
-    """The shipped carries warm start, saved for `vllm serve` (untied embeddings, the raw-prompt chat template);
-    returns `(model, tokenizer, splits)`."""
-    import torch
-
-    from lze_trl.demo.config import DemoConfig
-    from lze_trl.demo.training import prepare
-
-    model, tokenizer, splits, _ = prepare(DemoConfig(progress=False))
-    model.config.tie_word_embeddings = False
-    model.lm_head.weight = torch.nn.Parameter(model.model.embed_tokens.weight.detach().clone())
-    tokenizer.chat_template = CHAT_TEMPLATE
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return model, tokenizer, splits
 
 
 def served_requests(base_url: str) -> float:
@@ -118,6 +99,8 @@ def masking(window: Any) -> None:
 
     def close_and_mask(batch: Any) -> Any:
         weights = close(batch)
+        if not (weights > 0).any():  # the window handed every complete group on at zero advantage already
+            return weights
         for g, weight in enumerate(weights):
             if weight == 0 and batch.state.going_on[g]:
                 window.ready.extend(dataclasses.replace(s, advantage=0.0) for s in batch.rows[g])
@@ -134,6 +117,7 @@ def train_arm(arm: str, seed: int, steps: int, window_groups: int, base_url: str
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+    from vllm_cpu import RAW_RESPONSE_TEMPLATE
 
     from lze_trl.async_cpu import ReloadWeightTransfer, cpu_construction, use_cpu_tree_attention
     from lze_trl.async_trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
@@ -142,7 +126,7 @@ def train_arm(arm: str, seed: int, steps: int, window_groups: int, base_url: str
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    tokenizer.response_template = RESPONSE_TEMPLATE
+    tokenizer.response_template = RAW_RESPONSE_TEMPLATE
     train = splits["train"]
     dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p in train["prompt"]],
                                  "answer": list(train["answer"])})  # fmt: skip
@@ -213,13 +197,20 @@ def main() -> None:
     args = parser.parse_args()
     import tempfile
 
-    from vllm_cpu import free_loopback_port, on_cpu, running_server, server_metadata_dir
+    import torch
+    from vllm_cpu import free_loopback_port, on_cpu, running_server, save_warm_start, server_metadata_dir
+
+    from lze_trl.demo.config import DemoConfig
+    from lze_trl.tasks import get_task
 
     out = Path(args.output)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "model"
-        _, _, splits = save_served_model(model_dir)
+        save_warm_start(model_dir)  # untied, the raw-prompt chat template
+        config = DemoConfig(progress=False)  # the demo's carries splits and torch threads (1: the server and the
+        torch.set_num_threads(config.torch_threads)  # worker child share the 2 cores with the trainer)
+        splits = get_task("carries").make_splits(config.n_train, config.n_test, config.resolved_n_ood(), seed=0)
         port = free_loopback_port()
         env = dict(os.environ, VLLM_SERVER_DEV_MODE="1", VLLM_CPU_KVCACHE_SPACE="1")
         if on_cpu():

@@ -46,6 +46,14 @@ class GroupBatch:
     def num_groups(self) -> int:
         return len(self.prompt_keys)
 
+    @classmethod
+    def concatenate(cls, parts: list[GroupBatch]) -> GroupBatch:
+        """One batch of several scored in turn (the first one's noise source, seeded by the generation batch)."""
+        if len(parts) == 1:
+            return parts[0]
+        names = ("prompt_keys", "pass_rates", "rewards", "energies", "eligible", "ema_pass_rates")
+        return cls(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in names}, rng=parts[0].rng)
+
 
 class Selector:
     """
