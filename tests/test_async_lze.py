@@ -417,6 +417,20 @@ def test_the_async_probe_rolls_out_fewer_rollouts_and_trains_only_completed_grou
 
 
 @pytest.mark.slow
+def test_the_async_trainer_prunes_solved_prompts_from_what_it_draws(tmp_path, setup):
+    trainer = make_trainer(tmp_path, setup, max_steps=6, prune_solved=True, prune_solved_after=1,
+                           prune_revisit_fraction=0.0, selector="none")  # fmt: skip
+    trainer.train()
+    _, _, dataset = setup
+    solved = [int(trainer.prompt_keys.dataset_keys[i]) for i, r in enumerate(dataset["pass_rate"]) if r == 1.0]
+    drawn = [(g, key) for g, _, key, _ in trainer.lze_window.decisions]
+    pruned = [e["lze/pruned_prompts"] for e in trainer.state.log_history if "lze/pruned_prompts" in e]
+    assert pruned and max(pruned) >= 1 and trainer.lze.position.epoch >= 1
+    # the always-solved prompt is drawn in epoch 0 (8 groups) and never after it is pruned
+    assert any(key in solved for g, key in drawn if g < 8) and not any(key in solved for g, key in drawn if g >= 8)
+
+
+@pytest.mark.slow
 def test_the_lze_state_is_saved_with_each_checkpoint_and_resumed(tmp_path, setup):
     trainer = make_trainer(tmp_path, setup, max_steps=2, save_strategy="steps", save_steps=2)
     trainer.train()
