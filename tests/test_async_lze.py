@@ -23,6 +23,7 @@ from packaging.version import Version
 if Version(trl.__version__) < Version("1.16.0"):  # lze_trl/async_trainer.py refuses older TRL (its MIN_TRL)
     pytest.skip("LZEAsyncGRPOTrainer is built on TRL 1.16's AsyncGRPOTrainer", allow_module_level=True)
 
+from testing_utils import decided
 from trl.experimental.async_grpo import AsyncGRPOTrainer, async_grpo_trainer
 from trl.experimental.async_grpo.async_rollout_worker import RolloutGroup, RolloutSample, _AsyncRolloutLoop
 from trl.experimental.async_grpo.packing import TREE_ATTENTION, TreeRow, register_tree_attention, tree_attention
@@ -359,16 +360,6 @@ def make_trainer(tmp_path, setup, **overrides):
         rollout_worker=worker,
         weight_transfer=InProcessWeightTransfer(policy),
     )
-
-
-def decided(decisions, window_groups: int) -> tuple[set, set]:
-    """The selected groups, and those of the generation batches that selected none (handed on at zero advantage);
-    group ids count up, `window_groups` per batch."""
-    batches: dict[int, list] = {}
-    for group, _, _, weight in decisions:
-        batches.setdefault(group // window_groups, []).append((group, weight))
-    idle = {g for members in batches.values() if all(w == 0 for _, w in members) for g, _ in members}
-    return {g for g, _, _, w in decisions if w > 0}, idle
 
 
 @pytest.mark.slow

@@ -147,6 +147,7 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     trainer's orders against `vllm serve`), the probe's first rounds and completions are requests of that worker, only
     completed selected groups are trained, and a checkpoint resumes with the rounds in flight ordered again."""
     import numpy as np
+    from testing_utils import decided
     from transformers import AutoTokenizer
 
     from lze_trl import checkpoint as checkpoint_files
@@ -182,11 +183,7 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     fresh = [e["lze/fresh_rollouts"] for e in trainer.state.log_history if "lze/fresh_rollouts" in e]
     assert probed and all(p == 4 * 2 for p in probed)  # every prompt's first 2 rollouts, from the worker's child
     assert all(2 * 4 < f < 4 * 4 for f in fresh)  # then only the chosen groups' other 2: fewer than GRPO's 16
-    selected = {g for g, _, _, w in trainer.lze_window.decisions if w > 0}  # complete: only they have a weight
-    batches = {}  # a generation batch that selected none hands its complete groups on at zero advantage
-    for g, _, _, w in trainer.lze_window.decisions:
-        batches.setdefault(g // 4, []).append(w)
-    idle = {g for g, _, _, _ in trainer.lze_window.decisions if not any(batches[g // 4])}
+    selected, idle = decided(trainer.lze_window.decisions, 4)  # idle: batches handed on at zero advantage
     assert trainer._trained_groups and trainer._trained_groups <= selected | idle
     logged = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
     assert logged, "no metric from the worker's child"

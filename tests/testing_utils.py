@@ -413,3 +413,13 @@ def colour_dataset(n: int = 16) -> Dataset:
             "image": [Image.new("RGB", (28, 28), c) for c in colours],
         }
     )
+
+
+def decided(decisions, window_groups: int) -> tuple[set, set]:
+    """The selected groups, and those of the generation batches that selected none (handed on at zero advantage);
+    group ids count up, `window_groups` per batch."""
+    batches: dict[int, list] = {}
+    for group, _, _, weight in decisions:
+        batches.setdefault(group // window_groups, []).append((group, weight))
+    idle = {g for members in batches.values() if all(w == 0 for _, w in members) for g, _ in members}
+    return {g for g, _, _, w in decisions if w > 0}, idle
