@@ -42,9 +42,11 @@ from .run import LZERun
 
 
 def _lze_field(name: str) -> tuple[str, Any, dataclasses.Field]:
-    """The LZE setting `name` as [`LZEGRPOConfig`] defines it (one definition for both trainers)."""
+    """The LZE setting `name` as [`LZEGRPOConfig`] defines it (one definition for both trainers), but `fuse_rounds`,
+    which is always `True` here: a group's rounds are requests in the worker's continuous batch."""
     f = LZEGRPOConfig.__dataclass_fields__[name]
-    return name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+    default = True if name == "fuse_rounds" else f.default
+    return name, f.type, dataclasses.field(default=default, default_factory=f.default_factory, metadata=f.metadata)
 
 
 def _post_init(self) -> None:

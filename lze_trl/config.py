@@ -110,14 +110,16 @@ class LZEGRPOConfig(GRPOConfig):
         learning_zone_threshold (`float`, *optional*, defaults to `0.5`):
             The probability of ending in the learning zone a group needs to go on to the next round under
             `round_policy="adaptive"` ([`~lze_trl.energy.learning_zone_probability`]), in (0, 1].
-        fuse_rounds (`bool`, *optional*, defaults to `True`):
-            With `generation_rounds`, make one generation call per generation batch, as GRPO does: the first round of
-            this batch's prompts together with the next round of the groups going on from the batches before, so that
-            a batch of `R` rounds completes `R - 1` generation batches after it was drawn and the update trains on the
-            batch completed in this call (the first `R - 1` updates train on nothing). Rollouts are up to `R - 1`
-            generation batches old when they reach the update (`lze/rollout_staleness`). `False` generates the rounds
-            one call after another, each batch complete before its update: more generation calls, no stale rollouts
-            (in BENCHMARKS.md section 8 the serial probe was the more accurate on one of the tasks).
+        fuse_rounds (`bool`, *optional*, defaults to `False`):
+            With `generation_rounds`, `False` (serial rounds) generates the rounds one call after another, each batch
+            complete before its update: one generation call per round, no stale rollout. `True` (fused rounds) makes
+            one generation call per generation batch, as GRPO does: the first round of this batch's prompts together
+            with the next round of the groups going on from the batches before, so that a batch of `R` rounds
+            completes `R - 1` generation batches after it was drawn and the update trains on the batch completed in
+            this call (the first `R - 1` updates train on nothing). Its rollouts are up to `R - 1` optimizer steps
+            old when they reach the update (`lze/rollout_staleness`), and are corrected by TRL's importance-sampling
+            ratio (`vllm_importance_sampling_correction`, on every backend; `lze/stale_is_ratio_*`). Serial is the
+            default because fused rounds lost accuracy against it (BENCHMARKS.md section 10 has the test).
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
@@ -148,7 +150,7 @@ class LZEGRPOConfig(GRPOConfig):
     round_policy: str = "adaptive"
     history_prior_strength: float = 4.0
     learning_zone_threshold: float = 0.5
-    fuse_rounds: bool = True
+    fuse_rounds: bool = False
     selection_log_max_rows: int = 100_000
     resume_lze_state: str = field(default="strict", metadata={"choices": list(RESUME_MODES)})
 

@@ -11,8 +11,11 @@ rounds give it (a fused run trains on the serial run's rows, one step later); wi
 see that state one batch behind. The first `R - 1` calls complete nothing: their update has only zero-weight rows.
 
 A rollout reaches the update up to `R - 1` generation batches after it was generated (`lze/rollout_staleness`, the
-mean over the update's rollouts). TRL corrects that with the sampling log-probabilities where the backend returns them
-(vLLM, `vllm_importance_sampling_correction`); transformers generation returns none, and nothing corrects it.
+mean over the update's rollouts). Its update row is corrected by TRL's importance-sampling ratio of the policy being
+trained to the one that sampled it (`vllm_importance_sampling_correction`, on by default, with TRL's mode and
+bounds): TRL applies it on vLLM, whose sampling log-probabilities the rows keep; on a backend that returns none
+(transformers generation), the rows of a batch's earlier rounds record them with TRL's forward right after generating,
+and lze-trl applies the same ratio (`lze_trl.off_policy`, logged as `lze/stale_is_ratio_*`).
 
 The batches in flight are this process's rows, saved with each checkpoint, one file per process
 ([`RoundPipeline.save`]); a resumed run continues them exactly rather than regenerating them.
@@ -20,6 +23,7 @@ The batches in flight are this process's rows, saved with each checkpoint, one f
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
@@ -115,7 +119,9 @@ def train_fused(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) 
     requests = [round_request(batch, rounds, G, processes, process) for batch in pipeline.batches]
     # TRL's group size for the call (vLLM server's completions per prompt): one that divides every part's rollouts
     per_prompt = math.gcd(*[last - first for _, _, first, last in requests])
-    rollouts = trainer.generate_rollouts([row for request in requests for row in request[0]], per_prompt)
+    # a batch's rounds but its last are trained after this step's update: they keep their sampling log-probabilities
+    stale = [last < G for rows, _, _, last in requests for _ in rows]
+    rollouts = trainer.generate_rollouts([row for request in requests for row in request[0]], per_prompt, stale)
     pipeline.calls += 1
     run.unscorable_guard.observe(rollouts.rewards)
     metrics = {"lze/fresh_rollouts": len(rollouts.prompt_keys), "lze/generation_calls": 1}
@@ -138,8 +144,11 @@ def train_fused(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) 
 def _nothing_to_update(trainer: Any, first_round: Rollouts, size: int, metrics: dict[str, float]) -> Batch:
     """Zero-weight update rows (no loss token) for a call that completes no batch, made of TRL's rows of the new
     batch's `first_round` (`size` rollouts per group)."""
-    rows, _ = trainer.update_rows(first_round.rows.inputs, (first_round.rows, first_round.rewards), size)
+    held = first_round.rows  # zero-weight rows: their sampling log-probabilities are not needed (nothing to correct)
+    held = dataclasses.replace(held, generated=(*held.generated[:4], None, *held.generated[5:]))
+    rows, _ = trainer.update_rows(held.inputs, (held, first_round.rewards), size)
     keep = torch.zeros(len(first_round.rows.prompts), dtype=torch.bool)
     rows = pad_rows(rows, keep, 0, trainer.lze.args.steps_per_generation, trainer.accelerator)
+    trainer.lze.empty_update_guard.observe(0.0, "no generation batch was complete")
     trainer.log_lze({**metrics, "lze/update_rows": 0.0, "lze/update_tokens": 0.0})
     return rows

@@ -177,6 +177,54 @@ class UnscorableGuard:
         self.unscorable_batches = int(state["unscorable_batches"])
 
 
+# ----------------------------------------------------------------------------------------------- empty updates
+class EmptyUpdateGuard:
+    """
+    Says once (through `warn`) when `num_batches` updates in a row trained no token, beyond the first `fill` of the
+    run (fused rounds' pipeline fill, which completes no batch): the optimizer then steps on zero gradients, and a run
+    that goes on so learns nothing. Its count is saved with the run: a resumed run warns where the uninterrupted one
+    would.
+    """
+
+    def __init__(self, fill: int, warn: Callable[[str], None], num_batches: int = 3) -> None:
+        self.fill, self.warn, self.num_batches = fill, warn, num_batches
+        self.updates = 0  # updates observed
+        self.trained = 0  # updates that trained a token
+        self.empty = 0  # empty updates in a row after the fill
+        self.warned = False
+
+    def observe(self, update_tokens: float, why: str) -> None:
+        """Records one update of `update_tokens` loss tokens (all processes'); `why` says what left it empty."""
+        self.updates += 1
+        self.trained += int(update_tokens > 0)
+        if self.updates <= self.fill:
+            return
+        self.empty = self.empty + 1 if update_tokens <= 0 else 0
+        if self.empty >= self.num_batches and not self.warned:
+            self.warned = True
+            self.warn(
+                f"The last {self.empty} updates trained no token ({why}): the optimizer steps on zero gradients and "
+                "the run learns nothing while this lasts (lze/update_tokens is 0)."
+            )
+
+    def at_end(self) -> None:
+        """Says, at the end of training, when no update of the run trained a token."""
+        if self.updates and not self.trained:
+            fill = f", the first {self.fill} by design (fused rounds' pipeline fill)" if self.fill else ""
+            self.warn(
+                f"This run trained no token: all its {self.updates} updates were empty{fill}, so the model is where "
+                "it started. Train more steps, or check lze/dead_frac and lze/selected_frac."
+            )
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        counts = {"updates": self.updates, "trained": self.trained, "empty": self.empty, "warned": self.warned}
+        return {key: np.asarray(value) for key, value in counts.items()}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        self.updates, self.trained, self.empty = int(state["updates"]), int(state["trained"]), int(state["empty"])
+        self.warned = bool(state["warned"])
+
+
 # ----------------------------------------------------------------------------------------------- dataset size
 def check_dataset_fits_batch(num_prompts: int, generation_batch_size: int, num_generations: int) -> None:
     """Raises a `ValueError` when a train dataset of `num_prompts` rows cannot fill one generation batch (of

@@ -11,7 +11,7 @@ import numpy as np
 
 from .energy import compute_energy
 from .errors import LZEWarning
-from .guards import LearningZoneGuard, UnscorableGuard
+from .guards import EmptyUpdateGuard, LearningZoneGuard, UnscorableGuard
 from .prompt_state import PromptState
 from .pruning import PromptPruner
 from .rounds import make_round_policy
@@ -108,6 +108,9 @@ class LZERun:
         self.unscorable_guard = UnscorableGuard(reward_names, limit, self.warn)
         self.position = DataPosition()
         self.round_policy = make_round_policy(args, num_generations, self.warn)
+        # fused rounds complete their first batch `R - 1` updates after the first: those updates are empty by design
+        fill = len(self.round_policy.rounds) - 1 if getattr(args, "fuse_rounds", False) else 0
+        self.empty_update_guard = EmptyUpdateGuard(fill, self.warn)
         self.batches_recorded = 0
         self.energy_kwargs = {  # the energy's settings, as [`~lze_trl.energy.compute_energy`] takes them
             "d_init_min": args.energy_d_init_min,
@@ -225,4 +228,5 @@ class LZERun:
     def _parts(self) -> dict[str, Any]:
         parts = {"prompts": self.prompts, "selector": self.selector, "pruner": self.pruner, "position": self.position}
         parts.update(round_policy=self.round_policy, unscorable_guard=self.unscorable_guard)
+        parts.update(empty_update_guard=self.empty_update_guard)
         return {name: part for name, part in parts.items() if part is not None}

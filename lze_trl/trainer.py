@@ -125,6 +125,13 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         self.lze = LZERun(args, self.num_generations, self.prompt_keys.dataset_keys, names, correctness, warn)
         # fused rounds: the generation batches in flight, this process's own (saved per process with each checkpoint)
         self.round_pipeline = RoundPipeline() if args.generation_rounds and args.fuse_rounds else None
+        fill = self.lze.empty_update_guard.fill
+        if self.round_pipeline is not None and 0 < self.args.max_steps <= fill:
+            raise ValueError(
+                f"max_steps={self.args.max_steps} trains nothing with fuse_rounds=True and generation_rounds="
+                f"{args.generation_rounds}: fused rounds complete their first generation batch at step {fill + 1}. "
+                f"Set max_steps > {fill}, or fuse_rounds=False."
+            )
         # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
         # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches.
         self.args.ignore_data_skip = self.args.ignore_data_skip or (map_style and self.lze.plans_rollouts)
@@ -274,6 +281,8 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         if resume_from_checkpoint and self.lze_enabled:
             self._resume_lze_state(resume_from_checkpoint)
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        if self.lze_enabled:
+            self.lze.empty_update_guard.at_end()
         if self.args.should_save and self.lze_enabled:
             self.save_lze_tables(self.args.output_dir)
         return output

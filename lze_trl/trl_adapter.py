@@ -12,10 +12,15 @@ overrides `_generate` and `_calculate_rewards` and steers them through one [`_TR
   prompts) and `_calculate_rewards` the served rewards;
 - TRL's `num_generations` (its group size, which also sets vLLM server's completions per prompt) is set to the
   round's rollouts per group for the call, and restored after;
-- a `rollout_func`'s extra fields are added to the round's `inputs`, as TRL hands them to the reward functions.
+- a `rollout_func`'s extra fields are added to the round's `inputs`, as TRL hands them to the reward functions;
+- rollouts that will reach the update after an optimizer step (fused rounds' earlier rounds) keep the log-probabilities
+  of the policy that sampled them: the backend's (vLLM's), or where it returns none (transformers generation) TRL's own
+  forward (`_get_per_token_logps_and_entropies`) right after generating; their update rows are then corrected by TRL's
+  importance-sampling ratio (`lze_trl.off_policy`): by TRL itself on vLLM, here on the other backends.
 
-The private TRL names used are `_generate_and_score_completions`, `_generate`, `_calculate_rewards` and
-`_pending_extra_logs`, each listed with its reason in `trl_coupling.py` and pinned by `tests/test_trl_coupling.py`.
+The private TRL names used are `_generate_and_score_completions`, `_generate`, `_calculate_rewards`,
+`_pending_extra_logs` and `_get_per_token_logps_and_entropies`, each listed with its reason in `trl_coupling.py` and
+pinned by `tests/test_trl_coupling.py`.
 """
 
 from __future__ import annotations
@@ -27,7 +32,24 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .batching import take_rows
+from .off_policy import importance_weights, weight_metrics
 from .rollouts import Rollouts, Rows
+
+
+FORWARD_KEYS = (
+    "pixel_values",
+    "image_grid_thw",
+    "num_images",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "num_tiles",
+    "image_sizes",
+    "token_type_ids",
+    "mm_token_type_ids",
+    "image_position_ids",
+)
+"""The update rows' model inputs besides the tokens, passed to TRL's forward as its loss passes them."""
 
 
 class _RolloutsGenerated(Exception):
@@ -46,6 +68,18 @@ class _TRLCall:
     rewards: torch.Tensor | None = None
 
 
+def _padded(tensors: list[torch.Tensor], value: int, left: bool = False) -> torch.Tensor:
+    """`tensors` (1-D) stacked, padded with `value` on the right (or the `left`) to the longest."""
+    width = max((len(t) for t in tensors), default=0)
+    out = torch.full((len(tensors), width), value, dtype=tensors[0].dtype if tensors else torch.long)
+    for i, t in enumerate(tensors):
+        if left:
+            out[i, width - len(t) :] = t
+        else:
+            out[i, : len(t)] = t
+    return out
+
+
 def _numpy(rewards: torch.Tensor) -> np.ndarray:
     return rewards.detach().float().cpu().numpy().astype(np.float64)
 
@@ -59,15 +93,22 @@ class TRLAdapter:
 
     _call: _TRLCall | None = None  # a class default: a trainer built without `__init__` generates as GRPOTrainer
 
-    def generate_rollouts(self, inputs: list[dict], num_rollouts: int) -> Rollouts:
+    def generate_rollouts(self, inputs: list[dict], num_rollouts: int, stale: list[bool] | None = None) -> Rollouts:
         """Rollouts of `inputs` (`num_rollouts` consecutive rows per prompt), generated and rewarded once by TRL,
-        without log-probabilities (those come only for the rows that reach [`~LZEGRPOTrainer.update_rows`])."""
+        without the update's log-probabilities (those come only for the rows that reach
+        [`~LZEGRPOTrainer.update_rows`]). The rows flagged `stale` (they will be trained after an optimizer step)
+        keep the log-probabilities they were sampled with: the backend's, or TRL's forward of the current policy
+        where the backend returns none."""
         prompt_keys = self._gathered_prompt_keys(inputs)  # before a rollout_func's extra fields join the rows
         call = _TRLCall(stop_after_generation=True)
         with self._calling(call, num_rollouts), contextlib.suppress(_RolloutsGenerated):
             super()._generate_and_score_completions(inputs)
         if call.generated is None:
             raise RuntimeError("TRL's _generate_and_score_completions returned without calling _generate.")
+        if stale is not None and any(stale) and call.generated[4] is None:
+            generated = list(call.generated)
+            generated[4] = self._sampling_logprobs(generated[0], generated[1], stale)
+            call.generated = tuple(generated)
         completions, completion_ids, extra_fields = call.generated[3], call.generated[1], call.generated[5]
         for i, row in enumerate(inputs):  # a rollout_func's extra fields reach the reward functions, as TRL hands them
             row.update({k: v[i] for k, v in extra_fields.items() if isinstance(v, list) and len(v) > i})
@@ -80,11 +121,16 @@ class TRLAdapter:
         return Rollouts(rows, prompt_keys, _numpy(rewards))
 
     def update_rows(
-        self, inputs: list[dict], served: tuple[Rows, np.ndarray] | None = None, group_size: int | None = None
+        self,
+        inputs: list[dict],
+        served: tuple[Rows, np.ndarray] | None = None,
+        group_size: int | None = None,
+        stale: np.ndarray | None = None,
     ) -> tuple[dict, Rollouts | None]:
         """TRL's update rows of `inputs` (`_generate_and_score_completions`), made from the `served` rollouts
         ([`Rows`], every process's rewards) with TRL's advantages over groups of `group_size` rows (by default
-        `num_generations`); without `served`, TRL generates and rewards the rollouts, which are returned as
+        `num_generations`), the `stale` ones (generated before an optimizer step) corrected by TRL's
+        importance-sampling ratio; without `served`, TRL generates and rewards the rollouts, which are returned as
         [`Rollouts`] too."""
         # the prompt keys before TRL adds a rollout_func's extra fields to the rows
         prompt_keys = self._gathered_prompt_keys(inputs) if served is None else None
@@ -94,7 +140,7 @@ class TRLAdapter:
         with self._calling(call, group_size):
             rows = super()._generate_and_score_completions(inputs)
         if served is not None:
-            return rows, None
+            return (rows if stale is None else self._corrected(rows, stale)), None
         return rows, Rollouts(Rows(inputs, call.prompts, (), {}), prompt_keys, _numpy(call.rewards))
 
     def _generate(self, prompts):
@@ -122,6 +168,71 @@ class TRLAdapter:
         if call is not None:
             call.rewards = rewards
         return rewards
+
+    def _sampling_logprobs(self, prompt_ids: list, completion_ids: list, stale: list[bool]) -> list[list]:
+        """Each row's completion log-probabilities under the current policy (TRL's forward, no gradient) for the
+        `stale` rows, and `None` per token for the others (as vLLM marks a token it could not score)."""
+        rows = [i for i, flag in enumerate(stale) if flag]
+        out: list[list] = [[None] * len(ids) for ids in completion_ids]
+        pad_id, device = self.processing_class.pad_token_id, self.accelerator.device
+        if pad_id is None:  # a processor: its tokenizer pads
+            pad_id = self.processing_class.tokenizer.pad_token_id
+        prompts = [torch.as_tensor(prompt_ids[i]) for i in rows]
+        completions = [torch.as_tensor(completion_ids[i]) for i in rows]
+        ids, mask = _padded(prompts, pad_id, left=True), _padded([torch.ones_like(p) for p in prompts], 0, left=True)
+        c_ids, c_mask = _padded(completions, pad_id), _padded([torch.ones_like(c) for c in completions], 0)
+        with torch.no_grad():
+            logps = self._get_per_token_logps_and_entropies(
+                self.model,
+                torch.cat([ids, c_ids], dim=1).to(device),
+                torch.cat([mask, c_mask], dim=1).to(device),
+                c_ids.size(1),
+                batch_size=self.args.per_device_train_batch_size,
+            )[0]
+        for k, i in enumerate(rows):
+            out[i] = logps[k, : len(completion_ids[i])].float().cpu().tolist()
+        return out
+
+    def _corrected(self, rows: dict, stale: np.ndarray) -> dict:
+        """TRL's update `rows` with the `stale` ones corrected by TRL's importance-sampling ratio of the current policy
+        to the one that sampled them ([`~lze_trl.off_policy.importance_weights`]) where TRL does not correct them
+        itself (a backend without sampling log-probabilities), as the advantages' factor (the ratio itself with
+        `loss_type="vespo"`, which weighs by it); logs the ratios (`lze/stale_is_ratio_*`)."""
+        sampling = rows.get("sampling_per_token_logps")
+        if self.use_vllm or not self.args.vllm_importance_sampling_correction:
+            return rows  # TRL corrects them (vLLM), or the run asked for no correction
+        if sampling is None:
+            raise RuntimeError("Stale rows reached the update without the log-probabilities they were sampled with.")
+        mask = rows["completion_mask"] * (1 if rows.get("tool_mask") is None else rows["tool_mask"])
+        stale = torch.as_tensor(stale, dtype=torch.bool, device=mask.device)
+        current = rows.get("old_per_token_logps")  # TRL's forward of the current policy, when it made one
+        if current is None:
+            index = torch.nonzero(stale).flatten()
+            part = take_rows(rows, index)
+            with torch.no_grad():
+                logps = self._get_per_token_logps_and_entropies(
+                    self.model,
+                    torch.cat([part["prompt_ids"], part["completion_ids"]], dim=1),
+                    torch.cat([part["prompt_mask"], part["completion_mask"]], dim=1),
+                    part["completion_ids"].size(1),
+                    batch_size=self.args.per_device_train_batch_size,
+                    **{key: part[key] for key in FORWARD_KEYS if part.get(key) is not None},
+                )[0]
+            current = torch.full_like(sampling, float("nan"))
+            current[index] = logps.to(current.dtype)
+        args = self.args
+        bounds = args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max
+        ratio = importance_weights(current, sampling, mask, args.vllm_importance_sampling_mode, *bounds)
+        ratio = torch.where(stale[:, None], ratio, torch.ones_like(ratio))
+        self.log_lze(weight_metrics(ratio, stale, mask))
+        rows = dict(rows)
+        if self.loss_type == "vespo":
+            rows["importance_sampling_ratio"] = ratio
+        elif ratio.shape[-1] == 1:
+            rows["advantages"] = rows["advantages"] * ratio[:, 0]
+        else:
+            rows["advantages"] = rows["advantages"].reshape(len(ratio), -1) * ratio
+        return rows
 
     @contextlib.contextmanager
     def _calling(self, call: _TRLCall, group_size: int | None = None):

@@ -18,6 +18,9 @@ PRIVATE_NAMES: dict[str, str] = {
     "rewards for served rollouts, and to keep the rewards of a batch TRL generates itself",
     "_pending_extra_logs": "what reward functions log with `log_extra` during a generation round, kept with the "
     "rows it describes and handed back, in the update rows' order, before TRL's call that logs them",
+    "_get_per_token_logps_and_entropies": "TRL's forward of the policy: called (no gradient) right after a fused "
+    "round that will be trained after an optimizer step, to record the log-probabilities it was sampled with where "
+    "the backend returns none, and on those rows' update to get the current policy's (`off_policy.py`)",
     "_get_train_sampler": "overridden to return LZERepeatSampler",
     "_metrics": "the per-step metric lists that TRL's `log` averages: the `lze/` metrics are appended to them",
     "_step": "TRL's micro-step counter that paces generation: saved with the LZE state and restored on resume",

@@ -111,7 +111,7 @@ def test_a_resumed_fused_run_continues_its_rollouts_in_flight_exactly(tmp_path, 
     def trainer(out, **extra):
         return make_trainer(
             out, reward=mixed_reward, dataset=prompt_dataset(32), per_device_train_batch_size=16, max_steps=6,
-            save_strategy="steps", save_steps=1, learning_rate=1e-2, **rounds, **extra,
+            save_strategy="steps", save_steps=1, learning_rate=1e-2, fuse_rounds=True, **rounds, **extra,
         )  # fmt: skip
 
     full = trainer(tmp_path / "full")
@@ -135,7 +135,7 @@ def test_a_checkpoint_without_its_rollouts_in_flight_is_refused(tmp_path):
     def trainer(out, **extra):
         return make_trainer(
             out, reward=mixed_reward, dataset=prompt_dataset(32), per_device_train_batch_size=16, max_steps=3,
-            save_strategy="steps", save_steps=2, **PROBE, **extra,
+            save_strategy="steps", save_steps=2, fuse_rounds=True, **PROBE, **extra,
         )  # fmt: skip
 
     trainer(tmp_path / "run").train()
