@@ -231,7 +231,7 @@ def run(out_dir: Path, engine: str, case: str) -> None:
         scheduler = {"type": "WarmupDecayLR", "params": {"warmup_num_steps": "auto", "total_num_steps": "auto"}}
         values["deepspeed"] = {**values["deepspeed"], "scheduler": scheduler}
     if case == "probe":  # probe-then-complete: 2 rollouts of each prompt, then only the chosen groups completed
-        values.update(generation_rounds=[2, 4], round_policy="probe")
+        values.update(generation_rounds=[2, 4], round_policy="probe", fuse_rounds=True)
     with fsdp_on_cpu() if engine == "fsdp2" else contextlib.nullcontext():
         trainer = LZEGRPOTrainer(
             model=model,

@@ -27,12 +27,12 @@ def main(out_dir: str, mode: str) -> None:
     # tools in "rounds-tools"; the probe's rounds one call after another in "probe-serial" (else fused); a fused run
     # resumed from its checkpoint of step 2, its rollouts in flight each rank's own, in "probe-resume"
     probe = (
-        dict(generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=16)
+        dict(generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=16, fuse_rounds=True)
         if mode.startswith("probe")
         else {}
     )
     if mode.startswith("rounds"):
-        probe = dict(generation_rounds=[1, 2, 4], per_device_train_batch_size=16)
+        probe = dict(generation_rounds=[1, 2, 4], per_device_train_batch_size=16, fuse_rounds=True)
     if mode == "probe-serial":
         probe["fuse_rounds"] = False
     if mode == "probe-resume":

@@ -174,6 +174,7 @@ def test_a_run_whose_rounds_complete_dead_groups_says_so_naming_the_setting(tmp_
         generation_rounds=[1, 2, 4],
         learning_zone_threshold=1e-9,  # every group goes on: every completed group is dead
         per_device_train_batch_size=16,
+        fuse_rounds=True,
         max_steps=5,  # fused rounds: a batch of three rounds completes two steps after it was drawn
     )
     with pytest.warns(

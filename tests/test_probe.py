@@ -240,6 +240,7 @@ def test_a_run_whose_probes_decide_badly_says_so(tmp_path):
         generation_rounds=[2, 4],
         round_policy="probe",
         per_device_train_batch_size=16,
+        fuse_rounds=True,
         max_steps=4,  # fused rounds: 3 batches completed, the first a step after it was drawn
     )
     with pytest.warns(LZEWarning, match="more than half of the completed groups came back dead"):
@@ -257,6 +258,7 @@ def test_probe_with_lora_trains_only_the_adapters(tmp_path):
         generation_rounds=[1, 4],
         round_policy="probe",
         per_device_train_batch_size=16,
+        fuse_rounds=True,
         max_steps=3,  # fused rounds: the first step trains on nothing
         trainer_kwargs=dict(peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])),
     )

@@ -188,7 +188,7 @@ ROUNDS = {
     # the adaptive budget in three rounds, every group going on
     "rounds": dict(generation_rounds=[1, 2, 4], learning_zone_threshold=1e-9, fuse_rounds=False),
     # fused rounds: the batch of the first step completed in the second, beside the next batch's first round
-    "fused": dict(generation_rounds=[2, 4], round_policy="probe"),
+    "fused": dict(generation_rounds=[2, 4], round_policy="probe", fuse_rounds=True),
 }
 
 
@@ -364,6 +364,7 @@ def test_every_tool_and_environment_variant_trains_with_the_budget_and_saves_rol
         model=tiny_qwen2(tokenizer, max_position_embeddings=4096),
         tokenizer=tokenizer,
         max_steps=3,  # fused rounds: the first batch completes in the second step's call (three rounds: third)
+        fuse_rounds=True,
         per_device_train_batch_size=16,
         trainer_class=SometimesCallsTool,
         trainer_kwargs=kwargs,

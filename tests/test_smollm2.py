@@ -123,6 +123,7 @@ def test_two_steps_of_training_on_the_cpu(model_and_tokenizer, tmp_path, rounds)
         selection_ratio=0.5,
         generation_rounds=rounds,
         round_policy="probe",
+        fuse_rounds=rounds is not None,
     )
     dataset = make_dataset(16, seed=0, levels=(0, 2))  # the levels with live groups at the start
     trainer = LZEGRPOTrainer(
