@@ -19,6 +19,7 @@ REGIMES: dict[str, dict[str, Any]] = {
     "dead": dict(train_levels=[0, 0, 1, 2, 6, 6], test_levels=[1, 2]),  # the dead-mass regime
     "carries": {},
     "arithmetic": dict(task="arithmetic"),
+    "solved": dict(train_levels=[0, 0, 3, 3, 1, 2], test_levels=[1, 2]),  # most prompts soon solved (section 10)
 }
 
 
