@@ -36,7 +36,7 @@ from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
 from .engines import use_one_thread_on_a_small_cpu
 from .errors import LZEWarning
-from .guards import resolve_correctness_reward
+from .guards import resolve_correctness_reward, warn_if_quota_below_two
 from .prompt_keys import PromptKeys
 from .run import LZERun
 
@@ -230,6 +230,7 @@ class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
         self.lze = LZERun(args, args.num_generations, self.prompt_keys.dataset_keys, names, correctness, warn)
         rows = args.per_device_train_batch_size * args.gradient_accumulation_steps * self.accelerator.num_processes
         window = args.window_groups or max(rows // args.num_generations, 1)  # one optimizer step of async GRPO
+        warn_if_quota_below_two(args.selector, args.selection_ratio, window)
         self.lze_window = GroupWindow(
             self.lze,
             window,

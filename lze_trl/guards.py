@@ -300,6 +300,24 @@ TOKEN_NORMALISED_LOSSES = ("dapo", "cispo", "vespo")
 padding rows change nothing in them. The others average over the rows of each micro-batch, padding included."""
 
 
+def warn_if_quota_below_two(selector: str, selection_ratio: float, num_groups: int) -> str | None:
+    """Warns ([`LZEWarning`]) when the selector's quota keeps fewer than two of a generation batch's `num_groups`
+    groups (`int(num_groups x selection_ratio)`, at least 1); returns the message, or `None`."""
+    from .selection import num_to_select
+
+    quota = num_to_select(num_groups, num_groups, selection_ratio)
+    if selector != "lze" or num_groups < 2 or quota >= 2:
+        return None
+    message = (
+        f"selection_ratio={selection_ratio} keeps {quota} of the {num_groups} prompt groups of each generation batch "
+        f"(int({num_groups} x {selection_ratio}), at least 1): every update trains on one group. Raise "
+        "selection_ratio, or the prompts per generation batch (per_device_train_batch_size x "
+        "gradient_accumulation_steps x processes / num_generations), so that it keeps at least 2."
+    )
+    warnings.warn(message, LZEWarning, stacklevel=3)
+    return message
+
+
 def warn_if_diluted(selector: str, loss_type: str) -> None:
     """Says (through transformers' logger) that a loss averaging over micro-batch rows is diluted by padding rows."""
     if selector != "none" and loss_type not in TOKEN_NORMALISED_LOSSES:

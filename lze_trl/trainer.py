@@ -34,6 +34,7 @@ from .guards import (
     checked_reward_func,
     resolve_correctness_reward,
     warn_if_diluted,
+    warn_if_quota_below_two,
 )
 from .prompt_keys import PromptKeys
 from .run import LZERun
@@ -136,6 +137,9 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches.
         self.args.ignore_data_skip = self.args.ignore_data_skip or (map_style and self.lze.plans_rollouts)
         warn_if_diluted(args.selector, self.loss_type)
+        if self.lze_enabled:
+            groups = self.args.generation_batch_size // self.num_generations
+            warn_if_quota_below_two(args.selector, args.selection_ratio, groups)
         self.train_sampler: LZERepeatSampler | None = None
         self.add_callback(_LZECallback(self))
         warn_if_not_sharded(self)

@@ -134,3 +134,15 @@ def test_a_reward_that_returns_none_for_every_row_is_named_and_stops_the_run_tha
     with pytest.warns(LZEWarning, match="'none_reward' returned None"):
         trainer.train()
     assert trainer.state.global_step == 4
+
+
+def test_a_quota_of_one_group_a_step_is_said_naming_selection_ratio_and_the_batch(tmp_path):
+    from lze_trl.errors import LZEWarning
+    from lze_trl.guards import warn_if_quota_below_two
+
+    # 4 prompts a step at 0.4: int(1.6) = 1 group a step (the README's "your own data" before it warned)
+    with pytest.warns(LZEWarning, match=r"selection_ratio=0.4 keeps 1 of the 4 prompt groups .*at least 2"):
+        make_trainer(tmp_path, dataset=None, per_device_train_batch_size=16, selection_ratio=0.4)
+    assert warn_if_quota_below_two("lze", 0.4, 5) is None  # int(2.0) = 2
+    assert warn_if_quota_below_two("none", 0.4, 4) is None  # no quota
+    assert warn_if_quota_below_two("lze", 0.4, 1) is None  # one group: nothing else to keep
