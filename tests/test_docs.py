@@ -143,7 +143,10 @@ def test_the_metrics_page_lists_every_metric_runs_log(tmp_path):
     documented = set(re.findall(r"^\| `(lze/[a-z_/]+)` \|", page, re.M))
     logged_keys = set()
     for i, overrides in enumerate(
-        [dict(prune_solved=True, prune_solved_after=1), dict(generation_rounds=[2, 4], per_device_train_batch_size=16, fuse_rounds=True)]
+        [
+            dict(prune_solved=True, prune_solved_after=1),
+            dict(generation_rounds=[2, 4], per_device_train_batch_size=16, fuse_rounds=True),
+        ]
     ):
         trainer = make_trainer(tmp_path / str(i), dataset=prompt_dataset(16), max_steps=4, **overrides)
         trainer.train()
