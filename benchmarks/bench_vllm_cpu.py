@@ -17,7 +17,7 @@ Steps timed: each step records its seconds (all, generation, sync, scoring, upda
 fresh rollouts (completions vLLM returned) and tokens, and what LZE logged (`lze/generation_calls`,
 `lze/rollout_staleness`, `lze/update_rows`); a run's figures are the means over its measured steps. The first
 `--skip_steps` steps (default 1: vLLM's and torch's caches warm up) are not measured. An arm with fused rounds
-(`generation_rounds` of R rounds and `fuse_rounds`, the default) first makes R - 1 steps that complete no batch and
+(`generation_rounds` of R rounds and `fuse_rounds=True`) first makes R - 1 steps that complete no batch and
 update on one zero-weight row (the pipeline fills up): it trains R - 1 steps more and skips them too, so that every
 arm measures `--steps - --skip_steps` steady-state steps, and the first step with a full update is skipped in every
 arm. `--repeats N` runs every arm N times: each repeat runs every arm once, in the order given, so that a drift of the

@@ -38,7 +38,7 @@ from benchmarks.frontier.report import load, smoothed_final  # noqa: E402
 
 ADAPTIVE_RESULTS = ROOT / "benchmarks" / "results" / "adaptive"
 OUTPUT = ROOT / "benchmarks" / "results" / "fused" / "power.md"
-FUSED = "lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33"  # fuse_rounds defaults to True
+FUSED = "lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33"  # fused: the default of its runs' code
 SERIAL_PROBE = "lze:probe_generations=2,selection_ratio=0.33"  # the committed runs' label of the serial probe
 MARGIN = 0.015  # non-inferiority margin on in-domain accuracy
 ALPHA = 0.05  # family-wise, Holm over the regimes

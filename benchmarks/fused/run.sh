@@ -11,7 +11,9 @@
 # Every regime and seed, two at a time (SEEDS from benchmarks/results/fused/power.md's "seeds per regime"):
 #   SEEDS=19; for r in carries dead arithmetic; do for s in $(seq 0 $((SEEDS - 1))); do echo "$r $s"; done; done |
 #     xargs -P 2 -L 1 bash -c 'bash benchmarks/fused/run.sh "$0" "$1" benchmarks/results/fused/runs'
+# The committed runs are labelled as fused rounds were then, the default and uncorrected; since fused rounds are off
+# by default and correct their stale rollouts (section 10), the same arm is spelled out here (the report reads the
+# committed label: rerun at commit b3c23cc to add seeds to it).
 set -euo pipefail
-# fuse_rounds defaults to True
-ARMS=${ARMS:-"grpo lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33"} \
+ARMS=${ARMS:-"grpo lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=true,vllm_importance_sampling_correction=false"} \
   exec bash "$(dirname "$0")/../adaptive/run.sh" "$@"
