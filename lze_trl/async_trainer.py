@@ -34,7 +34,7 @@ from .async_window import GroupWindow
 from .async_worker import LZERolloutWorker
 from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
-from .engines import use_one_thread_on_a_small_cpu
+from .engines import apply_thread_policy
 from .errors import LZEWarning
 from .guards import resolve_correctness_reward, warn_if_quota_below_two
 from .prompt_keys import PromptKeys
@@ -223,7 +223,7 @@ class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
             )
         if on_cpu:
             use_cpu_tree_attention()
-        use_one_thread_on_a_small_cpu(self.accelerator.device.type)
+        apply_thread_policy(self.accelerator.device.type)
         self.prompt_keys = PromptKeys(train_dataset)  # the whole example: every column reaches the reward functions
         main = self.accelerator.is_main_process
         warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731

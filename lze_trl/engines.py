@@ -55,21 +55,32 @@ def warn_if_not_sharded(trainer: Any) -> str | None:
 
 
 SMALL_CPU_CORES = 2
-"""A CPU with at most this many cores trains on one thread unless `OMP_NUM_THREADS` says otherwise
-([`use_one_thread_on_a_small_cpu`])."""
+"""A CPU with at most this many cores runs lze-trl on one thread unless `OMP_NUM_THREADS` says otherwise
+([`thread_policy`])."""
 
 
-def use_one_thread_on_a_small_cpu(device_type: str) -> bool:
+def thread_policy(device_type: str = "cpu") -> tuple[int | None, str]:
     """
-    Sets torch to one thread when training runs on a CPU of at most `SMALL_CPU_CORES` cores and `OMP_NUM_THREADS` is
-    not set: torch's default there (one thread per core) competes with anything else the machine runs (the README's
-    quick start beside one busy process: 9.1 s on one thread, 12.3 and 12.9 s on two). On an idle machine a larger
-    model is faster on both cores (SmolLM2-135M: 14-16 s a step on two, 23-29 s on one; benchmarks/smollm2/REPORT.md),
-    so setting `OMP_NUM_THREADS` keeps torch's own choice. Returns whether it set one thread.
+    The torch threads every lze-trl trainer and command runs on, and why (`None` off the CPU): `OMP_NUM_THREADS` when
+    it is set; else one thread on a CPU of at most `SMALL_CPU_CORES` cores, where torch's default (one thread per core)
+    competes with anything else the machine runs (the README's quick start beside one busy process: 9.1 s on one
+    thread, 12.3 and 12.9 s on two; SmolLM2-135M under load: 60 s a step on one thread, 122 s on two); else torch's
+    default.
     """
-    small = (os.cpu_count() or 1) <= SMALL_CPU_CORES
-    if device_type != "cpu" or not small or "OMP_NUM_THREADS" in os.environ or torch.get_num_threads() == 1:
-        return False
-    torch.set_num_threads(1)
-    logger.info(f"Training on a {os.cpu_count()}-core CPU: torch uses one thread (set OMP_NUM_THREADS to choose).")
-    return True
+    cores = os.cpu_count() or 1
+    if device_type != "cpu":
+        return None, f"on {device_type}: torch's CPU threads do not run the model"
+    if "OMP_NUM_THREADS" in os.environ:
+        return torch.get_num_threads(), f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
+    if cores <= SMALL_CPU_CORES:
+        return 1, f"a {cores}-core CPU: one thread unless OMP_NUM_THREADS is set"
+    return torch.get_num_threads(), f"torch's default on a {cores}-core CPU"
+
+
+def apply_thread_policy(device_type: str = "cpu") -> int | None:
+    """Sets torch's threads to [`thread_policy`]'s (logged when it changes them); returns them (`None` off the CPU)."""
+    threads, why = thread_policy(device_type)
+    if threads is not None and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+        logger.info(f"torch uses {threads} thread(s): {why}.")
+    return threads

@@ -24,7 +24,7 @@ from trl import GRPOConfig, GRPOTrainer
 from . import checkpoint as checkpoint_files
 from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from .config import as_lze_config
-from .engines import use_one_thread_on_a_small_cpu, warn_if_not_sharded
+from .engines import apply_thread_policy, warn_if_not_sharded
 from .errors import LZEWarning
 from .fused_rounds import RoundPipeline, train_fused
 from .generation_batch import train_on_generation_batch
@@ -143,7 +143,7 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         self.train_sampler: LZERepeatSampler | None = None
         self.add_callback(_LZECallback(self))
         warn_if_not_sharded(self)
-        use_one_thread_on_a_small_cpu(self.accelerator.device.type)
+        apply_thread_policy(self.accelerator.device.type)
 
     @property
     def selection_log(self):
