@@ -200,5 +200,6 @@ def test_the_cpu_recipe_finds_its_model_and_data_from_any_folder(cwd, tmp_path, 
     assert (Path(model_args.model_name_or_path) / "model.safetensors").is_file()
     assert script_args.reward_funcs == ["lze_trl.tasks.arithmetic_reward"]  # not a path: as written
     flag = ["--dataset_name", str(tmp_path / "mine.jsonl")]  # a flag wins over the recipe, as it is written
+    (tmp_path / "mine.jsonl").write_text("{}\n")
     script_args, _, _, _ = parse_args(make_parser(), ["--config", recipe, *flag], RECIPE_PATHS)
     assert script_args.dataset_name == flag[1]
