@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from lze_trl.cli import main as cli_main
 from lze_trl.commands import looks_local
-from lze_trl.commands.grpo import LZEGRPOScriptArguments, make_parser, resolve_reward_funcs
+from lze_trl.commands.grpo import LZEGRPOScriptArguments, make_parser, resolve_reward_funcs, reward_registry
 from lze_trl.data import load_datasets, resolve_math_kind
 from lze_trl.rewards import format_reward, math_accuracy
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
@@ -202,6 +202,31 @@ def test_a_missing_dataset_file_is_one_error_naming_the_recipe_key_and_places(tm
     assert f"{cwd / 'models' / 'tiny'} (from the working directory), {folder / 'models' / 'tiny'} (next to" in line
 
 
+def test_an_unknown_reward_is_one_error_naming_the_recipe_and_the_valid_rewards(tmp_path, capsys):
+    registered = ", ".join(reward_registry())
+    fix = f"use a registered reward ({registered}) or a `module.function` import path."
+    recipe = write_recipe(tmp_path / "run.yaml", dataset_name="gsm8k", reward_funcs=["math_acuracy"])
+    assert one_error(capsys, ["grpo", "--config", str(recipe)]) == (
+        f"lze-trl grpo: error: {recipe}: reward_funcs='math_acuracy' is invalid: not a registered reward (did you "
+        f"mean `math_accuracy`?): {fix}"
+    )
+    write_recipe(recipe, dataset_name="gsm8k", reward_funcs=["lze_trl.tasks.arithmetic_rewad"])
+    assert one_error(capsys, ["grpo", "--config", str(recipe)]) == (
+        f"lze-trl grpo: error: {recipe}: reward_funcs='lze_trl.tasks.arithmetic_rewad' is invalid: module "
+        "'lze_trl.tasks' has no function 'arithmetic_rewad' (did you mean `lze_trl.tasks.arithmetic_reward`?): "
+        f"{fix}"
+    )
+    write_recipe(recipe, dataset_name="gsm8k", reward_funcs="no_such_module.reward")  # one name, not a list
+    assert one_error(capsys, ["grpo", "--config", str(recipe)]) == (
+        f"lze-trl grpo: error: {recipe}: reward_funcs='no_such_module.reward' is invalid: No module named "
+        f"'no_such_module' (searched from {os.getcwd()}): {fix}"
+    )
+    # as a flag: the same message, without the recipe's name in front
+    line = one_error(capsys, ["grpo", "--config", str(recipe), "--reward_funcs", "format_rewards"])
+    assert line.startswith("lze-trl grpo: error: reward_funcs='format_rewards' is invalid: not a registered reward")
+    assert "(did you mean `format_reward`?)" in line
+
+
 @pytest.mark.parametrize(
     "key, nearest",
     [("selection_ration", "selection_ratio"), ("lora_rr", "lora_r"), ("dataset_nmae", "dataset_name")],
@@ -268,7 +293,7 @@ def test_reward_resolution():
     (func,) = resolve(reward_funcs=["testing_utils.mixed_reward"])
     assert func.__name__ == "mixed_reward"
     assert resolve(reward_model_name_or_path="some/rm") == ["some/rm"]
-    with pytest.raises(ValueError, match="Could not load reward function"):
+    with pytest.raises(ValueError, match="reward_funcs='no_such_reward' is invalid: not a registered reward"):
         resolve(reward_funcs=["no_such_reward"])
 
 
