@@ -134,8 +134,10 @@ def test_a_bad_yaml_value_is_one_error_naming_the_file_key_and_value(tmp_path, c
 
 
 def test_a_missing_config_file_is_named(tmp_path, capsys):
-    assert cli_main(["grpo", "--config", str(tmp_path / "nope.yaml")]) == 2
-    assert f"--config {tmp_path / 'nope.yaml'}: cannot read it" in capsys.readouterr().err
+    assert one_error(capsys, ["grpo", "--config", str(tmp_path / "nope.yaml")]) == (
+        f"lze-trl grpo: error: --config {tmp_path / 'nope.yaml'}: no such file: looked for {tmp_path / 'nope.yaml'}; "
+        "give the path of a YAML recipe, from the working directory or from the repository's root (`recipes/...`)."
+    )
 
 
 # --------------------------------------------------------------------------------------------------- first contact

@@ -352,3 +352,16 @@ def test_the_help_lists_every_benchmark_from_the_registries(capsys):
         "no",
         "download",
     ]
+
+
+def test_the_readme_evaluation_runs_from_another_folder(tmp_path, monkeypatch):
+    # `lze-trl eval --config recipes/eval/cpu-carries.yaml --model ...` from a folder other than the repository's root:
+    # the recipe is read from the repository, the results go under the working directory
+    from lze_trl.demo import default_warm_start
+    from lze_trl.demo.warmstart import shipped_path
+
+    monkeypatch.chdir(tmp_path)
+    warm = str(shipped_path(default_warm_start("carries")))
+    assert cli_main(["eval", "--config", "recipes/eval/cpu-carries.yaml", "--model", warm, "--max_samples", "8"]) == 0
+    results = json.loads((tmp_path / "outputs" / "cpu-carries-eval" / "results.json").read_text())
+    assert results["models"][warm]["benchmarks"]["carries"]["n"] == 8

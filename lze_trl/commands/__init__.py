@@ -9,6 +9,7 @@ import glob
 import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 
@@ -129,6 +130,39 @@ def check_path(key: str, value: Any, recipe: str | None = None) -> None:
     )
 
 
+def repository() -> Path | None:
+    """
+    The repository's root, the folder holding `recipes/` next to the package (an install from a clone, editable),
+    where a `--config` path not found from the working directory is looked for; `None` for a package installed
+    without its repository.
+    """
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "recipes").is_dir() else None
+
+
+def find_config(path: str) -> str:
+    """
+    The `--config` file to read: `path` from the working directory, else, for a relative path, from the
+    [`repository`]'s root or its `recipes/`, so that `--config recipes/cpu/carries.yaml` runs from any folder.
+
+    Raises:
+        [`UsageError`]: when the file is found nowhere; the message names the places looked in and the nearest recipe.
+    """
+    if os.path.exists(path):
+        return path
+    root = repository()
+    folders = [root, root / "recipes"] if root is not None and not os.path.isabs(path) else []
+    looked = [os.path.abspath(path)] + [str(folder / path) for folder in folders]
+    found = next((candidate for candidate in looked[1:] if os.path.isfile(candidate)), None)
+    if found is not None:
+        return found
+    recipes = [p.relative_to(root).as_posix() for p in (root / "recipes").rglob("*.yaml")] if folders else []
+    raise UsageError(
+        f"--config {path}: no such file: looked for {', '.join(looked)}{did_you_mean(path, recipes)}; give the "
+        "path of a YAML recipe, from the working directory or from the repository's root (`recipes/...`)."
+    )
+
+
 def check_keys(parser: Any, config: dict, config_path: str) -> None:
     """
     Raises a [`UsageError`] naming the keys of a `--config` YAML that are no field of the parser's dataclasses (a
@@ -155,9 +189,9 @@ def check_keys(parser: Any, config: dict, config_path: str) -> None:
 def parse_args(parser: Any, argv: list[str], path_keys: tuple[str, ...] = ()) -> tuple:
     """
     Parses `argv` with TRL's `parser.parse_args_and_config` (a `TrlParser`: a `--config` YAML, flags winning), as
-    `trl <command>` does, with these differences: the keys `path_keys` of the YAML, when they are relative paths
-    found from the YAML's folder but not from the working directory, are read from the YAML's folder (see
-    [`recipe_path`]);
+    `trl <command>` does, with these differences: a `--config` path not found from the working directory is read
+    from the repository (see [`find_config`]); the keys `path_keys` of the YAML, when they are relative paths found
+    from the YAML's folder but not from the working directory, are read from the YAML's folder (see [`recipe_path`]);
     and a mistake ends in one [`UsageError`] naming the YAML file, the key and the fix, instead of argparse's usage
     text or a traceback: a bad value (with what is expected; the config classes' own `ValueError`s, which name the
     setting and the fix, are kept, with the YAML file named when the setting comes from it), a misspelled key (see
@@ -178,7 +212,9 @@ def parse_args(parser: Any, argv: list[str], path_keys: tuple[str, ...] = ()) ->
 
     config, config_path = {}, None
     if "--config" in argv[:-1]:
-        config_path = argv[argv.index("--config") + 1]
+        argv = list(argv)
+        index = argv.index("--config") + 1
+        config_path = argv[index] = find_config(argv[index])
         try:
             with open(config_path) as file:
                 config = yaml.safe_load(file)
