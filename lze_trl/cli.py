@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import importlib
 import sys
+import textwrap
 
 
 COMMANDS = {
     "demo": "Train plain GRPO and LZE (and its variants) on the embedded CPU task and compare them.",
     "grpo": "Train with LZEGRPOTrainer from a YAML recipe or flags, like `trl grpo`.",
-    "eval": "Pass@1 / avg@k of a model, checkpoint or LoRA adapter on math benchmarks.",
+    "eval": "Pass@1 / avg@k of a model, checkpoint or LoRA adapter on {benchmarks}.",
     "env": "Print the environment (versions, accelerators, CPU threads) to paste into a bug report, like `trl env`.",
 }
 
 
 def usage() -> str:
+    """The text of `lze-trl --help`: the commands, `eval`'s with the benchmarks it accepts (from the registries)."""
+    from lze_trl.evaluation.arguments import BENCHMARKS_HELP
+
     lines = ["usage: lze-trl <command> [options]", "", "commands:"]
-    lines += [f"  {name:<7} {text}" for name, text in COMMANDS.items()]
+    for name, text in COMMANDS.items():
+        lines += textwrap.wrap(
+            text.format(benchmarks=BENCHMARKS_HELP),
+            width=119,
+            initial_indent=f"  {name:<7} ",
+            subsequent_indent=" " * 10,
+        )
     lines += ["", "`lze-trl <command> --help` lists a command's options."]
     return "\n".join(lines)
 

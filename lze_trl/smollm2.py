@@ -29,6 +29,7 @@ the Hub is reachable and to the installed file's folder where it is not.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 from pathlib import Path
@@ -139,10 +140,31 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("LZE_TRL_CACHE", Path.home() / ".cache" / "lze_trl"))
 
 
+def file_digest(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
+    """
+    The SHA-256 of a file's content, read in chunks of `chunk_size` bytes (the GGUF file is 98 MB).
+
+    Args:
+        path (`str` or `os.PathLike`):
+            The file.
+        chunk_size (`int`, *optional*, defaults to `1048576`):
+            Bytes read at a time.
+
+    Returns:
+        `str`: `"sha256:<hex digest>"`.
+    """
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(chunk_size), b""):
+            digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
+
+
 def model_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     """
     The installed file as an ordinary Hugging Face model folder (float32 safetensors, config, tokenizer), written on
-    first use (about 40 s and 540 MB) under `cache_dir` and reused after.
+    first use (about 40 s and 540 MB) under `cache_dir` and reused after, by any environment that holds the same file:
+    the folder's stamp is the file's content hash ([`file_digest`]), not its path.
 
     Args:
         cache_dir (`str` or `os.PathLike`, *optional*):
@@ -154,7 +176,7 @@ def model_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     path = gguf_path()
     folder = Path(cache_dir or default_cache_dir()) / "smollm2-135m-instruct-q4_1"
     stamp = folder / "source.txt"
-    source = f"{path} {path.stat().st_size}"
+    source = file_digest(path)
     if stamp.is_file() and stamp.read_text() == source:
         return folder
     model, tokenizer = _load_from_file()

@@ -14,7 +14,8 @@ import yaml
 from safetensors.torch import load_file
 
 from lze_trl.cli import main as cli_main
-from lze_trl.commands.grpo import LZEGRPOScriptArguments, make_parser, resolve_reward_funcs
+from lze_trl.commands import looks_local
+from lze_trl.commands.grpo import LZEGRPOScriptArguments, make_parser, resolve_reward_funcs, reward_registry
 from lze_trl.data import load_datasets, resolve_math_kind
 from lze_trl.rewards import format_reward, math_accuracy
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
@@ -133,8 +134,120 @@ def test_a_bad_yaml_value_is_one_error_naming_the_file_key_and_value(tmp_path, c
 
 
 def test_a_missing_config_file_is_named(tmp_path, capsys):
-    assert cli_main(["grpo", "--config", str(tmp_path / "nope.yaml")]) == 2
-    assert f"--config {tmp_path / 'nope.yaml'}: cannot read it" in capsys.readouterr().err
+    assert one_error(capsys, ["grpo", "--config", str(tmp_path / "nope.yaml")]) == (
+        f"lze-trl grpo: error: --config {tmp_path / 'nope.yaml'}: no such file: looked for {tmp_path / 'nope.yaml'}; "
+        "give the path of a YAML recipe, from the working directory or from the repository's root (`recipes/...`)."
+    )
+
+
+# --------------------------------------------------------------------------------------------------- first contact
+# A new user's mistakes in a recipe end in one line naming the recipe, the key and the fix (issue #53)
+
+
+def one_error(capsys, argv: list[str]) -> str:
+    """Runs `lze-trl <argv>`, which must exit with status 2 and print one line on stderr; returns that line."""
+    assert cli_main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()  # no traceback, no usage text
+    return line
+
+
+def write_recipe(path: Path, **settings) -> Path:
+    """A recipe at `path` for the CPU with a model, an output folder and `settings`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    settings = {"model_name_or_path": "some/model", "output_dir": "out", "use_cpu": True, **settings}
+    path.write_text(yaml.safe_dump(settings, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(
+    "value, local",
+    [
+        ("carries_train.jsonl", True),  # a data file's name
+        ("data/train.parquet", True),
+        ("./my_data", True),
+        ("../models/tiny", True),
+        ("/abs/data", True),
+        ("lze_trl/demo/weights/48f3e60dc1d23923", True),  # more than one `/`: no Hub id
+        ("gsm8k", False),  # a math kind
+        ("openai/gsm8k", False),  # Hub ids
+        ("Qwen/Qwen2.5-Math-1.5B", False),
+        ("owner/name@refs/pr/1?split=train", False),
+        ("hf://BytedTsinghua-SIA/DAPO-Math-17k?split=train", False),
+    ],
+)
+def test_looks_local(value, local):
+    assert looks_local(value) == local
+
+
+def test_a_missing_dataset_file_is_one_error_naming_the_recipe_key_and_places(tmp_path, monkeypatch, capsys):
+    folder, cwd = tmp_path / "recipes", tmp_path / "cwd"
+    cwd.mkdir()
+    recipe = write_recipe(folder / "run.yaml", dataset_name="trian.jsonl")
+    (folder / "train.jsonl").write_text("{}\n")
+    monkeypatch.chdir(cwd)
+    assert one_error(capsys, ["grpo", "--config", str(recipe)]) == (
+        f"lze-trl grpo: error: {recipe}: dataset_name='trian.jsonl' is invalid: no such file or folder: looked for "
+        f"{cwd / 'trian.jsonl'} (from the working directory), {folder / 'trian.jsonl'} (next to the recipe) (did you "
+        "mean `train.jsonl`?); set dataset_name to an existing path (relative to the working directory or the "
+        "recipe's folder) or to a Hub id."
+    )
+    # a flag is read from the working directory only, as it is written
+    assert one_error(capsys, ["grpo", "--config", str(recipe), "--dataset_name", "data/train.jsonl"]) == (
+        f"lze-trl grpo: error: dataset_name='data/train.jsonl' is invalid: no such file or folder: looked for "
+        f"{cwd / 'data' / 'train.jsonl'} (from the working directory); set dataset_name to an existing path "
+        "(relative to the working directory) or to a Hub id."
+    )
+    # the model's path the same way
+    write_recipe(recipe, model_name_or_path="models/tiny/", dataset_name="train.jsonl")
+    line = one_error(capsys, ["grpo", "--config", str(recipe)])
+    assert line.startswith(f"lze-trl grpo: error: {recipe}: model_name_or_path='models/tiny/' is invalid: ")
+    assert f"{cwd / 'models' / 'tiny'} (from the working directory), {folder / 'models' / 'tiny'} (next to" in line
+
+
+def test_an_unknown_reward_is_one_error_naming_the_recipe_and_the_valid_rewards(tmp_path, capsys):
+    registered = ", ".join(reward_registry())
+    fix = f"use a registered reward ({registered}) or a `module.function` import path."
+    recipe = write_recipe(tmp_path / "run.yaml", dataset_name="gsm8k", reward_funcs=["math_acuracy"])
+    assert one_error(capsys, ["grpo", "--config", str(recipe)]) == (
+        f"lze-trl grpo: error: {recipe}: reward_funcs='math_acuracy' is invalid: not a registered reward (did you "
+        f"mean `math_accuracy`?): {fix}"
+    )
+    write_recipe(recipe, dataset_name="gsm8k", reward_funcs=["lze_trl.tasks.arithmetic_rewad"])
+    assert one_error(capsys, ["grpo", "--config", str(recipe)]) == (
+        f"lze-trl grpo: error: {recipe}: reward_funcs='lze_trl.tasks.arithmetic_rewad' is invalid: module "
+        "'lze_trl.tasks' has no function 'arithmetic_rewad' (did you mean `lze_trl.tasks.arithmetic_reward`?): "
+        f"{fix}"
+    )
+    write_recipe(recipe, dataset_name="gsm8k", reward_funcs="no_such_module.reward")  # one name, not a list
+    assert one_error(capsys, ["grpo", "--config", str(recipe)]) == (
+        f"lze-trl grpo: error: {recipe}: reward_funcs='no_such_module.reward' is invalid: No module named "
+        f"'no_such_module' (searched from {os.getcwd()}): {fix}"
+    )
+    # as a flag: the same message, without the recipe's name in front
+    line = one_error(capsys, ["grpo", "--config", str(recipe), "--reward_funcs", "format_rewards"])
+    assert line.startswith("lze-trl grpo: error: reward_funcs='format_rewards' is invalid: not a registered reward")
+    assert "(did you mean `format_reward`?)" in line
+
+
+@pytest.mark.parametrize(
+    "key, nearest",
+    [("selection_ration", "selection_ratio"), ("lora_rr", "lora_r"), ("dataset_nmae", "dataset_name")],
+)
+def test_a_misspelled_key_is_one_error_naming_the_nearest_valid_key(tmp_path, capsys, key, nearest):
+    # the keys of every dataclass of the parser: the config's, the model's and the script's
+    recipe = write_recipe(tmp_path / "run.yaml", **{key: 1})
+    assert one_error(capsys, ["grpo", "--config", str(recipe)]) == (
+        f"lze-trl grpo: error: {recipe}: unknown key `{key}` (did you mean `{nearest}`?): rename or remove it "
+        "(`lze-trl grpo --help` lists the valid keys)."
+    )
+
+
+def test_misspelled_keys_are_all_named(tmp_path, capsys):
+    recipe = write_recipe(tmp_path / "run.yaml", selection_ration=0.4, colour="blue")
+    assert one_error(capsys, ["grpo", "--config", str(recipe)]) == (
+        f"lze-trl grpo: error: {recipe}: unknown keys `selection_ration` (did you mean `selection_ratio`?), `colour`: "
+        "rename or remove them (`lze-trl grpo --help` lists the valid keys)."
+    )
 
 
 @pytest.mark.parametrize(
@@ -182,7 +295,7 @@ def test_reward_resolution():
     (func,) = resolve(reward_funcs=["testing_utils.mixed_reward"])
     assert func.__name__ == "mixed_reward"
     assert resolve(reward_model_name_or_path="some/rm") == ["some/rm"]
-    with pytest.raises(ValueError, match="Could not load reward function"):
+    with pytest.raises(ValueError, match="reward_funcs='no_such_reward' is invalid: not a registered reward"):
         resolve(reward_funcs=["no_such_reward"])
 
 

@@ -9,6 +9,7 @@ known in advance.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from lze_trl.evaluation import (
     merge_results,
     render_prompts,
 )
+from lze_trl.evaluation.arguments import BENCHMARKS_HELP
 from lze_trl.tiny import char_tokenizer
 
 
@@ -321,3 +323,45 @@ def test_eval_grades_an_embedded_task_as_the_demo_does(tmp_path):
     assert scores["pass@1"] == test["accuracy"] == 0.85  # the README's "0.85 before"
     ood_split = task.make_dataset(task.DEFAULT_N_OOD, seed=0, split="ood")
     assert ood["pass@1"] == greedy_accuracy(model, tokenizer, ood_split, max_new_tokens=8)["accuracy"]
+
+
+def test_the_help_lists_every_benchmark_from_the_registries(capsys):
+    # `lze-trl --help` and `lze-trl eval --help` list what `--benchmarks` accepts: the math kinds and embedded tasks
+    from lze_trl.data import KINDS
+    from lze_trl.tasks import TASKS
+
+    names = [*KINDS, *TASKS]
+    assert {"carries", "word_problems", "gsm8k"} <= set(names)
+    assert cli_main(["--help"]) == 0
+    usage = capsys.readouterr().out
+    eval_text = " ".join(usage[usage.index("  eval ") : usage.index("  env ")].split())
+    assert eval_text == f"eval Pass@1 / avg@k of a model, checkpoint or LoRA adapter on {BENCHMARKS_HELP}."
+    with pytest.raises(SystemExit) as exit:
+        cli_main(["eval", "--help"])
+    assert exit.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    option = help_text[help_text.index("--benchmarks BENCHMARKS [BENCHMARKS ...] ") :]
+    assert option.startswith(f"--benchmarks BENCHMARKS [BENCHMARKS ...] Benchmarks by name: {BENCHMARKS_HELP}.")
+    assert re.findall(r"\w+", BENCHMARKS_HELP.split("math benchmarks")[1]) == [
+        *KINDS,
+        "and",
+        "the",
+        "embedded",
+        "tasks",
+        *TASKS,
+        "no",
+        "download",
+    ]
+
+
+def test_the_readme_evaluation_runs_from_another_folder(tmp_path, monkeypatch):
+    # `lze-trl eval --config recipes/eval/cpu-carries.yaml --model ...` from a folder other than the repository's root:
+    # the recipe is read from the repository, the results go under the working directory
+    from lze_trl.demo import default_warm_start
+    from lze_trl.demo.warmstart import shipped_path
+
+    monkeypatch.chdir(tmp_path)
+    warm = str(shipped_path(default_warm_start("carries")))
+    assert cli_main(["eval", "--config", "recipes/eval/cpu-carries.yaml", "--model", warm, "--max_samples", "8"]) == 0
+    results = json.loads((tmp_path / "outputs" / "cpu-carries-eval" / "results.json").read_text())
+    assert results["models"][warm]["benchmarks"]["carries"]["n"] == 8

@@ -12,7 +12,7 @@ import yaml
 from accelerate.commands.config.config_args import ClusterConfig
 from testing_utils import restored_environ
 
-from lze_trl.commands import parse_args, recipe_path
+from lze_trl.commands import UsageError, parse_args, recipe_path
 from lze_trl.commands.eval import make_parser as make_eval_parser
 from lze_trl.commands.grpo import RECIPE_PATHS, make_parser
 from lze_trl.config import LZE_FIELDS
@@ -200,5 +200,35 @@ def test_the_cpu_recipe_finds_its_model_and_data_from_any_folder(cwd, tmp_path, 
     assert (Path(model_args.model_name_or_path) / "model.safetensors").is_file()
     assert script_args.reward_funcs == ["lze_trl.tasks.arithmetic_reward"]  # not a path: as written
     flag = ["--dataset_name", str(tmp_path / "mine.jsonl")]  # a flag wins over the recipe, as it is written
+    (tmp_path / "mine.jsonl").write_text("{}\n")
     script_args, _, _, _ = parse_args(make_parser(), ["--config", recipe, *flag], RECIPE_PATHS)
     assert script_args.dataset_name == flag[1]
+
+
+@pytest.mark.parametrize("written", ["recipes/cpu/carries.yaml", "cpu/carries.yaml"])
+def test_a_config_path_not_found_from_the_cwd_is_read_from_the_repository(written, tmp_path, monkeypatch):
+    # the README's `lze-trl grpo --config recipes/cpu/carries.yaml`, literally, from another folder than the root
+    monkeypatch.chdir(tmp_path)
+    script_args, _, model_args, _ = parse_args(make_parser(), ["--config", written], RECIPE_PATHS)
+    assert Path(script_args.dataset_name) == RECIPES / "cpu" / "carries_train.jsonl"
+    assert (Path(model_args.model_name_or_path) / "model.safetensors").is_file()
+    (tmp_path / "recipes" / "cpu").mkdir(parents=True)  # a recipe of the working directory wins
+    (tmp_path / "recipes" / "cpu" / "carries.yaml").write_text("model_name_or_path: mine/model\nuse_cpu: true\n")
+    _, _, model_args, _ = parse_args(make_parser(), ["--config", "recipes/cpu/carries.yaml"], RECIPE_PATHS)
+    assert model_args.model_name_or_path == "mine/model"
+
+
+def test_a_config_path_found_nowhere_names_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError) as error:
+        parse_args(make_parser(), ["--config", "recipes/cpu/carriez.yaml"], RECIPE_PATHS)
+    looked = [
+        tmp_path / "recipes/cpu/carriez.yaml",
+        ROOT / "recipes/cpu/carriez.yaml",
+        RECIPES / "recipes/cpu/carriez.yaml",
+    ]
+    assert str(error.value) == (
+        f"--config recipes/cpu/carriez.yaml: no such file: looked for {', '.join(map(str, looked))} (did you mean "
+        "`recipes/cpu/carries.yaml`?); give the path of a YAML recipe, from the working directory or from the "
+        "repository's root (`recipes/...`)."
+    )

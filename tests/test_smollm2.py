@@ -4,8 +4,10 @@ splits and grader, and two steps of training with LZE and with the probe on the 
 with the pip lines to run, where the file is not installed (the Makefile's install puts it in)."""
 
 import copy
+import hashlib
 import importlib.metadata
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -35,6 +37,38 @@ def test_a_missing_install_names_the_pip_lines(monkeypatch):
     with pytest.raises(smollm2.SmolLM2NotInstalledError) as error:
         smollm2.gguf_path()
     assert all(line in str(error.value) for line in smollm2.INSTALL_LINES)
+
+
+def test_the_conversion_is_reused_by_any_environment_holding_the_same_file(tmp_path, monkeypatch):
+    # the cache is keyed by the file's content: the same file installed in another virtual environment (another
+    # path) reuses the converted folder; another file is converted again
+    conversions = []
+
+    class Saved:
+        def save_pretrained(self, folder):
+            Path(folder).mkdir(parents=True, exist_ok=True)
+
+    def convert():
+        conversions.append(smollm2.gguf_path())
+        return Saved(), Saved()
+
+    monkeypatch.setattr(smollm2, "_load_from_file", convert)
+    first, second = (tmp_path / env / "site-packages" / smollm2.GGUF_NAME for env in ("venv-a", "venv-b"))
+    for path in (first, second):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    cache = tmp_path / "cache"
+    for path in (first, second, first):
+        monkeypatch.setattr(smollm2, "gguf_path", lambda path=path: path)
+        assert smollm2.model_dir(cache) == cache / "smollm2-135m-instruct-q4_1"
+    assert conversions == [first]
+    second.write_bytes(b"GGUF another model")
+    monkeypatch.setattr(smollm2, "gguf_path", lambda: second)
+    smollm2.model_dir(cache)
+    assert conversions == [first, second]
+    # read in chunks: the same digest as in one read
+    digest = hashlib.sha256(first.read_bytes()).hexdigest()
+    assert smollm2.file_digest(first, chunk_size=7) == smollm2.file_digest(first) == f"sha256:{digest}"
 
 
 def test_resolve_model_name_keeps_other_names_and_checks_source():

@@ -42,7 +42,7 @@ from ..checkpoint import LZEStateError
 from ..data import load_datasets
 from ..plotting.callback import add_plot_callback
 from ..smollm2 import resolve_model_name
-from . import UsageError, parse_args
+from . import UsageError, did_you_mean, parse_args
 
 
 logger = logging.getLogger(__name__)
@@ -99,6 +99,9 @@ class LZEGRPOScriptArguments(GRPOScriptArguments):
 
         if self.dataset_kind is not None and self.dataset_kind not in KINDS:
             raise ValueError(f"dataset_kind={self.dataset_kind!r} is invalid: use one of {sorted(KINDS)}.")
+        if isinstance(self.reward_funcs, str):  # `reward_funcs: math_accuracy` in a YAML
+            self.reward_funcs = [self.reward_funcs]
+        resolve_reward_funcs(self)  # an unknown reward fails here, where the recipe that names it is known
 
 
 RECIPE_PATHS = ("model_name_or_path", "dataset_name", "reward_model_name_or_path")
@@ -151,6 +154,45 @@ def reward_registry(training_args: Any = None) -> dict[str, Callable]:
     }
 
 
+def load_reward_func(name: str, registry: dict[str, Callable]) -> Callable:
+    """
+    The reward function `name` names: a registered one, or the function of a `module.function` import path (the
+    module is searched from the working directory too, as `trl grpo` does).
+
+    Args:
+        name (`str`):
+            An item of `reward_funcs`.
+        registry (`dict[str, Callable]`):
+            The rewards available by name ([`reward_registry`]).
+
+    Raises:
+        `ValueError`: `reward_funcs='<name>' is invalid: ...`, naming the registered rewards, or the module that does
+            not import or the function it lacks, with the nearest name.
+    """
+    if name in registry:
+        return registry[name]
+    fix = f"use a registered reward ({', '.join(registry)}) or a `module.function` import path"
+    if "." not in name:
+        raise ValueError(
+            f"reward_funcs={name!r} is invalid: not a registered reward{did_you_mean(name, registry)}: {fix}."
+        )
+    module_path, func_name = name.rsplit(".", 1)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_path)
+    except ModuleNotFoundError as error:
+        raise ValueError(f"reward_funcs={name!r} is invalid: {error} (searched from {os.getcwd()}): {fix}.") from error
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        names = [f"{module_path}.{attribute}" for attribute in dir(module) if not attribute.startswith("_")]
+        raise ValueError(
+            f"reward_funcs={name!r} is invalid: module {module_path!r} has no function {func_name!r}"
+            f"{did_you_mean(name, names)}: {fix}."
+        )
+    return func
+
+
 def resolve_reward_funcs(script_args: LZEGRPOScriptArguments, training_args: Any = None) -> list:
     """The reward model and reward functions of a run, in order, resolved as `trl grpo` does (plus our names)."""
     registry = reward_registry(training_args)
@@ -160,19 +202,7 @@ def resolve_reward_funcs(script_args: LZEGRPOScriptArguments, training_args: Any
     names = script_args.reward_funcs
     if names is None and not reward_funcs:
         names = ["math_accuracy"]
-    for name in names or []:
-        if name in registry:
-            reward_funcs.append(registry[name])
-        elif "." in name:
-            module_path, func_name = name.rsplit(".", 1)
-            if os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())
-            reward_funcs.append(getattr(importlib.import_module(module_path), func_name))
-        else:
-            raise ValueError(
-                f"Could not load reward function {name!r}. Expected one of {list(registry)} or a valid import path."
-            )
-    return reward_funcs
+    return reward_funcs + [load_reward_func(name, registry) for name in names or []]
 
 
 # --------------------------------------------------------------------------------------------------- training

@@ -32,6 +32,8 @@ _REPO_RE = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[\
 _FILE_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 # Data-file extensions we do not read; a reference ending in one is a file, not a Hub id.
 _UNSUPPORTED_FORMATS = (".csv", ".tsv", ".txt", ".arrow", ".gz", ".bz2", ".xz", ".zst", ".zip", ".tar")
+FILE_EXTENSIONS = (*_FILE_FORMATS, *_UNSUPPORTED_FORMATS)
+"""Extensions of data files, read or not: a reference ending in one names a local file, not a Hub id."""
 _QUERY_KEYS = ("config", "split", "revision")
 _HUB_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
 

@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..data import KINDS
+from ..tasks import TASKS
+
 
 # Column titles of the Markdown table (Table 1 of the paper names its columns so).
 BENCHMARK_TITLES = {
@@ -24,6 +27,9 @@ BENCHMARK_TITLES = {
 TABLE1_BENCHMARKS = ("gsm8k", "math", "dapo_math", "amc23", "aime25")
 # Split read when a benchmark comes from its canonical Hub dataset; the others use the loader's default.
 _EVAL_SPLITS = {"gsm8k": "test", "math": "test"}
+BENCHMARKS_HELP = f"the math benchmarks {', '.join(KINDS)} and the embedded tasks {', '.join(TASKS)} (no download)"
+"""The benchmarks `lze-trl eval` accepts, in words, from the registries ([`~lze_trl.data.KINDS`] and
+[`~lze_trl.tasks.TASKS`]): the help of `lze-trl` and of `--benchmarks`."""
 _SEPARATORS = re.compile(r"[^\w.]+")  # what a split in a file name becomes `-` (e.g. `train[:100]`: `train-100`)
 
 
@@ -42,7 +48,7 @@ class EvalArguments:
             Base model of the LoRA adapters, overriding the `base_model_name_or_path` of their `adapter_config.json`.
         benchmarks (`list[str]`, *optional*, defaults to `["math500", "amc23", "aime25"]`):
             Benchmarks, by [`~lze_trl.data.load_math_dataset`] kind. `gsm8k math dapo_math amc23 aime25` are the
-            columns of the paper's Table 1. `carries` and `arithmetic` are the embedded tasks
+            columns of the paper's Table 1. The names of [`~lze_trl.tasks.TASKS`] are the embedded tasks
             ([`~lze_trl.tasks.get_task`]; no download): 200 held-out prompts (`max_samples` of them when set; with
             `dataset_split` `ood`, the task's out-of-distribution prompts), graded by the task's reward.
         dataset_source (`list[str]`, *optional*):
@@ -111,7 +117,7 @@ class EvalArguments:
     )
     benchmarks: list[str] = field(
         default_factory=lambda: ["math500", "amc23", "aime25"],
-        metadata={"help": "Benchmarks by kind: gsm8k, math, math500, dapo_math, amc23, aime24, aime25."},
+        metadata={"help": f"Benchmarks by name: {BENCHMARKS_HELP}."},
     )
     dataset_source: list[str] | None = field(
         default=None,
@@ -146,8 +152,6 @@ class EvalArguments:
     save_samples: bool = field(default=False, metadata={"help": "Store every completion and grade in the JSON."})
 
     def __post_init__(self):
-        from ..data import KINDS
-
         if isinstance(self.model_name_or_path, str):
             self.model_name_or_path = [self.model_name_or_path]
         if isinstance(self.benchmarks, str):
@@ -158,8 +162,6 @@ class EvalArguments:
             raise ValueError(
                 f"Got {len(self.model_names)} model_names for {len(self.model_name_or_path)} models; give one each."
             )
-        from ..tasks import TASKS
-
         unknown = [b for b in self.benchmarks if b not in KINDS and b not in TASKS]
         if unknown or not self.benchmarks:
             files = [b for b in unknown if "/" in b or "." in b or "://" in b]
