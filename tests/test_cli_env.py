@@ -6,10 +6,10 @@ import os
 from importlib.metadata import PackageNotFoundError, version
 
 import pytest
-import torch
 
 import lze_trl
 from lze_trl.cli import main as cli_main
+from lze_trl.engines import thread_policy
 
 
 def installed(distribution: str) -> str:
@@ -32,7 +32,8 @@ def test_env_prints_trl_block_and_lze_lines(capsys):
     assert items["lze-trl version"].split("+")[0] == lze_trl.__version__
     assert items["math-verify version"] == installed("math-verify")
     assert items["wandb version"] == installed("wandb")
-    assert items["PyTorch CPU threads (torch.get_num_threads())"] == str(torch.get_num_threads())
+    threads, why = thread_policy()
+    assert items["torch threads lze-trl runs on"] == f"{threads} ({why})"  # what training and evaluation use
     assert items["CPUs (os.cpu_count())"] == str(os.cpu_count())
     assert lines[-1].startswith("- CPUs") and list(items).index("vLLM version") < list(items).index("lze-trl version")
 

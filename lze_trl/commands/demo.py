@@ -33,7 +33,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         *option("eval_steps"), type=int, default=None, help="Evaluate every this many steps (default 10)."
     )
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default 1).")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: the package's, which `lze-trl env` says)."
+    )
     parser.add_argument(
         *option("cache_dir"),
         default=None,
@@ -74,6 +76,10 @@ def build_config(args: argparse.Namespace):
         config.eval_steps = args.eval_steps
     if args.threads is not None:
         config.torch_threads = args.threads
+    else:  # the package's thread policy (lze_trl.engines.thread_policy)
+        from lze_trl.engines import thread_policy
+
+        config.torch_threads = thread_policy()[0]
     if args.no_prune:
         config.methods = [m for m in config.methods if not m.overrides.get("prune_solved")]
     if args.no_probe:

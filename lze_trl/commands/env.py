@@ -29,17 +29,17 @@ def installed_version(distribution: str) -> str:
 
 def lze_env() -> dict[str, str]:
     """lze-trl's lines of `lze-trl env`, by label: its version, math-verify, wandb, and the CPU threads."""
-    import torch
     from trl.scripts.utils import get_git_commit_hash
 
     from lze_trl import __version__
+    from lze_trl.engines import thread_policy
 
     commit = get_git_commit_hash("lze_trl")
     return {
         "lze-trl version": f"{__version__}+{commit[:7]}" if commit and not commit.startswith("Error") else __version__,
         "math-verify version": installed_version("math-verify"),
         "wandb version": installed_version("wandb"),
-        "PyTorch CPU threads (torch.get_num_threads())": str(torch.get_num_threads()),
+        "torch threads lze-trl runs on": "{} ({})".format(*thread_policy()),
         "CPUs (os.cpu_count())": str(os.cpu_count()),
     }
 

@@ -43,6 +43,9 @@ def main(argv: list[str]) -> int:
     except UsageError as error:
         print(f"lze-trl eval: error: {error}", file=sys.stderr)
         return 2
+    from lze_trl.engines import apply_thread_policy
+
+    apply_thread_policy()  # as training: one thread on a small CPU unless OMP_NUM_THREADS is set
     results = evaluate(args)
     print(markdown_table(results))
     print(f"Results written to {os.path.join(args.output_dir, args.results_name)}.json and .md.")
