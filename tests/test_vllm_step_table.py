@@ -60,8 +60,9 @@ def test_the_published_table_rebuilds_from_the_committed_run():
     assert published_rows((ROOT / "BENCHMARKS.md").read_text()) == table
 
 
-def test_the_readme_quotes_the_committed_run():
-    readme = " ".join((ROOT / "README.md").read_text().split())  # whatever the line breaks
+def test_the_summary_quotes_the_committed_run():
+    # the README's summary of the results, on the benchmarks page since the README links it
+    readme = " ".join((ROOT / "docs" / "source" / "benchmarks.md").read_text().split())  # whatever the line breaks
     for phrase in readme_phrases(step_table(json.loads(SAVED.read_text()))):
         assert phrase in readme, phrase
 
