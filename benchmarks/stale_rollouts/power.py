@@ -50,8 +50,8 @@ MIN_SEEDS = 8
 
 def runs_of(regime: str, results: Path = RESULTS) -> dict:
     """`{arm label: {seed: run}}` of a regime from every folder of its runs: section 8's (its uncorrected fused probe
-    relabelled), this section's pilot and its runs."""
-    folders = [SECTION_8, results / "pilot", results / "runs"]
+    relabelled), this section's pilot, its runs and the fill ablation's (`fill.py`)."""
+    folders = [SECTION_8, results / "pilot", results / "runs", results / "fill_runs"]
     arms: dict = {}
     for folder in folders:
         for label, seeds in load(sorted(str(p) for p in folder.glob(f"{regime}_s*"))).items():

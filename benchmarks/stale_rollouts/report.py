@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.report import report_main  # noqa: E402
 from benchmarks.fused.power import MARGIN  # noqa: E402
 from benchmarks.fused.report import decide, interval, number  # noqa: E402
+from benchmarks.stale_rollouts.fill import ARM as FILL  # noqa: E402
 from benchmarks.stale_rollouts.power import (  # noqa: E402
     ADAPTIVE,
     ALPHA,
@@ -49,11 +50,14 @@ SHORT = {  # the arms' names in the tables
     A_SERIAL: "adaptive, serial",
     A_CORRECTED: "adaptive, fused, corrected",
     A_UNCORRECTED: "adaptive, fused, uncorrected",
+    FILL: "probe, serial, empty fill",
     "grpo": "GRPO",
 }
 PAIRS = [  # (arm, other): the secondary comparisons, in this order
     (UNCORRECTED, SERIAL),
     (CORRECTED, UNCORRECTED),
+    (FILL, SERIAL),
+    (CORRECTED, FILL),
     (A_CORRECTED, A_SERIAL),
     (A_UNCORRECTED, A_SERIAL),
     (A_CORRECTED, A_UNCORRECTED),
