@@ -23,7 +23,6 @@ The batches in flight are this process's rows, saved with each checkpoint, one f
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
@@ -144,9 +143,7 @@ def train_fused(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) 
 def _nothing_to_update(trainer: Any, first_round: Rollouts, size: int, metrics: dict[str, float]) -> Batch:
     """Zero-weight update rows (no loss token) for a call that completes no batch, made of TRL's rows of the new
     batch's `first_round` (`size` rollouts per group)."""
-    held = first_round.rows  # zero-weight rows: their sampling log-probabilities are not needed (nothing to correct)
-    held = dataclasses.replace(held, generated=(*held.generated[:4], None, *held.generated[5:]))
-    rows, _ = trainer.update_rows(held.inputs, (held, first_round.rewards), size)
+    rows, _ = trainer.update_rows(first_round.rows.inputs, (first_round.rows, first_round.rewards), size)
     keep = torch.zeros(len(first_round.rows.prompts), dtype=torch.bool)
     rows = pad_rows(rows, keep, 0, trainer.lze.args.steps_per_generation, trainer.accelerator)
     trainer.lze.empty_update_guard.observe(0.0, "no generation batch was complete")
