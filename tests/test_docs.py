@@ -19,6 +19,7 @@ import pytest
 import yaml
 from test_cli_grpo import CHAT_TEMPLATE
 from testing_utils import logged, make_trainer, prompt_dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +39,7 @@ SUBSTITUTIONS = {
     "gradient_accumulation_steps=8": "gradient_accumulation_steps=1",
     'output_dir="out",': 'output_dir="out", bf16=False, use_cpu=True,',
     '"outputs/cpu-carries"': "SHIPPED_MODEL",  # what the CPU recipe trains from, with its tokenizer
+    "load_smollm2()": "TINY_CHAT_MODEL()",  # the tiny model with a chat template, for SmolLM2-135M
 }
 
 
@@ -80,6 +82,10 @@ def test_every_python_block_runs(page, index, mark, code, tmp_path, tiny_model, 
         "__name__": "__docs__",
         "TINY_MODEL": tiny_model,
         "SHIPPED_MODEL": str(next((ROOT / "lze_trl" / "demo" / "weights").glob("*/tokenizer.json")).parent),
+        "TINY_CHAT_MODEL": lambda: (
+            AutoModelForCausalLM.from_pretrained(tiny_model),
+            AutoTokenizer.from_pretrained(tiny_model),
+        ),
         "GSM8K_FIXTURE": str(ROOT / "tests" / "fixtures" / "math" / "gsm8k.jsonl"),
     }
     exec(compile(code, f"{page.name}#{index}", "exec"), namespace)
