@@ -119,7 +119,8 @@ class LZEGRPOConfig(GRPOConfig):
             this call (the first `R - 1` updates train on nothing). Its rollouts are up to `R - 1` optimizer steps
             old when they reach the update (`lze/rollout_staleness`), and are corrected by TRL's importance-sampling
             ratio (`vllm_importance_sampling_correction`, on every backend; `lze/stale_is_ratio_*`). Serial is the
-            default because fused rounds lost accuracy against it (BENCHMARKS.md section 10 has the test).
+            default: uncorrected, fused rounds lost accuracy against serial rounds, and with the correction they
+            were not shown non-inferior in every regime of the pre-declared test (BENCHMARKS.md section 10).
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
