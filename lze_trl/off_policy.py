@@ -60,16 +60,26 @@ def importance_weights(
     return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
 
 
-def weight_metrics(ratio: torch.Tensor, stale: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
-    """The metrics of the correction of one batch's update rows: the mean, min and max ratio over the `stale` rows'
-    counted tokens (`mask`; per row in a `sequence_*` mode), and the share of those rows or tokens it zeroes."""
+def weight_statistics(ratio: torch.Tensor, stale: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """This process's statistics of the ratios over the `stale` rows' counted tokens (`mask`; per row in a
+    `sequence_*` mode), to gather over the processes: `[sum, count, zeroed, min, max]` (`inf`, `-inf` when none)."""
     counted = (mask.bool() & stale[:, None]) if ratio.shape[-1] > 1 else stale[:, None]
-    values = ratio[counted]
+    values = ratio[counted].float()
     if values.numel() == 0:
+        return torch.tensor([0.0, 0.0, 0.0, math.inf, -math.inf], device=ratio.device)
+    count, zeroed = values.new_tensor(float(values.numel())), (values == 0).sum().float()
+    return torch.stack([values.sum(), count, zeroed, values.min(), values.max()])
+
+
+def weight_metrics(statistics: torch.Tensor) -> dict[str, float]:
+    """The metrics of the correction of one batch's update rows from every process's [`weight_statistics`] (one row
+    each): the mean, min and max ratio, and the share of the ratios it set to 0 (none without a stale row)."""
+    total, count, zeroed = statistics[:, :3].sum(dim=0).tolist()
+    if count == 0:
         return {}
     return {
-        "lze/stale_is_ratio_mean": values.mean().item(),
-        "lze/stale_is_ratio_min": values.min().item(),
-        "lze/stale_is_ratio_max": values.max().item(),
-        "lze/stale_is_zeroed_frac": (values == 0).float().mean().item(),
+        "lze/stale_is_ratio_mean": total / count,
+        "lze/stale_is_ratio_min": statistics[:, 3].min().item(),
+        "lze/stale_is_ratio_max": statistics[:, 4].max().item(),
+        "lze/stale_is_zeroed_frac": zeroed / count,
     }

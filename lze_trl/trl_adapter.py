@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from .batching import take_rows
-from .off_policy import importance_weights, weight_metrics
+from .off_policy import importance_weights, weight_metrics, weight_statistics
 from .rollouts import Rollouts, Rows
 
 
@@ -224,7 +224,8 @@ class TRLAdapter:
         bounds = args.vllm_importance_sampling_clip_min, args.vllm_importance_sampling_clip_max
         ratio = importance_weights(current, sampling, mask, args.vllm_importance_sampling_mode, *bounds)
         ratio = torch.where(stale[:, None], ratio, torch.ones_like(ratio))
-        self.log_lze(weight_metrics(ratio, stale, mask))
+        statistics = weight_statistics(ratio, stale, mask)  # every process logs the same: gathered
+        self.log_lze(weight_metrics(self.accelerator.gather(statistics[None]).reshape(-1, 5).cpu()))
         rows = dict(rows)
         if self.loss_type == "vespo":
             rows["importance_sampling_ratio"] = ratio

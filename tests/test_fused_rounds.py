@@ -80,6 +80,8 @@ def test_with_the_weights_fixed_fused_rounds_train_on_the_serial_rows_one_step_l
             trainer_class=UpdateRecorder,
             trainer_kwargs=dict(rollout_func=counting_rollout_func(calls)),
             fuse_rounds=fuse,
+            # the rollout_func's log-probabilities are placeholders (0.0): no sampling policy to correct towards
+            vllm_importance_sampling_correction=False,
             **PROBE,
         )
         trainer.train()

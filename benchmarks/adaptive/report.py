@@ -1,4 +1,4 @@
-"""The report of BENCHMARKS.md section 12 (the adaptive rollout budget), rebuilt from the committed raw results:
+"""The report of BENCHMARKS.md sections 1-3 (the adaptive rollout budget), rebuilt from the committed raw results:
 
     python benchmarks/adaptive/report.py            # writes benchmarks/results/adaptive/report.md and the figures
     python benchmarks/adaptive/report.py --check    # rebuilds the report and fails if it differs from the committed
@@ -9,7 +9,7 @@ the C-GRPO arm's `cgrpo_runs/`, the uniform control's `control_runs/` and the ad
 Per regime: the tables of `benchmarks/frontier/report.py` (accuracy, cost, GRPO's frontier at each arm's
 budget); every arm against GRPO with intervals corrected for the number of arms (Bonferroni intervals, Holm-adjusted
 p-values); every arm against GRPO's own curve read at the arm's rollouts; then the issue's goals for the adaptive
-budget, met or missed (goal 3c: against C-GRPO at equal rollouts). The protocol is in BENCHMARKS.md section 12.
+budget, met or missed (goal 3c: against C-GRPO at equal rollouts). The protocol is in BENCHMARKS.md sections 1-3.
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def readme_figure(frames: dict[str, pd.DataFrame], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("in-domain accuracy - GRPO's")
     axes[-1].legend(fontsize=8, loc="lower right")
-    fig.suptitle("Accuracy against generation, 5 seeds (BENCHMARKS.md section 12)")
+    fig.suptitle("Accuracy against generation, 5 seeds (BENCHMARKS.md sections 1-3)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -380,7 +380,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
             figure(arms, results / f"{regime}_accuracy_vs_rollouts.png")
     if figures:
         readme_figure(frames, results / "readme.png")
-    head = "# The adaptive rollout budget (BENCHMARKS.md section 12), rebuilt by benchmarks/adaptive/report.py\n\n"
+    head = "# The adaptive rollout budget (BENCHMARKS.md sections 1-3), rebuilt by benchmarks/adaptive/report.py\n\n"
     goal_table = tabulate(goal_rows, ["regime", "goal", "measured (mean over seeds)", ""], tablefmt="github")
     text = head + "## The issue's goals for the adaptive budget's arms\n\n" + goal_table + "\n\n" + "\n".join(parts)
     for folder, prior in (("timing", "pooled prior"), ("timing_fitted", "fitted prior")):
