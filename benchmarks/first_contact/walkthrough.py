@@ -115,7 +115,11 @@ def steps(venv: Path, readme: Path = README) -> list[tuple[str, str, str]]:
         ("smollm2_recipe", smollm2_recipe, OUTSIDE),
         ("smollm2_eval", smollm2_eval, OUTSIDE),
         ("make_test", "make test", CLONE),
-        ("notebook", "mkdir -p outputs && .venv/bin/papermill notebooks/quickstart.ipynb outputs/quickstart.out.ipynb", CLONE),
+        (
+            "notebook",
+            "mkdir -p outputs && .venv/bin/papermill notebooks/quickstart.ipynb outputs/quickstart.out.ipynb",
+            CLONE,
+        ),
     ]
 
 
