@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from trl.trainer.utils import pad
 
 from .batching import take_rows
 from .off_policy import importance_weights, weight_metrics, weight_statistics
@@ -66,18 +67,6 @@ class _TRLCall:
     prompts: list | None = None
     generated: tuple | None = None
     rewards: torch.Tensor | None = None
-
-
-def _padded(tensors: list[torch.Tensor], value: int, left: bool = False) -> torch.Tensor:
-    """`tensors` (1-D) stacked, padded with `value` on the right (or the `left`) to the longest."""
-    width = max((len(t) for t in tensors), default=0)
-    out = torch.full((len(tensors), width), value, dtype=tensors[0].dtype if tensors else torch.long)
-    for i, t in enumerate(tensors):
-        if left:
-            out[i, width - len(t) :] = t
-        else:
-            out[i, : len(t)] = t
-    return out
 
 
 def _numpy(rewards: torch.Tensor) -> np.ndarray:
@@ -179,8 +168,8 @@ class TRLAdapter:
             pad_id = self.processing_class.tokenizer.pad_token_id
         prompts = [torch.as_tensor(prompt_ids[i]) for i in rows]
         completions = [torch.as_tensor(completion_ids[i]) for i in rows]
-        ids, mask = _padded(prompts, pad_id, left=True), _padded([torch.ones_like(p) for p in prompts], 0, left=True)
-        c_ids, c_mask = _padded(completions, pad_id), _padded([torch.ones_like(c) for c in completions], 0)
+        ids, mask = pad(prompts, pad_id, "left"), pad([torch.ones_like(p) for p in prompts], 0, "left")
+        c_ids, c_mask = pad(completions, pad_id), pad([torch.ones_like(c) for c in completions], 0)
         with torch.no_grad():
             logps = self._get_per_token_logps_and_entropies(
                 self.model,

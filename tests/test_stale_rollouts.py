@@ -193,3 +193,11 @@ def test_a_run_whose_every_group_is_dead_says_it_trained_nothing(tmp_path):
     messages = [str(w.message) for w in record]
     assert any("The last 3 updates trained no token" in m for m in messages)
     assert any("This run trained no token" in m for m in messages)
+
+
+def test_fused_rounds_with_image_prompts_need_vllm(tmp_path):
+    from testing_utils import colour_dataset
+
+    # their sampling log-probabilities would be recorded without the images on transformers generation
+    with pytest.raises(ValueError, match=r"fuse_rounds=True with image prompts needs use_vllm=True"):
+        make_trainer(tmp_path, dataset=colour_dataset(), generation_rounds=[2, 4], fuse_rounds=True)

@@ -406,15 +406,17 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     return text
 
 
-def report_main(build: Callable[..., str], results: Path, description: str, argv: list[str] | None) -> int:
-    """The command line of a report rebuilt from committed raw results: write `results/report.md` (and the
+def report_main(
+    build: Callable[..., str], results: Path, description: str, argv: list[str] | None, name: str = "report.md"
+) -> int:
+    """The command line of a report rebuilt from committed raw results: write `results/<name>` (and the
     figures), or with `--check` rebuild it and return 1 if it differs from the committed one."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--results", type=Path, default=results, help="folder with runs/ and report.md")
     parser.add_argument("--check", action="store_true", help="fail if the rebuilt report differs from the committed")
     cli = parser.parse_args(argv)
     text = build(cli.results, figures=not cli.check)
-    path = cli.results / "report.md"
+    path = cli.results / name
     if cli.check:
         same = path.exists() and path.read_text() == text
         print("the committed report rebuilds" if same else f"{path} differs from its rebuild from {cli.results}/runs")

@@ -14,7 +14,6 @@ for 80% power at the first Holm step's level over the 4 regimes (0.05 / 4), true
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from tabulate import tabulate
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from benchmarks.adaptive.report import report_main  # noqa: E402
 from benchmarks.frontier.report import load, smoothed_final  # noqa: E402
 from benchmarks.fused.power import MARGIN, POWER, power_at, sd_upper, seeds_needed  # noqa: E402
 
@@ -121,17 +121,7 @@ def build(results: Path = RESULTS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the rebuilt analysis differs from the committed")
-    cli = parser.parse_args(argv)
-    text, output = build(), RESULTS / "power.md"
-    if cli.check:
-        same = output.exists() and output.read_text() == text
-        print("the committed power analysis rebuilds" if same else f"{output} differs from its rebuild")
-        return 0 if same else 1
-    output.write_text(text)
-    print(text)
-    return 0
+    return report_main(lambda results, figures: build(results), RESULTS, __doc__.splitlines()[0], argv, "power.md")
 
 
 if __name__ == "__main__":
