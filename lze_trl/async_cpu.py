@@ -308,7 +308,7 @@ class ReloadWeightTransfer:
         self.syncs = 0
         self._temporary_dir: str | None = None
 
-    def _post(self, path: str, **kwargs: Any) -> Any:
+    def _request(self, path: str, **kwargs: Any) -> Any:
         import requests
 
         response = requests.post(f"{self.server_url}{path}", timeout=self.timeout, **kwargs)
@@ -350,8 +350,8 @@ class ReloadWeightTransfer:
         save_file(tensors, path + ".tmp")  # not `*.safetensors`: vLLM would load it
         os.replace(path + ".tmp", path)
         body = {"method": "reload_weights", "kwargs": {"weights_path": folder, "is_checkpoint_format": True}}
-        self._post("/collective_rpc", json=body)
-        reset = self._post("/reset_prefix_cache", params={"reset_running_requests": "true"})
+        self._request("/collective_rpc", json=body)
+        reset = self._request("/reset_prefix_cache", params={"reset_running_requests": "true"})
         if not reset.json().get("success", False):
             raise RuntimeError(f"The vLLM server at {self.server_url} did not reset its prefix cache after a reload.")
         self.syncs += 1

@@ -1,5 +1,5 @@
 """Every private name of TRL's `GRPOTrainer` / `GRPOConfig` (and transformers' `Trainer` / `TrainingArguments`) that
-lze-trl uses or overrides.
+lze-trl uses or overrides, and of TRL's experimental async GRPO that the async trainer (`async_*.py`) uses.
 
 Private names carry no promise across releases; this list is the whole of lze-trl's exposure to them, and
 `tests/test_trl_coupling.py` fails when the installed TRL lacks one of them, changes how it is called, or when the
@@ -28,9 +28,26 @@ PRIVATE_NAMES: dict[str, str] = {
     "_tag_names": "class attribute: the model card's tags, as TRL's trainers set them",
     "_name": "class attribute: the trainer's name on the model card, as TRL's trainers set it",
     "_paper": "class attribute: the paper cited on the model card, as TRL's trainers set it",
-    "_AsyncRolloutLoop": "TRL's async rollout loop (experimental async GRPO), subclassed by LZE's worker loop "
-    "(`async_worker.py`), whose own generation loop follows TRL's `_generate_loop`; what it uses of the class is "
-    "pinned in `tests/test_async_lze.py`",
-    "_standalone_tools": "read by LZE's async worker loop: the tools TRL's async loop gives each rollout",
 }
 """Private name -> what lze-trl does with it."""
+
+ASYNC_PRIVATE_NAMES: dict[str, str] = {
+    "_AsyncRolloutLoop": "TRL's async rollout loop, subclassed by LZE's worker loop (`async_worker.LZERolloutLoop`)",
+    "_generate_loop": "overridden: LZE's loop generates the rounds the trainer orders instead of drawing prompts from "
+    "an endless iterator; a copy of TRL's loop (the differences are listed in `async_worker.py`), pinned by a hash of "
+    "TRL's source in `tests/test_async_lze.py`",
+    "_generate_one": "TRL's one-rollout coroutine (generation and tool calls), called by the overridden loop",
+    "_score_group": "overridden: calls TRL's, then tags the rows with their round and the rewards (`tag_round`)",
+    "_push_metrics": "TRL's metric queue to the trainer: the loop's backpressure time, as TRL's loop pushes it",
+    "_groups_to_score": "TRL's queue from the generate loop to the score loop: the overridden loop fills it",
+    "_heartbeat_value": "TRL's liveness stamp of the child process: set by the overridden loop, as TRL's loop sets it",
+    "_inflight": "TRL's gauge of the rollouts in flight (logged by TRL's score loop): set by the overridden loop",
+    "_total_completion_tokens": "TRL's token counter (its throughput metric): counted by the overridden loop",
+    "_generation_start_time": "TRL's start of the throughput clock: set by the overridden loop",
+    "_standalone_tools": "the tools TRL's loop gives each rollout: read by the overridden loop",
+    "_loop_cls": "class attribute of TRL's `AsyncRolloutWorker`: the loop class its child runs (`LZERolloutLoop`)",
+    "_loop_kwargs": "TRL's worker's arguments of its loop: the orders queue added (`_LoopKwargs`)",
+    "_mp_ctx": "TRL's worker's multiprocessing context: the orders queue is made from it",
+}
+"""Private name of TRL's experimental async GRPO -> what lze-trl's async trainer does with it (checked by
+`tests/test_trl_coupling.py` where TRL has the async trainer, `async_trl.MIN_TRL` on)."""
