@@ -1,0 +1,306 @@
+"""The SmolLM2 study's report (`benchmarks/results/smollm2_study/report.md`, BENCHMARKS.md section 11), rebuilt from
+its raw results alone:
+
+    python benchmarks/smollm2_study/report.py            # writes report.md from benchmarks/results/smollm2_study/
+    python benchmarks/smollm2_study/report.py --check    # fails (exit 1) when the committed report.md differs
+
+Reads `start.json` and `runs/<arm>/seed_<k>.json` (written by `benchmarks/smollm2_study/run.py`); nothing is
+trained here. The tests and their settings are those of `protocol.md`: test accuracy at the last step, each arm
+minus GRPO paired by seed, one-sided paired t-test of non-inferiority at `MARGIN`, Holm over the arms; wall-clock to
+reach GRPO's final accuracy from the `speed/<arm>.json` runs made alone on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from statsmodels.stats.power import TTestPower
+from tabulate import tabulate
+
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from benchmarks.adaptive.report import report_main  # noqa: E402
+from benchmarks.fused.power import POWER, seeds_needed  # noqa: E402
+from benchmarks.fused.report import decide, interval, number  # noqa: E402
+from benchmarks.smollm2_study.run import ARMS, PROTOCOL, RESULTS  # noqa: E402
+
+
+MARGIN = 0.03
+"""Non-inferiority margin on test accuracy (`protocol.md`)."""
+ALPHA = 0.05
+"""Family-wise level, Holm over the arms compared with GRPO."""
+BASELINE = "grpo"
+LABELS = {
+    "grpo": "GRPO",
+    "grpo_half": "GRPO, half the group",
+    "lze": "LZE",
+    "probe": "LZE + probe",
+    "adaptive": "LZE + adaptive budget",
+    "probe_fused": "LZE + probe, fused",
+}
+
+
+def load_runs(results: Path = RESULTS) -> dict[str, dict[int, dict[str, Any]]]:
+    """Every finished run: arm -> seed -> its record."""
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
+    for arm in ARMS:
+        for path in sorted((results / "runs" / arm).glob("seed_*.json")):
+            record = json.loads(path.read_text())
+            runs.setdefault(arm, {})[record["seed"]] = record
+    return runs
+
+
+def accuracy(record: dict[str, Any], step: int | None = None, split: str = "test") -> float:
+    """The run's accuracy on `split` at the evaluation of `step` (the last by default)."""
+    evaluations = record["evaluations"]
+    evaluation = evaluations[-1] if step is None else next(e for e in evaluations if e["step"] == step)
+    return float(np.mean(evaluation[split]["rate"]))
+
+
+def paired(runs: dict, arm: str, split: str = "test") -> pd.Series:
+    """`arm` minus GRPO at the last evaluation, by seed (the seeds both have)."""
+    seeds = sorted(set(runs.get(arm, {})) & set(runs.get(BASELINE, {})))
+    return pd.Series(
+        [accuracy(runs[arm][s], split=split) - accuracy(runs[BASELINE][s], split=split) for s in seeds],
+        index=seeds,
+        dtype=float,
+    )
+
+
+def seconds_per_step(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean seconds of a step (the first, which pays one-time costs, left out) split by part, over `records`."""
+    steps = [s for r in records for s in r["steps"][1:]]
+    return {k: float(np.mean([s[k] for s in steps])) for k in ("seconds", "generation", "scoring", "update")}
+
+
+def detectable(seeds: int, sd: float, alpha: float) -> float:
+    """The smallest margin the one-sided paired non-inferiority test at `alpha` shows with `POWER` when the true
+    difference is 0, with `seeds` seeds and paired SD `sd`."""
+    if seeds < 2 or not sd > 0:
+        return math.nan
+    effect = TTestPower().solve_power(effect_size=None, nobs=seeds, alpha=alpha, power=POWER, alternative="larger")
+    return float(effect * sd)
+
+
+def level_table(evaluation: dict[str, Any]) -> dict[int, float]:
+    levels = np.array(evaluation["difficulty"])
+    rates = np.array(evaluation["rate"])
+    return {int(level): float(rates[levels == level].mean()) for level in sorted(set(levels.tolist()))}
+
+
+def zones(evaluation: dict[str, Any]) -> dict[str, float]:
+    rates = np.array(evaluation["rate"])
+    return {
+        "mean": float(rates.mean()),
+        "dead": float((rates == 0).mean()),
+        "solved": float((rates == 1).mean()),
+        "live": float(((rates > 0) & (rates < 1)).mean()),
+    }
+
+
+def build(results: Path = RESULTS, figures: bool = False) -> str:
+    """The whole report (Markdown) from `results` (`figures` is unused: the report has none)."""
+    start = json.loads((results / "start.json").read_text())
+    runs = load_runs(results)
+    arms = [arm for arm in ARMS if arm in runs]
+    others = [arm for arm in arms if arm != BASELINE]
+    out = [
+        "# SmolLM2-135M-Instruct on word problems: GRPO, LZE and the savers (BENCHMARKS.md section 11)\n",
+        "The protocol is `protocol.md` beside this report, committed before the runs; the raw runs are `runs/<arm>/"
+        "seed_<k>.json`. Rebuilt by `python benchmarks/smollm2_study/report.py` (`--check` in the tests).\n",
+    ]
+    dates = sorted(r["environment"]["date"] for arm in arms for r in runs[arm].values())
+    if dates:
+        out.append(f"Runs from {dates[0]} to {dates[-1]}, {sum(len(runs[a]) for a in arms)} in all.\n")
+
+    # the start
+    test0 = start["test"]
+    out += [
+        "## The starting model\n",
+        f"Greedy test accuracy {np.mean(test0['rate']):.3f} ({len(test0['rate'])} questions), OOD "
+        f"{np.mean(start['ood']['rate']):.3f} ({len(start['ood']['rate'])}); {start['test']['truncated_frac']:.0%} of "
+        f"the test completions hit the {PROTOCOL['max_completion_length']}-token limit.\n",
+    ]
+    by_level = level_table(start["pass_rate"])
+    out.append(
+        tabulate(
+            [[level, f"{rate:.3f}"] for level, rate in by_level.items()],
+            headers=["level", f"pass rate ({PROTOCOL['pass_rate_samples']} samples, train-side prompts)"],
+            tablefmt="github",
+        )
+        + "\n"
+    )
+
+    # primary 1: accuracy at equal steps
+    out.append(f"## Test accuracy at step {PROTOCOL['steps']} (primary)\n")
+    differences = {arm: paired(runs, arm) for arm in others}
+    decision = decide(differences, alpha=ALPHA, margin=MARGIN) if others else {}
+    rows = []
+    for arm in arms:
+        finals = [accuracy(r) for r in runs[arm].values()]
+        row = [LABELS[arm], len(finals), f"{np.mean(finals):.3f}", number(float(np.std(finals, ddof=1)), ".3f")]
+        if arm == BASELINE:
+            rows.append(row + ["", "", "", ""])
+            continue
+        d = decision[arm]
+        shown = "non-inferior" if d["reject"] else "not shown"
+        rows.append(row + [interval(differences[arm]), number(d["p"], ".4f"), number(d["holm_p"], ".4f"), shown])
+    out.append(
+        tabulate(
+            rows,
+            headers=["arm", "seeds", "mean", "SD", "minus GRPO [95% CI]", "p (NI)", "Holm p", f"NI at {MARGIN}"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+        + "\n"
+    )
+
+    # the curves
+    out.append("Mean test accuracy by step (step 0: the starting model):\n")
+    steps = PROTOCOL["eval_steps"]
+    rows = [
+        [LABELS[arm], f"{np.mean(test0['rate']):.3f}"]
+        + [f"{np.mean([accuracy(r, s) for r in runs[arm].values()]):.3f}" for s in steps]
+        for arm in arms
+    ]
+    out.append(tabulate(rows, headers=["arm", "0", *map(str, steps)], tablefmt="github", disable_numparse=True) + "\n")
+
+    # primary 2: wall-clock to GRPO's final accuracy
+    out.append("## Wall-clock (primary: to reach GRPO's final test accuracy)\n")
+    if BASELINE in runs:
+        target = float(np.mean([accuracy(r) for r in runs[BASELINE].values()]))
+        rows = []
+        for arm in arms:
+            speed = results / "speed" / f"{arm}.json"
+            timing = seconds_per_step([json.loads(speed.read_text())]) if speed.exists() else None
+            curve = [np.mean([accuracy(r, s) for r in runs[arm].values()]) for s in steps]
+            reached = next((s for s, a in zip(steps, curve) if a >= target), None)
+            rows.append(
+                [
+                    LABELS[arm],
+                    *(f"{timing[k]:.1f}" if timing else "n/a" for k in ("seconds", "generation", "scoring", "update")),
+                    str(reached) if reached else f"not in {steps[-1]}",
+                    f"{reached * timing['seconds']:.0f}" if reached and timing else "n/a",
+                ]
+            )
+        out += [
+            f"GRPO's final mean test accuracy: {target:.3f}. Seconds a step from each arm's `speed` run (seed 0, "
+            "alone on the idle machine, one torch thread, the first step left out), split into generation (TRL's "
+            "`_generate`), scoring (the reward, the selection and TRL's bookkeeping) and the update (forward, "
+            "backward, optimizer):\n",
+            tabulate(
+                rows,
+                headers=["arm", "s/step", "generation", "scoring", "update", "step reached", "seconds"],
+                tablefmt="github",
+                disable_numparse=True,
+            )
+            + "\n",
+        ]
+
+    # cost and what the methods did
+    out.append("## Cost and what each arm did (means over seeds)\n")
+    rows = []
+    for arm in arms:
+        records = list(runs[arm].values())
+        meter = [r["meter"] for r in records]
+        lengths = [e["completions/mean_length"] for r in records for e in r["log_history"]]
+        rows.append(
+            [
+                LABELS[arm],
+                f"{np.mean([m['rollouts'] for m in meter]):.0f}",
+                f"{np.mean([r['generation_calls'] for r in records]):.0f}",
+                f"{np.mean([m['update_completion_tokens'] for m in meter]):.0f}",
+                f"{np.mean([m['update_forward_rows'] for m in meter]):.0f}",
+                f"{np.mean(lengths):.1f}",
+            ]
+        )
+    out.append(
+        tabulate(
+            rows,
+            headers=["arm", "fresh rollouts", "generation calls", "update tokens", "update rows", "completion length"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+        + "\n"
+    )
+    out.append(
+        "Pass rates of the train-side prompts after the run (5 a level, 8 samples; the start in the first row), and "
+        "OOD accuracy:\n"
+    )
+    start_zones = zones(start["pass_rate"]).values()
+    rows = [["start", *(f"{v:.2f}" for v in start_zones), f"{np.mean(start['ood']['rate']):.3f}"]]
+    for arm in arms:
+        finals = [zones(r["evaluations"][-1]["pass_rate"]) for r in runs[arm].values()]
+        ood = [accuracy(r, split="ood") for r in runs[arm].values()]
+        means = (f"{np.mean([z[k] for z in finals]):.2f}" for k in finals[0])
+        rows.append([LABELS[arm], *means, f"{np.mean(ood):.3f}"])
+    out.append(
+        tabulate(
+            rows,
+            headers=["", "mean pass rate", "dead", "solved", "live", "OOD accuracy"],
+            tablefmt="github",
+            disable_numparse=True,
+        )  # fmt: skip
+        + "\n"
+    )
+    lze_arms = [arm for arm in arms if ARMS[arm]["selector"] == "lze"]
+    if lze_arms:
+        levels = sorted(set(start["pass_rate"]["difficulty"]))
+        rows = []
+        for arm in lze_arms:
+            kept, scored = np.zeros(len(levels)), np.zeros(len(levels))
+            for r in runs[arm].values():
+                log = r["selection_log"]
+                for level, weight in zip(log["difficulty"], log["weight"]):
+                    scored[levels.index(level)] += 1
+                    kept[levels.index(level)] += weight > 0
+            rows.append([LABELS[arm], *(f"{k / s:.2f}" if s else "n/a" for k, s in zip(kept, scored))])
+        out += [
+            "Share of the scored groups each LZE arm kept for the update, by level:\n",
+            tabulate(rows, headers=["arm", *map(str, levels)], tablefmt="github", disable_numparse=True) + "\n",
+        ]
+
+    # power
+    out.append("## Seeds: what the runs can tell apart\n")
+    rows = []
+    for arm in others:
+        d = differences[arm]
+        sd = float(d.std(ddof=1)) if len(d) > 1 else math.nan
+        need = seeds_needed(sd, margin=MARGIN, alpha=ALPHA / len(others)) if sd == sd else math.nan
+        rows.append(
+            [
+                LABELS[arm],
+                len(d),
+                number(sd, ".4f"),
+                "n/a" if need != need else ("inf" if math.isinf(need) else str(math.ceil(need))),
+                number(detectable(len(d), sd, ALPHA / len(others)), ".3f"),
+            ]
+        )
+    out += [
+        f"Per arm, the paired SD of its difference to GRPO, the seeds the non-inferiority test at {MARGIN} needs for "
+        f"{POWER:.0%} power at the first Holm level ({ALPHA} / {len(others)}) if the true difference is 0, and the "
+        "smallest margin the seeds run can show with that power:\n",
+        tabulate(
+            rows,
+            headers=["arm", "seeds", "paired SD", "seeds needed", "margin shown with these seeds"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+        + "\n",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return report_main(build, RESULTS, __doc__.splitlines()[0], argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The SmolLM2 study (benchmarks/smollm2_study/, BENCHMARKS.md section 11): its evaluation sets are what the protocol
+says, and its report rebuilds from the committed raw results (no training) and catches a number that differs."""
+
+import json
+import shutil
+
+import pytest
+
+from benchmarks.smollm2_study.report import RESULTS, main
+from benchmarks.smollm2_study.run import PROTOCOL, splits
+
+
+def test_the_evaluation_sets_are_distinct_held_out_questions_balanced_by_level():
+    data = splits()
+    text = {name: [p[0]["content"] for p in data[name]["prompt"]] for name in ("train", "test", "ood")}
+    for name, per_level, levels in (
+        ("test", PROTOCOL["test_per_level"], {0, 1, 2, 3, 4}),
+        ("ood", PROTOCOL["ood_per_level"], {5, 6}),
+    ):
+        assert len(set(text[name])) == len(text[name]) == per_level * len(levels)
+        counts = {level: list(data[name]["difficulty"]).count(level) for level in levels}
+        assert counts == dict.fromkeys(levels, per_level)
+    assert not set(text["test"]) & set(text["train"])  # held out
+    pass_rate = list(data["pass_rate"]["difficulty"])
+    assert sorted(set(pass_rate)) == [0, 1, 2, 3, 4] and len(pass_rate) == 5 * PROTOCOL["pass_rate_per_level"]
+
+
+@pytest.mark.skipif(not (RESULTS / "runs").exists(), reason="no run of the study is committed yet")
+def test_the_committed_report_rebuilds_from_the_raw_results():
+    assert main(["--check"]) == 0
+
+
+@pytest.mark.skipif(not (RESULTS / "runs").exists(), reason="no run of the study is committed yet")
+def test_a_number_that_differs_is_caught(tmp_path):
+    shutil.copytree(RESULTS, tmp_path / "study")
+    path = next((tmp_path / "study" / "runs" / "grpo").glob("seed_*.json"))
+    run = json.loads(path.read_text())
+    rates = run["evaluations"][-1]["test"]["rate"]
+    rates[0] = 1.0 - rates[0]
+    path.write_text(json.dumps(run))
+    assert main(["--check", "--results", str(tmp_path / "study")]) == 1
