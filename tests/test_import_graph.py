@@ -127,7 +127,6 @@ def test_neither_the_package_nor_the_tests_of_the_core_import_the_benchmarks():
     of_the_benchmarks |= {"test_adaptive_control.py", "test_adaptive_worth.py", "test_bench_tables.py"}
     of_the_benchmarks |= {"test_vllm_step_table.py", "test_first_contact.py", "test_benchmarks_page.py"}
     of_the_benchmarks |= {
-        "test_smollm2_report.py",
         "test_gpu_bench.py",
         "test_fused_report.py",
         "test_async_report.py",

@@ -105,12 +105,54 @@ def zones(evaluation: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def figure(runs: dict, start: dict, results: Path, path: Path) -> None:
+    """The README's first figure: test accuracy by step per arm (mean over seeds, each seed a dot), and each arm's
+    seconds a step split into generation, scoring and update (its `speed` run)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    steps = [0, *PROTOCOL["eval_steps"]]
+    start_accuracy = float(np.mean(start["test"]["rate"]))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [1.25, 1]})
+    for i, arm in enumerate(runs):
+        curves = [[start_accuracy, *(accuracy(r, s) for s in steps[1:])] for r in runs[arm].values()]
+        x = np.array(steps) + (i - len(runs) / 2) * 0.08
+        left.plot(x, np.mean(curves, axis=0), "-o", ms=4, label=f"{LABELS[arm]} ({len(curves)} seeds)")
+        for curve in curves:
+            left.plot(x[1:], curve[1:], ".", ms=3, color=left.lines[-1].get_color(), alpha=0.5)
+    left.set_xlabel("step")
+    left.set_ylabel("greedy test accuracy (400 questions)")
+    left.set_xticks(steps)
+    left.grid(alpha=0.3)
+    left.legend(fontsize=7)
+    timed = [arm for arm in runs if (results / "speed" / f"{arm}.json").exists()]
+    bottom = np.zeros(len(timed))
+    for part in ("generation", "scoring", "update"):
+        values = np.array(
+            [seconds_per_step([json.loads((results / "speed" / f"{a}.json").read_text())])[part] for a in timed]
+        )
+        right.barh([LABELS[a] for a in timed], values, left=bottom, label=part)
+        bottom += values
+    right.invert_yaxis()
+    right.set_xlabel("seconds a step, one CPU thread")
+    right.legend(fontsize=7)
+    right.grid(alpha=0.3, axis="x")
+    fig.suptitle("SmolLM2-135M-Instruct on word problems, full fine-tuning on a CPU (BENCHMARKS.md section 11)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def build(results: Path = RESULTS, figures: bool = False) -> str:
-    """The whole report (Markdown) from `results` (`figures` is unused: the report has none)."""
+    """The whole report (Markdown) from `results`; with `figures`, also the README's figure (`readme.png`)."""
     start = json.loads((results / "start.json").read_text())
     runs = load_runs(results)
     arms = [arm for arm in ARMS if arm in runs]
     others = [arm for arm in arms if arm != BASELINE]
+    if figures and runs:
+        figure(runs, start, results, results / "readme.png")
     out = [
         "# SmolLM2-135M-Instruct on word problems: GRPO, LZE and the savers (BENCHMARKS.md section 11)\n",
         "The protocol is `protocol.md` beside this report, committed before the runs; the raw runs are `runs/<arm>/"
