@@ -296,15 +296,12 @@ class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
             if resume_from_checkpoint is None:
                 raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
         if resume_from_checkpoint and self.accelerator.is_main_process:
-            try:
-                self.load_lze_state(resume_from_checkpoint)
-            except LZEStateError as error:
-                if self.args.resume_lze_state != "fresh" and self.args.selector != "none":
-                    raise LZEStateError(
-                        f"{error} Resuming would silently restart LZE's per-prompt state. Resume from a complete "
-                        "checkpoint of this run, or set resume_lze_state='fresh' to start it fresh on purpose."
-                    ) from error
-                warnings.warn(f"{error} The run resumes with a fresh LZE state.", LZEWarning, stacklevel=2)
+            checkpoint_files.load_or_start_fresh(
+                lambda: self.load_lze_state(resume_from_checkpoint),
+                self.lze.decides_training,
+                self.args.resume_lze_state,
+                stacklevel=2,
+            )
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
 

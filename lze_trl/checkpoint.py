@@ -11,10 +11,13 @@ import io
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from .errors import LZEWarning
 
 
 STATE_FILE = "lze_state.npz"
@@ -122,3 +125,22 @@ def check_fingerprint(saved: dict[str, Any] | None, current: dict[str, Any] | No
             "content differs from this run's (same size, other prompts or order): its per-prompt pass rates would "
             "land on other prompts."
         )
+
+
+def load_or_start_fresh(load: Callable[[], None], decides: bool, resume_lze_state: str, stacklevel: int = 3) -> None:
+    """
+    Loads a resumed run's LZE state with `load`: the one resume rule of the synchronous and the async trainer. A state
+    that cannot be loaded ([`LZEStateError`]) is refused when it decides what is trained (`decides`: a selector other
+    than `"none"`, or epochs planned by pruning or the selector) unless `resume_lze_state="fresh"`; otherwise the run
+    warns and resumes with a fresh LZE state.
+    """
+    try:
+        load()
+    except LZEStateError as error:
+        if decides and resume_lze_state != "fresh":
+            raise LZEStateError(
+                f"{error} Resuming would silently restart LZE's per-prompt state. Resume from a complete checkpoint "
+                "of this run with the same train dataset, or set resume_lze_state='fresh' to resume the model and "
+                "optimizer with a fresh LZE state on purpose."
+            ) from error
+        warnings.warn(f"{error} The run resumes with a fresh LZE state.", LZEWarning, stacklevel=stacklevel + 1)

@@ -124,6 +124,12 @@ class LZERun:
         """Whether an epoch may roll out fewer (or other) prompts than the dataset holds."""
         return self.pruner is not None or self.selector.plans_rollouts
 
+    @property
+    def decides_training(self) -> bool:
+        """Whether the state decides what is trained (a selector other than `"none"`, or planned epochs): a resume
+        that cannot restore it is refused ([`~lze_trl.checkpoint.load_or_start_fresh`])."""
+        return self.args.selector != "none" or self.plans_rollouts
+
     # ----------------------------------------------------------------------------------------------- scoring
     def score(
         self, prompt_keys: np.ndarray, correctness: np.ndarray, totals: np.ndarray, complete: np.ndarray | None = None

@@ -252,17 +252,12 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         """Loads the LZE state of `checkpoint` for a resumed run: one that cannot be loaded is refused when it decides
         what is trained (a selector, pruning) unless `resume_lze_state="fresh"`; else the run warns and starts it
         fresh."""
-        try:
-            self.load_lze_state(checkpoint)
-        except LZEStateError as error:
-            decides = self.args.selector != "none" or self.lze.plans_rollouts
-            if decides and self.args.resume_lze_state != "fresh":
-                raise LZEStateError(
-                    f"{error} Resuming would silently restart LZE's per-prompt state. Resume from a complete "
-                    "checkpoint of this run with the same train dataset, or set resume_lze_state='fresh' to resume "
-                    "the model and optimizer with a fresh LZE state on purpose."
-                ) from error
-            warnings.warn(f"{error} The run resumes with a fresh LZE state.", LZEWarning, stacklevel=3)
+        checkpoint_files.load_or_start_fresh(
+            lambda: self.load_lze_state(checkpoint),
+            self.lze.decides_training,
+            self.args.resume_lze_state,
+            stacklevel=3,
+        )
 
     def create_model_card(self, *args, **kwargs):
         super().create_model_card(*args, **kwargs)

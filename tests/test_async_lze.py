@@ -444,6 +444,14 @@ def test_the_lze_state_is_saved_with_each_checkpoint_and_resumed(tmp_path, setup
     fresh = make_trainer(tmp_path, setup, max_steps=3, resume_lze_state="fresh")
     with pytest.warns(LZEWarning, match="fresh LZE state"):
         fresh.train(resume_from_checkpoint=folder)
+    # the synchronous trainer's rule (checkpoint.load_or_start_fresh): a state that plans the epochs (pruning)
+    # decides what is trained even without a selector, and is refused; GRPO's alone only warns
+    with pytest.raises(LZEStateError, match="resume_lze_state='fresh'"):
+        make_trainer(tmp_path, setup, max_steps=3, selector="none", prune_solved=True).train(
+            resume_from_checkpoint=folder
+        )
+    with pytest.warns(LZEWarning, match="fresh LZE state"):
+        make_trainer(tmp_path, setup, max_steps=3, selector="none").train(resume_from_checkpoint=folder)
 
 
 # ----------------------------------------------------------------------------------------------- refusals
