@@ -13,7 +13,6 @@ relies on in TRL's source is pinned by `tests/test_async_lze.py`; see `docs/sour
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import os
 import warnings
@@ -33,7 +32,7 @@ from .async_trl import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer
 from .async_window import GroupWindow
 from .async_worker import LZERolloutWorker
 from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
-from .config import LZE_FIELDS, LZEGRPOConfig, validate_lze_args
+from .config import LZE_FIELDS, LZEGRPOConfig, as_config, validate_lze_args
 from .engines import apply_thread_policy
 from .errors import LZEWarning
 from .guards import resolve_correctness_reward, warn_if_quota_below_two
@@ -98,20 +97,11 @@ def check_async_lze_args(args: Any) -> None:
 
 
 def as_lze_async_config(args: AsyncGRPOConfig | None, model: Any) -> Any:
-    """A copy of `args` as an [`LZEAsyncGRPOConfig`] (a plain `AsyncGRPOConfig` keeps its values, with LZE's
-    defaults); the caller's object is never changed."""
-    if isinstance(args, LZEAsyncGRPOConfig):
-        return copy.copy(args)
-    if args is None:
-        return LZEAsyncGRPOConfig(f"{str(model).split('/')[-1]}-AsyncLZE")
-    lze_args = LZEAsyncGRPOConfig.__new__(LZEAsyncGRPOConfig)
-    lze_args.__dict__.update(args.__dict__)
-    for f in dataclasses.fields(LZEAsyncGRPOConfig):
-        if f.name in (*LZE_FIELDS, "window_groups", "batches_in_flight"):
-            setattr(lze_args, f.name, f.default_factory() if f.default is dataclasses.MISSING else f.default)
-    check_async_lze_args(lze_args)
-    validate_lze_args(lze_args)
-    return lze_args
+    """A copy of `args` as an [`LZEAsyncGRPOConfig`] ([`~lze_trl.config.as_config`]): a plain `AsyncGRPOConfig`
+    gets the LZE defaults."""
+    settings = (*LZE_FIELDS, "window_groups", "batches_in_flight")
+    output_dir = f"{str(model).split('/')[-1]}-AsyncLZE"
+    return as_config(args, LZEAsyncGRPOConfig, settings, output_dir, checks=(check_async_lze_args,))
 
 
 def check_async_inputs(args: Any, train_dataset: Any, rollout_worker: Any, environment_factory: Any) -> None:

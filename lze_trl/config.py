@@ -240,20 +240,29 @@ def default_output_dir(model: Any) -> str:
     return f"{name.split('/')[-1]}-LZE"
 
 
-def as_lze_config(args: GRPOConfig | None, model: Any) -> LZEGRPOConfig:
+def as_config(
+    args: Any, config_class: type, settings: tuple[str, ...], output_dir: str, checks: tuple[Callable, ...] = ()
+) -> Any:
     """
-    A copy of `args` as an [`LZEGRPOConfig`] (the trainer's own: the caller's object is never changed); a plain
-    `GRPOConfig` keeps its values and gets the LZE defaults.
+    A copy of `args` as a `config_class` (the trainer's own: the caller's object is never changed), for both
+    trainers: a `config_class` is copied; `None` gives `config_class(output_dir)`; another config of TRL's keeps its
+    values and gets `config_class`'s defaults of `settings` (LZE's), then `validate_lze_args` and `checks`.
     """
-    if isinstance(args, LZEGRPOConfig):
+    if isinstance(args, config_class):
         return copy.copy(args)
     if args is None:
-        return LZEGRPOConfig(default_output_dir(model))
-    # Copy the already post-initialised values: running GRPOConfig.__post_init__ twice is not idempotent.
-    lze_args = LZEGRPOConfig.__new__(LZEGRPOConfig)
-    lze_args.__dict__.update(args.__dict__)
-    for f in fields(LZEGRPOConfig):
-        if f.name in LZE_FIELDS:
-            setattr(lze_args, f.name, f.default_factory() if f.default is MISSING else f.default)
-    validate_lze_args(lze_args)
-    return lze_args
+        return config_class(output_dir)
+    # Copy the already post-initialised values: running TRL's __post_init__ twice is not idempotent.
+    converted = config_class.__new__(config_class)
+    converted.__dict__.update(args.__dict__)
+    for f in fields(config_class):
+        if f.name in settings:
+            setattr(converted, f.name, f.default_factory() if f.default is MISSING else f.default)
+    for check in (*checks, validate_lze_args):
+        check(converted)
+    return converted
+
+
+def as_lze_config(args: GRPOConfig | None, model: Any) -> LZEGRPOConfig:
+    """A copy of `args` as an [`LZEGRPOConfig`] ([`as_config`]): a plain `GRPOConfig` gets the LZE defaults."""
+    return as_config(args, LZEGRPOConfig, LZE_FIELDS, default_output_dir(model))
