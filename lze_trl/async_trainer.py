@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from datasets import Dataset
-from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import get_last_checkpoint
 from trl.trainer.utils import get_callable_name
 
 from . import checkpoint as checkpoint_files
@@ -31,13 +30,14 @@ from .async_samples import LZERolloutSample
 from .async_trl import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer
 from .async_window import GroupWindow
 from .async_worker import LZERolloutWorker
-from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
+from .checkpoint import LZEStateError
 from .config import LZE_FIELDS, LZEGRPOConfig, as_config, validate_lze_args
 from .engines import apply_thread_policy
 from .errors import LZEWarning
 from .guards import resolve_correctness_reward, warn_if_quota_below_two
 from .prompt_keys import PromptKeys
 from .run import LZERun
+from .state_owner import LZEStateOwner, SaveLZEState
 
 
 def _lze_field(name: str) -> tuple[str, Any, dataclasses.Field]:
@@ -145,19 +145,7 @@ def _builds(worker_class: type) -> Iterator[None]:
         async_grpo_trainer.AsyncRolloutWorker = original
 
 
-class _LZEAsyncCallback(TrainerCallback):
-    """Writes the LZE state into every checkpoint (main process: the only one that holds it)."""
-
-    def __init__(self, trainer: LZEAsyncGRPOTrainer) -> None:
-        self.trainer = trainer
-
-    def on_save(self, args, state, control, **kwargs):
-        if args.should_save:
-            self.trainer.save_lze_state(os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"))
-        return control
-
-
-class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
+class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
     """
     TRL's experimental `AsyncGRPOTrainer` with Learning-Zone Energy (LZE): the trainer draws each generation batch of
     `window_groups` prompts (forward pruning and planning selectors included) and orders its rounds from the rollout
@@ -235,46 +223,24 @@ class LZEAsyncGRPOTrainer(AsyncGRPOTrainer):
             self.lze_window.source = self.rollout_queue
             self.lze_window.send = self.rollout_worker.send_orders
             self.rollout_queue = self.lze_window
-        self.add_callback(_LZEAsyncCallback(self))
-
-    @property
-    def selection_log(self):
-        """The run's [`~lze_trl.selection_log.SelectionLog`]."""
-        return self.lze.selection_log
-
-    def log_lze(self, metrics: dict[str, float]) -> None:
-        """Appends a window's `lze/` metrics to the trainer's metric lists (averaged over the logging window)."""
-        for key, value in metrics.items():
-            self._metrics["train"][key].append(float(value))
+        self.add_callback(SaveLZEState(self))
 
     # ----------------------------------------------------------------------------------------------- checkpoints
-    def save_lze_state(self, folder: str) -> None:
-        """Writes the LZE state into `folder`: the per-prompt table and selection log (parquet), then one state file
-        with the run's state, the window (every row it holds) and the policy version."""
-        os.makedirs(folder, exist_ok=True)
-        from .plotting.tables import prompt_table
-
-        table = prompt_table(self.lze.prompts, None, self.train_dataset)
-        checkpoint_files.save_table(table, os.path.join(folder, PROMPTS_PARQUET))
-        checkpoint_files.save_table(self.selection_log.to_pandas(), os.path.join(folder, SELECTION_LOG_PARQUET))
+    def lze_state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The run's state, the window's (every row it holds) and the policy version."""
+        arrays, counters = super().lze_state_dict()
         window_arrays, window_counters = self.lze_window.state_dict()
-        counters = {"dataset": self.prompt_keys.fingerprint, "model_version": int(self.model_version)}
-        counters.update(window_counters)
-        checkpoint_files.save_state(folder, {**self.lze.state_dict(), **window_arrays}, counters)
+        counters.update(model_version=int(self.model_version), **window_counters)
+        return {**arrays, **window_arrays}, counters
 
-    def load_lze_state(self, checkpoint: str) -> None:
-        """Restores the LZE state of `checkpoint`, or raises an [`~lze_trl.checkpoint.LZEStateError`] naming the file
-        when it is missing, corrupt, or recorded on another train dataset."""
-        arrays, counters = checkpoint_files.load_state(checkpoint)
-        checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_keys.fingerprint, checkpoint)
-        log_frame = checkpoint_files.load_selection_log(checkpoint)
+    def restore_lze_state(self, arrays: dict[str, np.ndarray], counters: dict[str, Any], checkpoint: str) -> None:
+        """Takes back the run's state, the window's and the policy version from `checkpoint`."""
         try:
             self.lze.load_state_dict({k: v for k, v in arrays.items() if not k.startswith("window.")})
             self.lze_window.load_state_dict(arrays, counters, LZERolloutSample)
             version = int(counters["model_version"])
         except (KeyError, ValueError, TypeError) as error:
             raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error!r}).") from error
-        self.selection_log.load_pandas(log_frame)
         # TRL restores the policy version for its own worker only; the window's versions continue from it
         self.model_version = version
         if self.rollout_worker is not None:

@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 from datasets import IterableDataset
-from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig, GRPOTrainer
 
 from . import checkpoint as checkpoint_files
@@ -39,26 +38,15 @@ from .guards import (
 from .prompt_keys import PromptKeys
 from .run import LZERun
 from .sampler import LZERepeatSampler
+from .state_owner import LZEStateOwner, SaveLZEState
 from .trl_adapter import TRLAdapter
 
 
 __all__ = ["LZEGRPOTrainer", "PROMPTS_PARQUET", "SELECTION_LOG_PARQUET"]
 
 
-class _LZECallback(TrainerCallback):
+class _LZECallback(SaveLZEState):
     """Writes the LZE state into every checkpoint, and ends an epoch-based run at the sampler's last epoch."""
-
-    def __init__(self, trainer: LZEGRPOTrainer) -> None:
-        self.trainer = trainer
-
-    def on_save(self, args, state, control, **kwargs):
-        if self.trainer.lze_enabled:
-            folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
-            self.trainer.save_lze_state(folder)
-            pipeline, accelerator = self.trainer.round_pipeline, self.trainer.accelerator
-            if pipeline is not None:  # every process writes its own rollouts in flight
-                pipeline.save(folder, accelerator.process_index, accelerator.num_processes)
-        return control
 
     def on_epoch_end(self, args, state, control, **kwargs):
         sampler = self.trainer.train_sampler
@@ -67,7 +55,7 @@ class _LZECallback(TrainerCallback):
         return control
 
 
-class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
+class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
     """
     Trainer for GRPO with Learning-Zone Energy (LZE) prompt selection.
 
@@ -145,11 +133,6 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         warn_if_not_sharded(self)
         apply_thread_policy(self.accelerator.device.type)
 
-    @property
-    def selection_log(self):
-        """The run's [`~lze_trl.selection_log.SelectionLog`] (`trainer.lze.selection_log`)."""
-        return self.lze.selection_log
-
     # ----------------------------------------------------------------------------------------------- data
     def _get_train_sampler(self, dataset=None):
         dataset = self.train_dataset if dataset is None else dataset
@@ -186,11 +169,6 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         totals[np.isnan(rewards).all(axis=-1)] = np.nan
         return totals
 
-    def log_lze(self, metrics: dict[str, float]) -> None:
-        """Appends `metrics` to TRL's metric lists of the training step (averaged and logged by TRL's `log`)."""
-        for key, value in metrics.items():
-            self._metrics["train"][key].append(value)
-
     def training_step(self, model, inputs, num_items_in_batch):
         resumed = self.lze.position.count_micro_step()
         if resumed is not None:
@@ -203,50 +181,27 @@ class LZEGRPOTrainer(TRLAdapter, GRPOTrainer):
         return loss
 
     # ----------------------------------------------------------------------------------------------- checkpoints
-    def lze_state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """The LZE training state as saved in checkpoints: arrays and counters (the train dataset's fingerprint)."""
-        return self.lze.state_dict(), {"dataset": self.prompt_keys.fingerprint}
-
-    def save_lze_state(self, folder: str) -> None:
-        """Writes the LZE state into a checkpoint `folder` (on the main process): the tables, then the state file."""
-        if self.args.should_save:
-            self.save_lze_tables(folder)
-            checkpoint_files.save_state(folder, *self.lze_state_dict())
-
-    def prompt_table(self, include_prompts: bool = True):
-        """The per-prompt LZE state as a `pandas.DataFrame` ([`~lze_trl.plotting.prompt_table`]), with the train
-        dataset's columns of each prompt's row when `include_prompts` (map-style datasets only)."""
-        from .plotting.tables import prompt_table
-
-        pruned = self.lze.pruner.pruned if self.lze.pruner is not None else None
-        dataset = self.train_dataset if include_prompts and self.prompt_keys.dataset_keys is not None else None
-        return prompt_table(self.lze.prompts, pruned, dataset)
-
-    def save_lze_tables(self, folder: str) -> None:
-        """Writes the prompt table and the selection log as parquet files into `folder`."""
-        os.makedirs(folder, exist_ok=True)
-        checkpoint_files.save_table(self.prompt_table(), os.path.join(folder, PROMPTS_PARQUET))
-        checkpoint_files.save_table(self.selection_log.to_pandas(), os.path.join(folder, SELECTION_LOG_PARQUET))
-
-    def load_lze_state(self, checkpoint: str) -> None:
-        """Restores the LZE state saved in the folder `checkpoint`, or raises an
-        [`~lze_trl.checkpoint.LZEStateError`] when it is missing, corrupt, or recorded on another train dataset."""
-        arrays, counters = checkpoint_files.load_state(checkpoint)
-        checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_keys.fingerprint, checkpoint)
+    def restore_lze_state(self, arrays: dict[str, np.ndarray], counters: dict[str, Any], checkpoint: str) -> None:
+        """Takes back the run's state and this process's rollouts in flight (fused rounds) from `checkpoint`."""
         pipeline = None
-        if self.round_pipeline is not None:  # this process's rollouts in flight (fused rounds)
+        if self.round_pipeline is not None:
             pipeline = RoundPipeline()
             pipeline.load(checkpoint, self.accelerator.process_index, self.accelerator.num_processes)
-        log_frame = checkpoint_files.load_selection_log(checkpoint)
         try:
             self.lze.load_state_dict(arrays)
         except (KeyError, ValueError) as error:
             raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error}).") from error
-        self.selection_log.load_pandas(log_frame)
         self.round_pipeline = pipeline
         self._step = self.lze.position.micro_steps
         if self.args.ignore_data_skip and self.lze.plans_rollouts:
             self.lze.position.resumed_from = checkpoint  # the sampler continues at the saved position
+
+    def save_lze_checkpoint(self, folder: str) -> None:
+        """The state (main process), and every process's rollouts in flight (fused rounds)."""
+        if self.lze_enabled:
+            self.save_lze_state(folder)
+            if self.round_pipeline is not None:
+                self.round_pipeline.save(folder, self.accelerator.process_index, self.accelerator.num_processes)
 
     def _resume_lze_state(self, checkpoint: str) -> None:
         """Loads the LZE state of `checkpoint` for a resumed run: one that cannot be loaded is refused when it decides

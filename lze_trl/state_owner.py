@@ -1,0 +1,90 @@
+"""What both trainers do with the LZE state, written once: [`LZEStateOwner`], a mixin ahead of TRL's trainer in
+[`~lze_trl.LZEGRPOTrainer`]'s and [`~lze_trl.async_trainer.LZEAsyncGRPOTrainer`]'s bases, logs its metrics into
+TRL's, shows it as tables, writes it into every checkpoint ([`SaveLZEState`]) and restores it.
+
+A trainer sets `lze` ([`~lze_trl.run.LZERun`]) and `prompt_keys`, and defines `lze_state_dict` (what its checkpoint
+file holds) and `restore_lze_state` (how it takes it back); the files, their atomic writes, the fingerprint check and
+the tables are here.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from . import checkpoint as checkpoint_files
+from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
+
+
+class LZEStateOwner:
+    """The LZE state's logging, tables and checkpoints, shared by both trainers (see the module's docstring). The
+    trainer defines `restore_lze_state(arrays, counters, checkpoint)`, which takes back what `lze_state_dict` saved
+    (raising an [`~lze_trl.checkpoint.LZEStateError`] when it does not fit)."""
+
+    @property
+    def selection_log(self):
+        """The run's [`~lze_trl.selection_log.SelectionLog`]."""
+        return self.lze.selection_log
+
+    def log_lze(self, metrics: dict[str, float]) -> None:
+        """Appends `metrics` to TRL's metric lists of the training step (averaged and logged by TRL's `log`)."""
+        for key, value in metrics.items():
+            self._metrics["train"][key].append(float(value))
+
+    def prompt_table(self, include_prompts: bool = True):
+        """The per-prompt LZE state as a `pandas.DataFrame` ([`~lze_trl.plotting.prompt_table`]), with the train
+        dataset's columns of each prompt's row when `include_prompts` (map-style datasets only)."""
+        from .plotting.tables import prompt_table
+
+        pruned = self.lze.pruner.pruned if self.lze.pruner is not None else None
+        dataset = self.train_dataset if include_prompts and self.prompt_keys.dataset_keys is not None else None
+        return prompt_table(self.lze.prompts, pruned, dataset)
+
+    def save_lze_tables(self, folder: str) -> None:
+        """Writes the prompt table and the selection log as parquet files into `folder`."""
+        os.makedirs(folder, exist_ok=True)
+        checkpoint_files.save_table(self.prompt_table(), os.path.join(folder, PROMPTS_PARQUET))
+        checkpoint_files.save_table(self.selection_log.to_pandas(), os.path.join(folder, SELECTION_LOG_PARQUET))
+
+    def lze_state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The LZE state as its checkpoint file holds it: arrays and counters (the train dataset's fingerprint)."""
+        return self.lze.state_dict(), {"dataset": self.prompt_keys.fingerprint}
+
+    def save_lze_state(self, folder: str) -> None:
+        """Writes the LZE state into a checkpoint `folder` (where `args.should_save`: the main process): the tables,
+        then the state file."""
+        if self.args.should_save:
+            self.save_lze_tables(folder)
+            checkpoint_files.save_state(folder, *self.lze_state_dict())
+
+    def save_lze_checkpoint(self, folder: str) -> None:
+        """What every checkpoint gets from LZE ([`SaveLZEState`]): the state."""
+        self.save_lze_state(folder)
+
+    def load_lze_state(self, checkpoint: str) -> None:
+        """Restores the LZE state saved in the folder `checkpoint`, or raises an
+        [`~lze_trl.checkpoint.LZEStateError`] when it is missing, corrupt, or recorded on another train dataset."""
+        arrays, counters = checkpoint_files.load_state(checkpoint)
+        checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_keys.fingerprint, checkpoint)
+        log_frame = checkpoint_files.load_selection_log(checkpoint)
+        self.restore_lze_state(arrays, counters, checkpoint)
+        self.selection_log.load_pandas(log_frame)
+
+
+class SaveLZEState(TrainerCallback):
+    """Writes the LZE state into every checkpoint (`LZEStateOwner.save_lze_checkpoint`)."""
+
+    def __init__(self, trainer: LZEStateOwner) -> None:
+        self.trainer = trainer
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        self.trainer.save_lze_checkpoint(folder)
+        return control
+
+
+__all__ = ["LZEStateOwner", "SaveLZEState"]
