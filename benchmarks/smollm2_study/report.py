@@ -36,6 +36,8 @@ MARGIN = 0.03
 """Non-inferiority margin on test accuracy (`protocol.md`)."""
 ALPHA = 0.05
 """Family-wise level, Holm over the arms compared with GRPO."""
+COMPARISONS = len(ARMS) - 1
+"""The arms compared with GRPO (the Holm family, whatever has run so far)."""
 BASELINE = "grpo"
 LABELS = {
     "grpo": "GRPO",
@@ -176,23 +178,26 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
             [[level, f"{rate:.3f}"] for level, rate in by_level.items()],
             headers=["level", f"pass rate ({PROTOCOL['pass_rate_samples']} samples, train-side prompts)"],
             tablefmt="github",
+            disable_numparse=True,
         )
         + "\n"
     )
 
     # primary 1: accuracy at equal steps
     out.append(f"## Test accuracy at step {PROTOCOL['steps']} (primary)\n")
-    differences = {arm: paired(runs, arm) for arm in others}
-    decision = decide(differences, alpha=ALPHA, margin=MARGIN) if others else {}
+    # every arm of the protocol in the Holm family: one that has not run (or has one seed) enters with p = 1
+    differences = {arm: paired(runs, arm) for arm in ARMS if arm != BASELINE}
+    decision = decide(differences, alpha=ALPHA, margin=MARGIN)
     rows = []
     for arm in arms:
         finals = [accuracy(r) for r in runs[arm].values()]
-        row = [LABELS[arm], len(finals), f"{np.mean(finals):.3f}", number(float(np.std(finals, ddof=1)), ".3f")]
+        sd = float(np.std(finals, ddof=1)) if len(finals) > 1 else math.nan
+        row = [LABELS[arm], len(finals), f"{np.mean(finals):.3f}", number(sd, ".3f")]
         if arm == BASELINE:
             rows.append(row + ["", "", "", ""])
             continue
         d = decision[arm]
-        shown = "non-inferior" if d["reject"] else "not shown"
+        shown = "non-inferior" if d["passes"] else "not shown"
         rows.append(row + [interval(differences[arm]), number(d["p"], ".4f"), number(d["holm_p"], ".4f"), shown])
     out.append(
         tabulate(
@@ -315,19 +320,19 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     for arm in others:
         d = differences[arm]
         sd = float(d.std(ddof=1)) if len(d) > 1 else math.nan
-        need = seeds_needed(sd, margin=MARGIN, alpha=ALPHA / len(others)) if sd == sd else math.nan
+        need = seeds_needed(sd, margin=MARGIN, alpha=ALPHA / COMPARISONS) if sd == sd else math.nan
         rows.append(
             [
                 LABELS[arm],
                 len(d),
                 number(sd, ".4f"),
                 "n/a" if need != need else ("inf" if math.isinf(need) else str(math.ceil(need))),
-                number(detectable(len(d), sd, ALPHA / len(others)), ".3f"),
+                number(detectable(len(d), sd, ALPHA / COMPARISONS), ".3f"),
             ]
         )
     out += [
         f"Per arm, the paired SD of its difference to GRPO, the seeds the non-inferiority test at {MARGIN} needs for "
-        f"{POWER:.0%} power at the first Holm level ({ALPHA} / {len(others)}) if the true difference is 0, and the "
+        f"{POWER:.0%} power at the first Holm level ({ALPHA} / {COMPARISONS}) if the true difference is 0, and the "
         "smallest margin the seeds run can show with that power:\n",
         tabulate(
             rows,
