@@ -108,8 +108,9 @@ def zones(evaluation: dict[str, Any]) -> dict[str, float]:
 
 
 def figure(runs: dict, start: dict, results: Path, path: Path) -> None:
-    """The README's first figure: test accuracy by step per arm (mean over seeds, each seed a dot), and each arm's
-    seconds a step split into generation, scoring and update (its `speed` run)."""
+    """The README's first figure: test accuracy against training seconds per arm (each evaluation at its step times
+    the arm's seconds a step alone; mean over seeds, each seed a dot), and each arm's seconds a step split into
+    generation, scoring and update (its `speed` run)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -117,28 +118,27 @@ def figure(runs: dict, start: dict, results: Path, path: Path) -> None:
 
     steps = [0, *PROTOCOL["eval_steps"]]
     start_accuracy = float(np.mean(start["test"]["rate"]))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [1.25, 1]})
-    for i, arm in enumerate(runs):
+    timed = [arm for arm in runs if (results / "speed" / f"{arm}.json").exists()]
+    timing = {a: seconds_per_step([json.loads((results / "speed" / f"{a}.json").read_text())]) for a in timed}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 3.9), gridspec_kw={"width_ratios": [1.3, 1]})
+    for arm in timed:
         curves = [[start_accuracy, *(accuracy(r, s) for s in steps[1:])] for r in runs[arm].values()]
-        x = np.array(steps) + (i - len(runs) / 2) * 0.08
-        left.plot(x, np.mean(curves, axis=0), "-o", ms=4, label=f"{LABELS[arm]} ({len(curves)} seeds)")
+        x = np.array(steps) * timing[arm]["seconds"] / 60
+        seeds = f"{len(curves)} seed{'s' if len(curves) > 1 else ''}"
+        left.plot(x, np.mean(curves, axis=0), "-o", ms=4, label=f"{LABELS[arm]} ({seeds})")
         for curve in curves:
-            left.plot(x[1:], curve[1:], ".", ms=3, color=left.lines[-1].get_color(), alpha=0.5)
-    left.set_xlabel("step")
+            left.plot(x[1:], curve[1:], ".", ms=4, color=left.lines[-1].get_color(), alpha=0.5)
+    left.set_xlabel("training minutes on one CPU thread (steps 0, 4, 8)")
     left.set_ylabel("greedy test accuracy (400 questions)")
-    left.set_xticks(steps)
     left.grid(alpha=0.3)
     left.legend(fontsize=7)
-    timed = [arm for arm in runs if (results / "speed" / f"{arm}.json").exists()]
     bottom = np.zeros(len(timed))
     for part in ("generation", "scoring", "update"):
-        values = np.array(
-            [seconds_per_step([json.loads((results / "speed" / f"{a}.json").read_text())])[part] for a in timed]
-        )
+        values = np.array([timing[a][part] for a in timed])
         right.barh([LABELS[a] for a in timed], values, left=bottom, label=part)
         bottom += values
     right.invert_yaxis()
-    right.set_xlabel("seconds a step, one CPU thread")
+    right.set_xlabel("seconds a step, one CPU thread, alone")
     right.legend(fontsize=7)
     right.grid(alpha=0.3, axis="x")
     fig.suptitle("SmolLM2-135M-Instruct on word problems, full fine-tuning on a CPU (BENCHMARKS.md section 11)")
@@ -153,6 +153,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     runs = load_runs(results)
     arms = [arm for arm in ARMS if arm in runs]
     others = [arm for arm in arms if arm != BASELINE]
+    summary: dict[str, dict[str, str]] = {arm: {} for arm in arms}
     if figures and runs:
         figure(runs, start, results, results / "readme.png")
     out = [
@@ -193,12 +194,14 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         finals = [accuracy(r) for r in runs[arm].values()]
         sd = float(np.std(finals, ddof=1)) if len(finals) > 1 else math.nan
         row = [LABELS[arm], len(finals), f"{np.mean(finals):.3f}", number(sd, ".3f")]
+        summary[arm].update(seeds=str(len(finals)), accuracy=f"{np.mean(finals):.3f}")
         if arm == BASELINE:
             rows.append(row + ["", "", "", ""])
             continue
         d = decision[arm]
         shown = "non-inferior" if d["passes"] else "not shown"
         rows.append(row + [interval(differences[arm]), number(d["p"], ".4f"), number(d["holm_p"], ".4f"), shown])
+        summary[arm].update(difference=interval(differences[arm]), verdict=shown)
     out.append(
         tabulate(
             rows,
@@ -223,28 +226,56 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     out.append("## Wall-clock (primary: to reach GRPO's final test accuracy)\n")
     if BASELINE in runs:
         target = float(np.mean([accuracy(r) for r in runs[BASELINE].values()]))
-        rows = []
+        speeds = {}
         for arm in arms:
             speed = results / "speed" / f"{arm}.json"
-            timing = seconds_per_step([json.loads(speed.read_text())]) if speed.exists() else None
+            speeds[arm] = seconds_per_step([json.loads(speed.read_text())]) if speed.exists() else None
+        grpo_curve = [float(np.mean(start["test"]["rate"]))]
+        grpo_curve += [float(np.mean([accuracy(r, s) for r in runs[BASELINE].values()])) for s in steps]
+        rows = []
+        for arm in arms:
+            timing = speeds[arm]
             curve = [np.mean([accuracy(r, s) for r in runs[arm].values()]) for s in steps]
             reached = next((s for s, a in zip(steps, curve) if a >= target), None)
+            seconds = steps[-1] * timing["seconds"] if timing else math.nan
+            grpo_then = math.nan
+            if timing and speeds[BASELINE]:  # GRPO's mean curve at the arm's training time, linearly interpolated
+                grpo_times = [0.0, *(s * speeds[BASELINE]["seconds"] for s in steps)]
+                grpo_then = float(np.interp(seconds, grpo_times, grpo_curve))
+            summary[arm].update(step=f"{timing['seconds']:.1f}" if timing else "n/a", then=number(grpo_then, ".3f"))
+            summary[arm].update(training=number(seconds, ".0f"))
             rows.append(
                 [
                     LABELS[arm],
                     *(f"{timing[k]:.1f}" if timing else "n/a" for k in ("seconds", "generation", "scoring", "update")),
                     str(reached) if reached else f"not in {steps[-1]}",
                     f"{reached * timing['seconds']:.0f}" if reached and timing else "n/a",
+                    number(seconds, ".0f"),
+                    f"{curve[-1]:.3f}",
+                    number(grpo_then, ".3f"),
                 ]
             )
         out += [
             f"GRPO's final mean test accuracy: {target:.3f}. Seconds a step from each arm's `speed` run (seed 0, "
             "alone on the idle machine, one torch thread, the first step left out), split into generation (TRL's "
-            "`_generate`), scoring (the reward, the selection and TRL's bookkeeping) and the update (forward, "
-            "backward, optimizer):\n",
+            "`_generate`), scoring (the reward, the selection, the stale rows' log-probabilities and TRL's "
+            "bookkeeping) and the update (forward, backward, optimizer). The last three columns are descriptive, not "
+            "declared: the arm's training time for its 8 steps, its accuracy then, and GRPO's mean accuracy at that "
+            "time (its curve interpolated linearly between evaluations):\n",
             tabulate(
                 rows,
-                headers=["arm", "s/step", "generation", "scoring", "update", "step reached", "seconds"],
+                headers=[
+                    "arm",
+                    "s/step",
+                    "generation",
+                    "scoring",
+                    "update",
+                    "step reached",
+                    "seconds",
+                    "training s",
+                    "accuracy",
+                    "GRPO then",
+                ],
                 tablefmt="github",
                 disable_numparse=True,
             )
@@ -258,6 +289,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         records = list(runs[arm].values())
         meter = [r["meter"] for r in records]
         lengths = [e["completions/mean_length"] for r in records for e in r["log_history"]]
+        summary[arm]["rollouts"] = f"{np.mean([m['rollouts'] for m in meter]):.0f}"
         rows.append(
             [
                 LABELS[arm],
@@ -341,6 +373,15 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
             disable_numparse=True,
         )
         + "\n",
+    ]
+    keys = ["seeds", "accuracy", "difference", "verdict", "rollouts", "step", "training", "then"]
+    headers = ["arm", "seeds", "test accuracy", "minus GRPO [95% CI]", f"NI at {MARGIN}", "fresh rollouts", "s/step"]
+    headers += ["training s", "GRPO at that time"]
+    rows = [[LABELS[arm], *(summary[arm].get(k, "") for k in keys)] for arm in arms]
+    position = 3 if dates else 2  # after the title, the protocol line and the runs' dates
+    out[position:position] = [
+        f"## Summary (step {PROTOCOL['steps']}; each column is explained in its section below)\n",
+        tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n",
     ]
     return "\n".join(out)
 
