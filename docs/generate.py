@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lze_trl.config import LZE_FIELDS, LZEGRPOConfig  # noqa: E402
+from lze_trl.grpo.config import LZE_FIELDS, LZEGRPOConfig  # noqa: E402
 
 
 CONFIGURATION = ROOT / "docs" / "source" / "configuration.md"

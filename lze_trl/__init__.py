@@ -1,7 +1,7 @@
 """lze-trl: Learning-Zone Energy prompt selection for TRL's GRPO.
 
-The public names are imported lazily (as TRL does): `import lze_trl.plotting` or `import lze_trl.checkpoint` loads
-neither torch nor TRL; `from lze_trl import LZEGRPOTrainer` loads the trainer on first use.
+The public names are imported lazily (as TRL does): `import lze_trl.plotting` or `import lze_trl.method.checkpoint`
+loads neither torch nor TRL; `from lze_trl import LZEGRPOTrainer` loads the trainer on first use.
 """
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "LZEGRPOConfig": "config",
-    "LZEGRPOTrainer": "trainer",
+    "LZEGRPOConfig": "grpo.config",
+    "LZEGRPOTrainer": "grpo.trainer",
     "LZEPlotCallback": "plotting.callback",
-    "LZERepeatSampler": "sampler",
-    "LZERun": "run",
-    "LZEWarning": "errors",
-    "PromptPruner": "pruning",
-    "PromptState": "prompt_state",
+    "LZERepeatSampler": "grpo.sampler",
+    "LZERun": "method.run",
+    "LZEWarning": "method.errors",
+    "PromptPruner": "method.pruning",
+    "PromptState": "method.prompt_state",
     "add_plot_callback": "plotting.callback",
-    "compute_energy": "energy",
-    "group_pass_rates": "selection",
-    "live_groups": "selection",
-    "select_top_k": "selection",
+    "compute_energy": "method.energy",
+    "group_pass_rates": "method.selection",
+    "live_groups": "method.selection",
+    "select_top_k": "method.selection",
 }
 
 __all__ = [
@@ -45,16 +45,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .config import LZEGRPOConfig
-    from .energy import compute_energy
-    from .errors import LZEWarning
+    from .grpo.config import LZEGRPOConfig
+    from .grpo.sampler import LZERepeatSampler
+    from .grpo.trainer import LZEGRPOTrainer
+    from .method.energy import compute_energy
+    from .method.errors import LZEWarning
+    from .method.prompt_state import PromptState
+    from .method.pruning import PromptPruner
+    from .method.run import LZERun
+    from .method.selection import group_pass_rates, live_groups, select_top_k
     from .plotting.callback import LZEPlotCallback, add_plot_callback
-    from .prompt_state import PromptState
-    from .pruning import PromptPruner
-    from .run import LZERun
-    from .sampler import LZERepeatSampler
-    from .selection import group_pass_rates, live_groups, select_top_k
-    from .trainer import LZEGRPOTrainer
 
 
 def __getattr__(name: str) -> Any:

@@ -11,10 +11,10 @@ from test_probe import RecordingTrainer, bucket_reward, rollouts
 from testing_utils import completion_bucket, logged, lze_args, make_trainer, prompt_dataset, prompt_number
 
 from lze_trl import LZEWarning
-from lze_trl.energy import fit_beta_prior, learning_zone_probability
-from lze_trl.generation_batch import served_rows
-from lze_trl.rounds import AdaptiveRounds, RoundsState
-from lze_trl.run import LZERun
+from lze_trl.method.energy import fit_beta_prior, learning_zone_probability
+from lze_trl.method.round_policies import AdaptiveRounds, RoundsState
+from lze_trl.method.run import LZERun
+from lze_trl.rounds.generation_batch import served_rows
 
 
 def test_live_probability_is_one_minus_the_beta_binomial_chance_that_the_group_stays_alike():
@@ -203,7 +203,7 @@ def test_bad_adaptive_budget_settings_are_refused_with_the_fix(tmp_path, overrid
 
 
 def test_rounds_from_a_command_line_are_parsed_and_need_whole_groups(tmp_path):
-    from lze_trl.config import validate_lze_args
+    from lze_trl.grpo.config import validate_lze_args
 
     assert lze_args(tmp_path, generation_rounds="1,2,4").generation_rounds == [1, 2, 4]
     args = lze_args(tmp_path, generation_rounds=[2, 4], num_generations=4, per_device_train_batch_size=8)
@@ -213,8 +213,8 @@ def test_rounds_from_a_command_line_are_parsed_and_need_whole_groups(tmp_path):
 
 
 def test_the_budget_needs_a_selector_that_reads_pass_rates(tmp_path, monkeypatch):
-    from lze_trl.selectors import SELECTORS
-    from lze_trl.selectors.base import Selector
+    from lze_trl.method.selectors import SELECTORS
+    from lze_trl.method.selectors.base import Selector
 
     class Blind(Selector):
         name, needs_pass_rates = "blind", False

@@ -5,7 +5,7 @@ import numpy as np
 from testing_utils import make_trainer
 
 from benchmarks.adaptive.control import SETTING, UniformAdaptiveRounds
-from lze_trl.rounds import AdaptiveRounds, RoundsState
+from lze_trl.method.round_policies import AdaptiveRounds, RoundsState
 
 
 def test_the_control_continues_as_many_groups_as_the_rule_chosen_among_those_going_on(tmp_path):

@@ -5,7 +5,7 @@ import numpy as np
 from testing_utils import make_trainer
 
 from benchmarks.adaptive.worth import SETTING, WorthRounds, reach_probability
-from lze_trl.rounds import AdaptiveRounds, RoundsState
+from lze_trl.method.round_policies import AdaptiveRounds, RoundsState
 
 
 def test_a_group_goes_on_while_it_may_still_reach_the_update(tmp_path):

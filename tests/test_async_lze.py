@@ -20,7 +20,7 @@ from datasets import Dataset
 from packaging.version import Version
 
 
-if Version(trl.__version__) < Version("1.16.0"):  # lze_trl/async_trainer.py refuses older TRL (its MIN_TRL)
+if Version(trl.__version__) < Version("1.16.0"):  # lze_trl/async_grpo/trainer.py refuses older TRL (its MIN_TRL)
     pytest.skip("LZEAsyncGRPOTrainer is built on TRL 1.16's AsyncGRPOTrainer", allow_module_level=True)
 
 from testing_utils import decided
@@ -28,16 +28,21 @@ from trl.experimental.async_grpo import AsyncGRPOTrainer, async_grpo_trainer
 from trl.experimental.async_grpo.async_rollout_worker import RolloutGroup, RolloutSample, _AsyncRolloutLoop
 from trl.experimental.async_grpo.packing import TREE_ATTENTION, TreeRow, register_tree_attention, tree_attention
 
-from lze_trl import checkpoint as checkpoint_files
-from lze_trl.async_cpu import InProcessWeightTransfer, StandInRolloutWorker, cpu_tree_attention, use_cpu_tree_attention
-from lze_trl.async_samples import LZERolloutSample, Order, group_advantages, tag_round
-from lze_trl.async_trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
-from lze_trl.async_window import GroupWindow
-from lze_trl.checkpoint import LZEStateError
-from lze_trl.errors import LZEWarning
-from lze_trl.generation_batch import even_out
-from lze_trl.rounds import RoundsState
-from lze_trl.run import LZERun
+from lze_trl.async_grpo.cpu import (
+    InProcessWeightTransfer,
+    StandInRolloutWorker,
+    cpu_tree_attention,
+    use_cpu_tree_attention,
+)
+from lze_trl.async_grpo.samples import LZERolloutSample, Order, group_advantages, tag_round
+from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
+from lze_trl.async_grpo.window import GroupWindow
+from lze_trl.method import checkpoint as checkpoint_files
+from lze_trl.method.checkpoint import LZEStateError
+from lze_trl.method.errors import LZEWarning
+from lze_trl.method.round_policies import RoundsState
+from lze_trl.method.run import LZERun
+from lze_trl.rounds.generation_batch import even_out
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
@@ -473,7 +478,7 @@ def test_settings_that_cannot_work_are_refused_when_the_config_is_built(tmp_path
 def test_a_plain_async_config_gets_the_lze_defaults_and_is_not_changed(tmp_path):
     from trl.experimental.async_grpo import AsyncGRPOConfig
 
-    from lze_trl.async_trainer import as_lze_async_config
+    from lze_trl.async_grpo.trainer import as_lze_async_config
 
     plain = AsyncGRPOConfig(str(tmp_path), use_cpu=True, report_to="none", learning_rate=3e-5, num_generations=G)
     converted = as_lze_async_config(plain, "org/model")
@@ -556,7 +561,7 @@ def test_what_lze_relies_on_in_trls_async_trainer():
     assert set(re.findall(r"self\.queue\.(\w+)", dataset)) == {"get", "qsize"}
     # TRL builds its worker by the module's name `AsyncRolloutWorker` (LZE's is built in its place, same arguments)
     assert "self.rollout_worker = AsyncRolloutWorker(" in init
-    # LZE's worker loop follows TRL's `_generate_loop` (see lze_trl/async_worker.py): a change there is to be read
+    # LZE's worker loop follows TRL's `_generate_loop` (see lze_trl/async_grpo/worker.py): a change there is to be read
     # and carried over, then this hash updated
     source = inspect.getsource(_AsyncRolloutLoop._generate_loop)
     assert hashlib.sha256(source.encode()).hexdigest()[:16] == "ba2da28437369bdd"

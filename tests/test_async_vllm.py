@@ -9,6 +9,7 @@ The reward is `lze_trl.tasks.shared.arithmetic_reward`, a module-level function 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -28,8 +29,8 @@ from vllm_cpu import (
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-if Version(trl.__version__) < Version("1.16.0"):  # lze_trl/async_trl.py refuses older TRL (its MIN_TRL)
-    pytest.skip("TRL's AsyncGRPOTrainer as lze_trl.async_cpu shims it is TRL 1.16's", allow_module_level=True)
+if Version(trl.__version__) < Version("1.16.0"):  # lze_trl/async_grpo/upstream.py refuses older TRL (its MIN_TRL)
+    pytest.skip("TRL's AsyncGRPOTrainer as lze_trl.async_grpo.cpu shims it is TRL 1.16's", allow_module_level=True)
 
 # Both sides compute in float32 (the trainer's default dtype, the server's `--dtype float32`): the gaps measured after
 # training were 9.5e-7 to 3.3e-6 (summation order of vLLM's CPU kernels against torch's), 300x below this tolerance;
@@ -51,28 +52,35 @@ def carries_dataset(n: int):
     return Dataset.from_dict({"prompt": prompts, "answer": list(train["answer"])})
 
 
-@pytest.fixture(scope="module")
-def vllm_server(tmp_path_factory):
-    """
-    `vllm serve` of the carries warm start on a free loopback port, with its development endpoints
-    (`VLLM_SERVER_DEV_MODE=1`: TRL's `/pause` and `/resume`, the reload's `/collective_rpc`); yields
-    `(base_url, model_dir)`. Untied embeddings (vLLM's CPU LM head would keep a stale copy of tied ones, see
-    `ReloadWeightTransfer`), float32 as the trainer trains, eager (no torch.compile warm-up: half the start-up time).
-    """
-    model_dir = str(tmp_path_factory.mktemp("async-vllm-model"))
-    save_warm_start(model_dir)
+@contextlib.contextmanager
+def serving(model_dir: str, folder, served_model_name: str | None = None):
+    """`vllm serve` of `model_dir` on a free loopback port, with its development endpoints (`VLLM_SERVER_DEV_MODE=1`:
+    TRL's `/pause` and `/resume`, the reload's `/collective_rpc`), float32 as the trainer trains, eager (no
+    torch.compile warm-up: half the start-up time); yields its base URL. `folder` holds its log and metadata."""
     port = free_loopback_port()
     env = dict(os.environ, VLLM_SERVER_DEV_MODE="1")
     env["VLLM_CPU_KVCACHE_SPACE"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")
     if on_cpu():
-        metadata = server_metadata_dir(tmp_path_factory.mktemp("vllm-metadata"))
+        metadata = server_metadata_dir(os.path.join(folder, "vllm-metadata"))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (metadata, env.get("PYTHONPATH")) if p)
     vllm = os.path.join(os.path.dirname(sys.executable), "vllm")  # the `vllm` command of this environment
     command = [vllm, "serve", model_dir, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32"]
     command += ["--max-model-len", str(MAX_MODEL_LEN), "--gpu-memory-utilization", "0.3", "--enforce-eager"]
+    command += ["--served-model-name", served_model_name] if served_model_name else []
     base_url = f"http://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("vllm-server-log") / "server.log"
-    with running_server(command, env, log, base_url):
+    with running_server(command, env, os.path.join(folder, "server.log"), base_url):
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory):
+    """
+    `vllm serve` of the carries warm start; yields `(base_url, model_dir)`. Untied embeddings (vLLM's CPU LM head
+    would keep a stale copy of tied ones, see `ReloadWeightTransfer`).
+    """
+    model_dir = str(tmp_path_factory.mktemp("async-vllm-model"))
+    save_warm_start(model_dir)
+    with serving(model_dir, tmp_path_factory.mktemp("vllm-server")) as base_url:
         yield base_url, model_dir
 
 
@@ -85,7 +93,8 @@ def test_trl_async_trainer_trains_with_its_worker_and_syncs_weights_to_vllm_serv
     from trl.experimental.async_grpo.async_rollout_worker import AsyncRolloutWorker
     from vllm_cpu import max_logp_gap, model_sequence_logps
 
-    from lze_trl.async_cpu import ReloadWeightTransfer, cpu_construction, use_cpu_tree_attention
+    from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
+    from lze_trl.async_grpo.reload import ReloadWeightTransfer
     from lze_trl.tasks.shared import arithmetic_reward
 
     base_url, model_dir = vllm_server
@@ -150,10 +159,10 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     from testing_utils import decided
     from transformers import AutoTokenizer
 
-    from lze_trl import checkpoint as checkpoint_files
-    from lze_trl.async_cpu import ReloadWeightTransfer
-    from lze_trl.async_trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
-    from lze_trl.async_worker import LZERolloutWorker
+    from lze_trl.async_grpo.reload import ReloadWeightTransfer
+    from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
+    from lze_trl.async_grpo.worker import LZERolloutWorker
+    from lze_trl.method import checkpoint as checkpoint_files
     from lze_trl.tasks.shared import arithmetic_reward
 
     base_url, model_dir = vllm_server
@@ -200,3 +209,75 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     # the first group the resumed run decided is one the checkpoint held open: ordered again, not skipped
     open_groups = set(np.concatenate([b["group_ids"] for b in json.loads(counters["window_batches"])]))
     assert resumed.lze_window.decisions[0][0] in open_groups
+
+
+@pytest.mark.timeout(300)
+def test_a_model_with_tied_embeddings_trains_against_its_untied_copy_on_vllm_serve(tmp_path):
+    # SmolLM2 ties its LM head to its input embedding, as the warm start does. vLLM's CPU backend keeps a tied head in
+    # a packed copy that a reload leaves stale, so the server serves the untied copy (`untied_for_serving`) under the
+    # trained model's name, and each sync also writes the trained embedding as the head: the server then serves the
+    # tied model's weights.
+    import torch
+    from safetensors import safe_open
+    from test_vllm_server import server_sequence_logps
+    from transformers import AutoModelForCausalLM
+    from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+    from vllm_cpu import RAW_PROMPT_TEMPLATE, max_logp_gap, model_sequence_logps
+
+    from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
+    from lze_trl.async_grpo.reload import ReloadWeightTransfer, untied_for_serving
+    from lze_trl.demo.config import default_warm_start
+    from lze_trl.demo.warmstart import load_warm_start
+    from lze_trl.tasks.shared import arithmetic_reward
+
+    model, tokenizer, _ = load_warm_start(default_warm_start("carries"))
+    assert model.config.tie_word_embeddings  # the warm start ties them, as SmolLM2 does
+    model_dir, served_dir = str(tmp_path / "tied"), str(tmp_path / "untied")
+    tokenizer.chat_template = RAW_PROMPT_TEMPLATE
+    for folder in (model_dir, served_dir):
+        tokenizer.save_pretrained(folder)
+    model.save_pretrained(model_dir)
+    untied_for_serving(model, served_dir)
+    assert not AutoModelForCausalLM.from_pretrained(served_dir).config.tie_word_embeddings
+    tokenizer.response_template = RAW_RESPONSE_TEMPLATE
+    weights = tmp_path / "weights"
+    with serving(served_dir, tmp_path, served_model_name=model_dir) as base_url:  # TRL's requests name model_dir
+        args = AsyncGRPOConfig(
+            output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", save_strategy="no", max_steps=2,
+            weight_sync_steps=1, num_generations=4, max_completion_length=8, max_inflight_tasks=8, queue_maxsize=16,
+            learning_rate=0.05, vllm_server_base_url=base_url,
+        )  # fmt: skip
+        transfer = ReloadWeightTransfer(base_url, weights_dir=str(weights), tied_lm_head="model.embed_tokens.weight")
+        with cpu_construction():
+            trainer = AsyncGRPOTrainer(model_dir, arithmetic_reward, args=args, train_dataset=carries_dataset(8),
+                                       processing_class=tokenizer, weight_transfer=transfer)  # fmt: skip
+        use_cpu_tree_attention()
+        assert trainer.model.config.tie_word_embeddings
+        try:
+            trainer.train()
+        finally:
+            trainer.rollout_worker.stop()
+        sequences = [tokenizer.encode(text) for text in ("12+5=17", "3+3=6 00", "(4*2)-1=7")]
+        served = server_sequence_logps(base_url, sequences)
+    assert trainer.state.global_step == 2 and transfer.syncs == 3
+    embedding = trainer.model.get_input_embeddings().weight.detach()
+    with safe_open(str(weights / "model.safetensors"), "pt") as f:
+        assert torch.equal(f.get_tensor("lm_head.weight"), embedding)  # the head the trained embedding is
+        assert torch.equal(f.get_tensor("model.embed_tokens.weight"), embedding)
+    plain = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)  # tied, the initial weights
+    initial = model_sequence_logps(plain, sequences)
+    plain.load_state_dict(trainer.model.state_dict())
+    trained = model_sequence_logps(plain, sequences)
+    assert max_logp_gap(served, trained) < SYNC_TOLERANCE
+    assert max_logp_gap(served, initial) > 100 * SYNC_TOLERANCE  # the training moved them: not a vacuous match
+
+
+def test_reload_refuses_a_tied_lm_head_name_it_is_not_sent():
+    import torch
+
+    from lze_trl.async_grpo.reload import ReloadWeightTransfer
+
+    transfer = ReloadWeightTransfer("http://127.0.0.1:9", tied_lm_head="model.embed_tokens.weight")
+    with pytest.raises(ValueError, match="tied_lm_head='model.embed_tokens.weight' is not among the 1 weights"):
+        transfer.send_weights(iter([("model.embedding.weight", torch.zeros(2, 2))]))
+    transfer.destroy()

@@ -16,7 +16,7 @@ from benchmarks.harness.specs import parse_method, parse_overrides
 from benchmarks.harness.stats import aggregate
 from lze_trl.demo import DemoConfig, MethodSpec, lze_config
 from lze_trl.demo.warmstart import WARMSTART_FORMAT
-from lze_trl.selectors import SELECTORS
+from lze_trl.method.selectors import SELECTORS
 from lze_trl.tasks import CHARSET
 
 

@@ -16,9 +16,9 @@ import pytest
 import torch
 from testing_utils import make_trainer, mixed_reward, prompt_dataset
 
-from lze_trl import checkpoint as lze_state
-from lze_trl.checkpoint import LZEStateError
-from lze_trl.guards import LZEWarning
+from lze_trl.method import checkpoint as lze_state
+from lze_trl.method.checkpoint import LZEStateError
+from lze_trl.method.guards import LZEWarning
 
 
 # ----------------------------------------------------------------------------------------------- the state file
@@ -57,7 +57,7 @@ SAVE_LOOP = textwrap.dedent(
     """
     import sys
     import numpy as np
-    from lze_trl import checkpoint as state
+    from lze_trl.method import checkpoint as state
 
     folder = sys.argv[1]
     version = 0
@@ -236,7 +236,7 @@ def test_a_reward_function_returning_non_numbers_is_named(tmp_path, bad, match):
 
 
 def test_valid_reward_values_pass_the_check():
-    from lze_trl.guards import check_reward_values
+    from lze_trl.method.guards import check_reward_values
 
     check_reward_values("r", [1, 0.5, True, None, float("nan"), np.float32(1), torch.tensor(0.5), np.array(1.0)], 8)
     check_reward_values("r", np.array([0.0, 1.0]), 2)

@@ -9,7 +9,7 @@ import pytest
 
 import lze_trl
 from lze_trl.cli import main as cli_main
-from lze_trl.engines import thread_policy
+from lze_trl.grpo.engines import thread_policy
 
 
 def installed(distribution: str) -> str:

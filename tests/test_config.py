@@ -4,7 +4,7 @@ import pytest
 from trl import GRPOConfig
 
 from lze_trl import LZEGRPOConfig
-from lze_trl.config import as_lze_config
+from lze_trl.grpo.config import as_lze_config
 
 
 BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
@@ -77,7 +77,7 @@ def test_the_config_holds_only_what_the_core_uses_and_help_lists_lze_after_grpo(
 def test_each_lze_flag_s_help_is_its_entry_of_the_config_docstring():
     from transformers import HfArgumentParser
 
-    from lze_trl.config import LZE_FIELDS
+    from lze_trl.grpo.config import LZE_FIELDS
 
     helps = {a.dest: a.help for a in HfArgumentParser(LZEGRPOConfig)._actions}
     doc = " ".join(LZEGRPOConfig.__doc__.split())
@@ -124,6 +124,6 @@ def test_plain_grpo_config_gets_lze_defaults_and_keeps_its_values():
 )
 def test_removed_settings_are_refused(removed):
     # renamed or merged before any release: the old names are not accepted (the per-prompt table's EMA decay is
-    # `energy_ema_decay`; liveness has one rule, `lze_trl.selection.live_groups`)
+    # `energy_ema_decay`; liveness has one rule, `lze_trl.method.selection.live_groups`)
     with pytest.raises(TypeError, match=removed):
         LZEGRPOConfig(**BASE, **{removed: 1})

@@ -35,7 +35,7 @@ from lze_trl.demo import (
 from lze_trl.demo.summary import ratios, summarize
 from lze_trl.demo.tables import format_table
 from lze_trl.demo.training import recorded_lze_warnings
-from lze_trl.guards import LZEWarning
+from lze_trl.method.guards import LZEWarning
 from lze_trl.tasks.arithmetic import CHARSET, arithmetic_reward
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 

@@ -74,7 +74,7 @@ def test_expected_energy_is_the_beta_binomial_expectation_of_the_completed_group
 ):
     from scipy.stats import betabinom
 
-    from lze_trl.energy import expected_energy, history_prior
+    from lze_trl.method.energy import expected_energy, history_prior
 
     n = 5
     successes = np.array(data.draw(st.lists(st.integers(0, k), min_size=n, max_size=n)), dtype=float)
@@ -94,7 +94,7 @@ def test_expected_energy_is_the_beta_binomial_expectation_of_the_completed_group
 
 
 def test_expected_energy_of_a_whole_group_is_its_energy_and_the_prior_moves_it():
-    from lze_trl.energy import expected_energy, history_prior
+    from lze_trl.method.energy import expected_energy, history_prior
 
     # nothing left to generate: the energy of the probe's own pass rate
     got = expected_energy(

@@ -8,10 +8,10 @@ import torch
 from test_probe_agentic import UpdateRecorder, counting_rollout_func, rows_of
 from testing_utils import logged, make_trainer, mixed_reward, prompt_dataset
 
-from lze_trl.checkpoint import LZEStateError
-from lze_trl.errors import LZEWarning
-from lze_trl.fused_rounds import IN_FLIGHT_FILE, RoundPipeline, split_rollouts
-from lze_trl.rollouts import Rollouts, Rows
+from lze_trl.method.checkpoint import LZEStateError
+from lze_trl.method.errors import LZEWarning
+from lze_trl.rounds.fused import IN_FLIGHT_FILE, RoundPipeline, split_rollouts
+from lze_trl.rounds.rollouts import Rollouts, Rows
 
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import inspect
 import pytest
 from testing_utils import completion_bucket, logged, make_trainer
 
-from lze_trl.guards import checked_reward_func, is_async_callable
+from lze_trl.method.guards import checked_reward_func, is_async_callable
 
 
 try:  # TRL 1.14+; older TRL awaits a reward function only when `inspect.iscoroutinefunction` says so
@@ -81,7 +81,7 @@ def test_lze_trains_and_selects_with_async_reward_forms(tmp_path, form):
 def test_unscorable_guard_names_each_function_once_and_stops_a_run_that_scores_nothing():
     import numpy as np
 
-    from lze_trl.guards import UnscorableGuard
+    from lze_trl.method.guards import UnscorableGuard
 
     said = []
     guard = UnscorableGuard(["accuracy", "format"], max_unscorable_batches=3, warn=said.append)
@@ -137,8 +137,8 @@ def test_a_reward_that_returns_none_for_every_row_is_named_and_stops_the_run_tha
 
 
 def test_a_quota_of_one_group_a_step_is_said_naming_selection_ratio_and_the_batch(tmp_path):
-    from lze_trl.errors import LZEWarning
-    from lze_trl.guards import warn_if_quota_below_two
+    from lze_trl.method.errors import LZEWarning
+    from lze_trl.method.guards import warn_if_quota_below_two
 
     # 4 prompts a step at 0.4: int(1.6) = 1 group a step (the README's "your own data" before it warned)
     with pytest.warns(LZEWarning, match=r"selection_ratio=0.4 keeps 1 of the 4 prompt groups .*at least 2"):

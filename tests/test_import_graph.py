@@ -11,18 +11,17 @@ import pytest
 
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lze_trl"
-METHOD_LAYER = [
-    "lze_trl.energy",
-    "lze_trl.selection",
-    "lze_trl.selection_log",
-    "lze_trl.prompt_state",
-    "lze_trl.prompt_keys",
-    "lze_trl.pruning",
-    "lze_trl.run",
-    "lze_trl.selectors",
-]
-ANALYSIS = ["lze_trl.plotting", "lze_trl.checkpoint"]
-TRAINER_LAYER = {"lze_trl.trainer", "lze_trl.config", "lze_trl.plotting.callback"}
+METHOD_LAYER = sorted(
+    ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+    for p in (PACKAGE / "method").rglob("*.py")
+)
+ANALYSIS = ["lze_trl.plotting"]
+LAYERS = ["lze_trl.method", "lze_trl.rounds", "lze_trl.grpo", "lze_trl.async_grpo"]
+"""The package's layers, bottom first: a module imports from its own layer and those below it, never from above."""
+ROOT_MODULES = {"__init__.py", "cli.py", "rewards.py", "smollm2.py", "tiny.py"}
+"""The package root: its public entry points (the names `lze_trl` exports, the console script, the reward functions,
+the two offline models the README uses); everything else is in a subpackage."""
+TRAINER_LAYER = {"lze_trl.grpo.trainer", "lze_trl.grpo.config", "lze_trl.plotting.callback"}
 
 
 def module_name(path: Path) -> str:
@@ -79,10 +78,39 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 def test_graph_parser_sees_the_trainer_imports():
     # guards the checks below against a parser that finds no edges at all
     graph = import_graph()
-    assert {"lze_trl.config", "lze_trl.run", "lze_trl.generation_batch", "lze_trl.checkpoint"} <= graph[
-        "lze_trl.trainer"
-    ]
-    assert "lze_trl.selectors.base" in graph["lze_trl.selectors.builtin"]
+    assert {
+        "lze_trl.grpo.config",
+        "lze_trl.method.run",
+        "lze_trl.rounds.generation_batch",
+        "lze_trl.method.checkpoint",
+    } <= graph["lze_trl.grpo.trainer"]
+    assert "lze_trl.method.selectors.base" in graph["lze_trl.method.selectors.builtin"]
+
+
+def test_the_package_root_holds_the_entry_points_and_subpackages():
+    assert {p.name for p in PACKAGE.glob("*.py")} == ROOT_MODULES
+    assert {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} >= {n.split(".")[1] for n in LAYERS}
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_no_layer_imports_from_a_layer_above_it(layer):
+    above = LAYERS[LAYERS.index(layer) + 1 :]
+    graph = import_graph()
+    wrong = {
+        (module, target)
+        for module, targets in graph.items()
+        if module == layer or module.startswith(f"{layer}.")
+        for target in targets
+        if any(target == a or target.startswith(f"{a}.") for a in above)
+    }
+    assert wrong == set()
+
+
+def test_the_layer_check_sees_a_wrong_arrow():
+    # guards the check above: an edge from the method up to the trainer's layer would be found
+    graph = import_graph()
+    assert "lze_trl.method.run" in graph["lze_trl.grpo.trainer"]
+    assert len(METHOD_LAYER) >= 12 and "lze_trl.method.round_policies" in METHOD_LAYER
 
 
 def test_no_import_cycle():
@@ -146,8 +174,9 @@ def test_no_module_of_the_package_is_over_400_lines():
 def test_the_graph_sees_lazy_imports():
     # a lazy import inside a function is an edge (guards once imported prompt_ids lazily, prompt_ids imported guards)
     graph = import_graph()
-    assert "lze_trl.plotting.tables" in graph["lze_trl.state_owner"]  # `prompt_table` imports it inside the method
-    assert "lze_trl.trainer" not in graph["lze_trl"]  # `if TYPE_CHECKING:` imports never run
+    # `prompt_table` imports it inside the method
+    assert "lze_trl.plotting.tables" in graph["lze_trl.grpo.state_owner"]
+    assert "lze_trl.grpo.trainer" not in graph["lze_trl"]  # `if TYPE_CHECKING:` imports never run
 
 
 def test_the_module_map_lists_every_module_of_the_package():

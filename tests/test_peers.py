@@ -22,9 +22,9 @@ import benchmarks.peers.judge as judge
 from benchmarks.harness.specs import PeerTrainer, parse_method
 from benchmarks.peers import PEERS, PrefilterSelector, SoftmaxSelector, needs_preparation, prepare
 from benchmarks.peers.config import PeerConfig
-from lze_trl.prompt_state import PromptState
-from lze_trl.selection import group_pass_rates, live_groups
-from lze_trl.selectors import SELECTORS, GroupBatch, get_selector
+from lze_trl.method.prompt_state import PromptState
+from lze_trl.method.selection import group_pass_rates, live_groups
+from lze_trl.method.selectors import SELECTORS, GroupBatch, get_selector
 
 
 def settings(selector="softmax", **kwargs):

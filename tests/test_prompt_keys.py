@@ -5,7 +5,7 @@ import pytest
 from datasets import Dataset
 
 from lze_trl import LZEWarning
-from lze_trl.prompt_keys import PromptKeys, content_key, has_prompt_column
+from lze_trl.method.prompt_keys import PromptKeys, content_key, has_prompt_column
 
 
 def test_map_style_ids_are_row_indices_and_identical_rows_share_the_first_row():

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lze_trl import PromptState
-from lze_trl.prompt_state import COLUMNS
+from lze_trl.method.prompt_state import COLUMNS
 
 
 def test_first_observation_then_ema_last_and_counts():

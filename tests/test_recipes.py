@@ -15,7 +15,7 @@ from testing_utils import restored_environ
 from lze_trl.commands import UsageError, parse_args, recipe_path
 from lze_trl.commands.eval import make_parser as make_eval_parser
 from lze_trl.commands.grpo import RECIPE_PATHS, make_parser
-from lze_trl.config import LZE_FIELDS
+from lze_trl.grpo.config import LZE_FIELDS
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ import pytest
 from trl.trainer.utils import RepeatSampler
 
 from lze_trl import LZERepeatSampler, LZEWarning, PromptPruner, PromptState
-from lze_trl.run import DataPosition
+from lze_trl.method.run import DataPosition
 
 
 def epochs(sampler, n):

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lze_trl import group_pass_rates, live_groups, select_top_k
-from lze_trl.selection import SPREAD_ENERGY_MAX, num_to_select, spread_energies
+from lze_trl.method.selection import SPREAD_ENERGY_MAX, num_to_select, spread_energies
 
 
 def test_group_pass_rates_threshold_and_nan():
@@ -78,9 +78,9 @@ def test_selection_invariants(energies, ratio, noise, seed):
 
 
 def test_one_zone_helper_for_the_learning_zone():
+    from lze_trl.method.selection import in_learning_zone
     from lze_trl.plotting import in_learning_zone as plotting_zone
     from lze_trl.plotting.tables import ZONES, zone_state
-    from lze_trl.selection import in_learning_zone
 
     p = np.array([0.0, 0.125, 0.5, 1.0, np.nan])
     np.testing.assert_array_equal(in_learning_zone(p), [False, True, True, False, False])

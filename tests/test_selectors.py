@@ -21,9 +21,9 @@ from testing_utils import (
 from benchmarks.peers.dapo import DAPOSelector
 from benchmarks.peers.reinforce_rej import ReinforceRejSelector
 from benchmarks.peers.uniform import UniformLiveSelector, UniformSelector
-from lze_trl.prompt_state import PromptState
-from lze_trl.selection import group_pass_rates, live_groups
-from lze_trl.selectors import SELECTORS, GroupBatch, Selector, get_selector
+from lze_trl.method.prompt_state import PromptState
+from lze_trl.method.selection import group_pass_rates, live_groups
+from lze_trl.method.selectors import SELECTORS, GroupBatch, Selector, get_selector
 
 
 def settings(**overrides):
@@ -289,8 +289,8 @@ def test_a_selector_added_outside_the_package_brings_its_own_settings(tmp_path):
     from dataclasses import dataclass
 
     from lze_trl import LZEGRPOConfig
-    from lze_trl.selectors import register_selector
-    from lze_trl.selectors.base import check_setting
+    from lze_trl.method.selectors import register_selector
+    from lze_trl.method.selectors.base import check_setting
 
     @dataclass
     class KeepFirstConfig(LZEGRPOConfig):

@@ -11,9 +11,9 @@ import torch
 from testing_utils import flat_parameters, logged, make_trainer, mixed_reward, prompt_dataset
 
 from lze_trl import LZEGRPOTrainer
-from lze_trl.errors import LZEWarning
-from lze_trl.guards import EmptyUpdateGuard
-from lze_trl.off_policy import IS_MODES, importance_weights
+from lze_trl.method.errors import LZEWarning
+from lze_trl.method.guards import EmptyUpdateGuard
+from lze_trl.rounds.off_policy import IS_MODES, importance_weights
 
 
 PROBE = dict(generation_rounds=[2, 4], round_policy="probe", fuse_rounds=True)

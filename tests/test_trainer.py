@@ -159,7 +159,7 @@ def test_correctness_reward_picks_the_reward_function(tmp_path):
 
 
 def test_iterable_dataset_keys_state_by_content_hash(tmp_path):
-    from lze_trl.prompt_keys import content_key
+    from lze_trl.method.prompt_keys import content_key
 
     seen = set()
 

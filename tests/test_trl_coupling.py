@@ -1,4 +1,4 @@
-"""Where lze-trl meets TRL: the private names it uses (`lze_trl.trl_coupling`), the sampler, the config, the script
+"""Where lze-trl meets TRL: the private names it uses (`lze_trl.grpo.coupling`), the sampler, the config, the script
 arguments, each against the installed TRL, so that an upgrade that changes them fails here."""
 
 import ast
@@ -14,9 +14,9 @@ from transformers import Qwen2Config
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from lze_trl.config import as_lze_config, default_output_dir
-from lze_trl.sampler import LZERepeatSampler
-from lze_trl.trl_coupling import ASYNC_PRIVATE_NAMES, PRIVATE_NAMES
+from lze_trl.grpo.config import as_lze_config, default_output_dir
+from lze_trl.grpo.coupling import ASYNC_PRIVATE_NAMES, PRIVATE_NAMES
+from lze_trl.grpo.sampler import LZERepeatSampler
 
 
 def source(function) -> str:
@@ -62,9 +62,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lze_trl"
 
 
 def async_trl_classes() -> tuple[type, ...]:
-    """TRL's experimental async classes `lze_trl.async_*` builds on (none on a TRL older than their `MIN_TRL`)."""
+    """TRL's experimental async classes `lze_trl.async_grpo` builds on (none on a TRL older than their `MIN_TRL`)."""
     try:
-        from lze_trl import async_trl
+        from lze_trl.async_grpo import upstream as async_trl
     except ImportError:
         return ()
     return (
@@ -117,7 +117,7 @@ def used_private_names(root: Path, skip: str | None = None) -> tuple[set[str], s
 def test_the_private_names_lze_touches_are_exactly_the_listed_ones():
     # the async trainer's files count where TRL has the experimental async GRPO they build on (TRL >= MIN_TRL)
     classes = async_trl_classes()
-    touched, imported = used_private_names(PACKAGE, skip=None if classes else "async_*.py")
+    touched, imported = used_private_names(PACKAGE, skip=None if classes else "async_grpo/*.py")
     used = (touched & trl_private_names(classes)) | imported
     listed = set(PRIVATE_NAMES) | (set(ASYNC_PRIVATE_NAMES) if classes else set())
     assert used == listed, f"unlisted: {sorted(used - listed)}, unused: {sorted(listed - used)}"
@@ -154,8 +154,9 @@ def test_the_private_methods_lze_calls_or_overrides_keep_their_signature(name, p
 
 
 def test_trls_generate_returns_the_parts_lze_serves_again():
-    # `rollouts.GENERATED_PARTS` names the parts of `_generate`'s result, each one entry per row (see rollouts.py)
-    from lze_trl.rollouts import GENERATED_PARTS
+    # `rollouts.GENERATED_PARTS` names the parts of `_generate`'s result, each one entry per row (see
+    # lze_trl/rounds/rollouts.py)
+    from lze_trl.rounds.rollouts import GENERATED_PARTS
 
     code = source(GRPOTrainer._generate)
     assert re.search(r"return " + r",\s*".join(GENERATED_PARTS) + r"\s*$", code.strip())

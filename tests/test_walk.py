@@ -86,14 +86,14 @@ def test_the_sync_walk_follows_a_real_step(tmp_path):
     )
     calls = traced(trainer.train)
     assert missing_in_order(hops("`LZEGRPOTrainer`"), calls) == []
-    assert missing_in_order([("lze_trl/trainer.py", "no.such_hop")], calls)  # the check can fail
+    assert missing_in_order([("lze_trl/grpo/trainer.py", "no.such_hop")], calls)  # the check can fail
 
 
 @pytest.mark.slow
 def test_the_async_walk_follows_a_real_step(tmp_path):
-    pytest.importorskip("lze_trl.async_trainer", reason="TRL older than the async trainer's MIN_TRL")
-    from lze_trl.async_cpu import InProcessWeightTransfer, StandInRolloutWorker
-    from lze_trl.async_trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
+    pytest.importorskip("lze_trl.async_grpo.trainer", reason="TRL older than the async trainer's MIN_TRL")
+    from lze_trl.async_grpo.cpu import InProcessWeightTransfer, StandInRolloutWorker
+    from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
 
     tokenizer = char_tokenizer()
     path = str(tmp_path / "tiny")

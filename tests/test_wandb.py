@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lze_trl.method.selection_log import SelectionLog
 from lze_trl.plotting.callback import LZEPlotCallback, add_plot_callback, wants_lze_plots
-from lze_trl.selection_log import SelectionLog
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -391,7 +391,7 @@ def test_local_trackio_run_records_histograms_and_plots(tmp_path):
 
 def test_the_callback_plots_a_saved_run_without_any_trainer(tmp_path):
     # A finished run's (or a checkpoint's) files are enough: the callback reads RunTables, never the trainer.
-    from lze_trl.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError, save_table
+    from lze_trl.method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError, save_table
     from lze_trl.plotting.callback import RunTables, SavedRunTables
 
     live = FakeTrainer()

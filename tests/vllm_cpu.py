@@ -244,14 +244,13 @@ def save_warm_start(path, task: str = "carries"):
     CPU: untied embeddings (vLLM's CPU backend keeps a stale packed copy of a tied LM head after `reload_weights`),
     float32, [`RAW_PROMPT_TEMPLATE`]. Returns `(model, tokenizer)` (the tokenizer with [`RAW_RESPONSE_TEMPLATE`]).
     """
+    from lze_trl.async_grpo.reload import untied_for_serving
     from lze_trl.demo.config import default_warm_start
     from lze_trl.demo.warmstart import load_warm_start
 
     model, tokenizer, _ = load_warm_start(default_warm_start(task))
-    model.config.tie_word_embeddings = False
-    model.lm_head.weight = torch.nn.Parameter(model.model.embed_tokens.weight.detach().clone())
     tokenizer.chat_template = RAW_PROMPT_TEMPLATE
-    model.save_pretrained(path)
+    untied_for_serving(model, path)
     tokenizer.save_pretrained(path)
     tokenizer.response_template = RAW_RESPONSE_TEMPLATE
     return model, tokenizer

@@ -119,8 +119,9 @@ def train_arm(arm: str, seed: int, steps: int, window_groups: int, base_url: str
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
     from vllm_cpu import RAW_RESPONSE_TEMPLATE
 
-    from lze_trl.async_cpu import ReloadWeightTransfer, cpu_construction, use_cpu_tree_attention
-    from lze_trl.async_trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
+    from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
+    from lze_trl.async_grpo.reload import ReloadWeightTransfer
+    from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
     from lze_trl.demo.accuracy import greedy_accuracy
     from lze_trl.tasks.shared import arithmetic_reward  # grades the last message's text; TRL's worker pickles it
 

@@ -20,7 +20,7 @@ import warnings
 
 from lze_trl.commands import option
 from lze_trl.demo import DemoConfig, default_warm_start
-from lze_trl.guards import LZEWarning
+from lze_trl.method.guards import LZEWarning
 from lze_trl.tasks import get_task
 
 from .markdown import bench_markdown, selection_markdown

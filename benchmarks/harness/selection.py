@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from lze_trl.config import LZE_FIELDS, LZEGRPOConfig
 from lze_trl.demo import DemoConfig, MethodSpec, run_method
 from lze_trl.demo.comparison import machine_info, to_jsonable
 from lze_trl.demo.training import prepare
-from lze_trl.prompt_state import COLUMNS, PromptState
-from lze_trl.run import LZERun
+from lze_trl.grpo.config import LZE_FIELDS, LZEGRPOConfig
+from lze_trl.method.prompt_state import COLUMNS, PromptState
+from lze_trl.method.run import LZERun
 
 from .markdown import selection_markdown
 

@@ -16,9 +16,9 @@ from typing import Any
 from transformers import HfArgumentParser
 from transformers.hf_argparser import string_to_bool
 
-from lze_trl.config import LZEGRPOConfig
 from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec
-from lze_trl.selectors import SELECTORS
+from lze_trl.grpo.config import LZEGRPOConfig
+from lze_trl.method.selectors import SELECTORS
 
 from .. import peers
 from ..peers.config import PeerConfig

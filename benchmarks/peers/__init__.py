@@ -2,7 +2,7 @@
 section 2; the controls only serve the benchmarks), kept working as selectors registered from outside it: importing
 this package registers `"uniform"` and `"uniform_live"` (the random controls), `"dapo"` (DAPO's dynamic filtering,
 without its refill rounds), `"reinforce_rej"` (online rejection), `"prefilter"`
-(Pre-Filter) and `"softmax"` (the skill card's soft weighting) with [`~lze_trl.selectors.register_selector`].
+(Pre-Filter) and `"softmax"` (the skill card's soft weighting) with [`~lze_trl.method.selectors.register_selector`].
 
 The prefilter and softmax read their settings from `args.selector_kwargs` (e.g. `PeerConfig(selector="softmax",
 selector_kwargs={"temperature": 0.2, "allocate_rollouts": True})`, or `{"mode": "remove_both", "cache_dir": ...}` for

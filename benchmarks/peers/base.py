@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from lze_trl.selectors import Selector
-from lze_trl.selectors.base import check_setting
+from lze_trl.method.selectors import Selector
+from lze_trl.method.selectors.base import check_setting
 
 
 class PeerSelector(Selector):
     """
-    Base of the peers: a [`~lze_trl.selectors.Selector`] whose settings are `args.selector_kwargs`.
+    Base of the peers: a [`~lze_trl.method.selectors.Selector`] whose settings are `args.selector_kwargs`.
 
     Subclasses set `name`, `defaults` (every setting with its default: the keys `selector_kwargs` may hold) and
     validate the merged settings in [`~PeerSelector.check_settings`].

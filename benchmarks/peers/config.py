@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lze_trl.config import LZEGRPOConfig
-from lze_trl.selectors.base import check_setting
+from lze_trl.grpo.config import LZEGRPOConfig
+from lze_trl.method.selectors.base import check_setting
 
 
 @dataclass

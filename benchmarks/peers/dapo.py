@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from lze_trl.selectors.base import GroupBatch, Selector, register_selector
+from lze_trl.method.selectors.base import GroupBatch, Selector, register_selector
 
 
 @register_selector
 class DAPOSelector(Selector):
     """
-    `"dapo"`: DAPO's dynamic filtering. A group that is not live ([`~lze_trl.selection.live_groups`]: for binary
+    `"dapo"`: DAPO's dynamic filtering. A group that is not live ([`~lze_trl.method.selection.live_groups`]: for binary
     rewards, all rollouts right or all wrong) carries no GRPO signal and is dropped; every live group is kept with
     weight 1. Without DAPO's refill rounds the update simply has fewer groups.
     """

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lze_trl.selection import group_pass_rates
+from lze_trl.method.selection import group_pass_rates
 
 from .prefilter import PrefilterSelector
 

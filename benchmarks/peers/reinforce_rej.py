@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from lze_trl.selectors.base import GroupBatch, Selector, register_selector
+from lze_trl.method.selectors.base import GroupBatch, Selector, register_selector
 
 
 @register_selector

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lze_trl.selection import num_to_select
-from lze_trl.selectors.base import GroupBatch, Selector, register_selector
+from lze_trl.method.selection import num_to_select
+from lze_trl.method.selectors.base import GroupBatch, Selector, register_selector
 
 
 @register_selector
@@ -35,7 +35,7 @@ class UniformSelector(Selector):
 class UniformLiveSelector(Selector):
     """
     `"uniform_live"`: LZE's quota drawn uniformly at random among the live groups only, the control that separates
-    LZE's ranking from its removal of dead groups (live: [`~lze_trl.selection.live_groups`], as for LZE).
+    LZE's ranking from its removal of dead groups (live: [`~lze_trl.method.selection.live_groups`], as for LZE).
 
     It keeps exactly as many groups as `"lze"` would on the same batch, `k = min(max(int(n * selection_ratio),
     1), n_live)` of the `n` groups, so the two differ only in which live groups they

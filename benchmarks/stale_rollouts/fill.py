@@ -19,8 +19,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.regimes import run_one_arm  # noqa: E402
-from lze_trl.batching import pad_rows  # noqa: E402
 from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec  # noqa: E402
+from lze_trl.rounds.batching import pad_rows  # noqa: E402
 
 
 ARM = "lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=false,empty_fill"

@@ -76,8 +76,8 @@ def build_config(args: argparse.Namespace):
         config.eval_steps = args.eval_steps
     if args.threads is not None:
         config.torch_threads = args.threads
-    else:  # the package's thread policy (lze_trl.engines.thread_policy)
-        from lze_trl.engines import thread_policy
+    else:  # the package's thread policy (lze_trl.grpo.engines.thread_policy)
+        from lze_trl.grpo.engines import thread_policy
 
         config.torch_threads = thread_policy()[0]
     if args.no_prune:
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from lze_trl.demo import run_demo
     from lze_trl.demo.tables import format_headline, format_histogram, format_table
-    from lze_trl.errors import LZEWarning
+    from lze_trl.method.errors import LZEWarning
 
     logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)

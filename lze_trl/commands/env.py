@@ -32,7 +32,7 @@ def lze_env() -> dict[str, str]:
     from trl.scripts.utils import get_git_commit_hash
 
     from lze_trl import __version__
-    from lze_trl.engines import thread_policy
+    from lze_trl.grpo.engines import thread_policy
 
     commit = get_git_commit_hash("lze_trl")
     return {

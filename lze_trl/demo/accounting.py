@@ -23,7 +23,7 @@ from typing import Any
 
 from trl import GRPOTrainer
 
-from ..trainer import LZEGRPOTrainer
+from ..grpo.trainer import LZEGRPOTrainer
 
 
 GENERATION_FLOPS_PER_TOKEN = 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..config import LZEGRPOConfig
+from ..grpo.config import LZEGRPOConfig
 from ..tasks import get_task
 from .warmstart import CARRIES_WARM_START, WarmStartConfig
 

@@ -35,8 +35,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def dead_shares(log: Any) -> dict[str, float | None]:
     """
     Share of the generated groups (probed ones included) that were dead (scorable and not live,
-    [`~lze_trl.selection.live_groups`]), over the run and over its last quarter of optimizer steps, from a selection
-    log (`None` values without one).
+    [`~lze_trl.method.selection.live_groups`]), over the run and over its last quarter of optimizer steps, from a
+    selection log (`None` values without one).
     """
     if log is None or len(log) == 0:
         return {"dead_share": None, "dead_share_last_quarter": None, "generated_groups": None}

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from ..errors import LZEWarning
+from ..method.errors import LZEWarning
 from ..tasks import get_task
 from ..tasks.arithmetic import arithmetic_reward
 from .accounting import MeteredLZEGRPOTrainer, count_parameters
@@ -134,9 +134,9 @@ def _step_metrics(log_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @contextlib.contextmanager
 def recorded_lze_warnings() -> Iterator[list[str]]:
     """
-    Collects the distinct [`~lze_trl.guards.LZEWarning`] messages raised inside (in order) into the yielded list,
-    whatever the warning filters say, so that a run's results keep what its guards said even where a command silences
-    warnings; every warning caught is then re-issued under the caller's filters.
+    Collects the distinct [`~lze_trl.method.guards.LZEWarning`] messages raised inside (in order) into the yielded
+    list, whatever the warning filters say, so that a run's results keep what its guards said even where a command
+    silences warnings; every warning caught is then re-issued under the caller's filters.
     """
     messages: list[str] = []
     with warnings.catch_warnings(record=True) as caught:

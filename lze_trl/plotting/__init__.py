@@ -23,8 +23,8 @@ figures = plot_run(prompts, log, by="difficulty", output_dir="outputs/my-run/plo
 ```
 """
 
-from ..checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
-from ..selection import in_learning_zone
+from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
+from ..method.selection import in_learning_zone
 from .base import OTHER_COLOR, SELECTED_COLOR, ZONE_COLORS, PathLike, figure_to_png, new_figure, save_figure
 from .tables import (
     learning_zone_events,

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from transformers import TrainerCallback
 
-from ..checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
+from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 
 
 PLOT_REPORTERS = ("wandb", "trackio")
@@ -273,7 +273,7 @@ __all__ = ["LZEPlotCallback", "add_plot_callback", "wants_lze_plots"]
 class RunTables(Protocol):
     """
     What the plots and [`LZEPlotCallback`] read from a run: its selection log (an object with
-    `columns()` and `to_pandas()`, a [`~lze_trl.selection_log.SelectionLog`]) and its per-prompt table. A live
+    `columns()` and `to_pandas()`, a [`~lze_trl.method.selection_log.SelectionLog`]) and its per-prompt table. A live
     [`LZEGRPOTrainer`] is one; [`SavedRunTables`] reads a finished run's or a checkpoint's files.
     """
 
@@ -298,7 +298,7 @@ class SavedRunTables:
     def __init__(self, folder: str) -> None:
         import pandas as pd
 
-        from ..selection_log import SelectionLog
+        from ..method.selection_log import SelectionLog
 
         paths = {name: os.path.join(folder, name) for name in (PROMPTS_PARQUET, SELECTION_LOG_PARQUET)}
         missing = [name for name, path in paths.items() if not os.path.isfile(path)]
@@ -312,7 +312,7 @@ class SavedRunTables:
         """The saved prompt table (with the dataset's columns that were saved with it when `include_prompts`)."""
         if include_prompts:
             return self._prompts.copy()
-        from ..prompt_state import COLUMNS
+        from ..method.prompt_state import COLUMNS
 
         state_columns = ("prompt_key", *COLUMNS, "pruned")
         keep = [c for c in self._prompts.columns if c in state_columns]

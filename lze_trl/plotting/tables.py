@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
-from ..selection import in_learning_zone
+from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
+from ..method.selection import in_learning_zone
 from .base import PathLike
 
 
@@ -22,8 +22,8 @@ def prompt_table(state: Any, pruned: Any = None, dataset: Any = None) -> pd.Data
     The per-prompt table as a `pandas.DataFrame`, one row per prompt observed so far.
 
     Args:
-        state ([`~lze_trl.prompt_state.PromptState`]):
-            The per-prompt table: `prompt_key` and its columns ([`~lze_trl.prompt_state.COLUMNS`]).
+        state ([`~lze_trl.method.prompt_state.PromptState`]):
+            The per-prompt table: `prompt_key` and its columns ([`~lze_trl.method.prompt_state.COLUMNS`]).
         pruned (`Callable`, *optional*):
             With forward pruning, the pruner's `pruned(ids, state)`: adds a `pruned` column.
         dataset (`datasets.Dataset`, *optional*):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..selection import in_learning_zone
+from ..method.selection import in_learning_zone
 from .base import PathLike, _finish, _no_data, new_figure
 from .tables import _sorted_log
 from .zones import _category, learning_zone_histogram, pass_rate_energy_scatter, selected_fraction_by

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..selection import in_learning_zone
+from ..method.selection import in_learning_zone
 from .base import OTHER_COLOR, SELECTED_COLOR, ZONE_COLORS, PathLike, _finish, _last_steps, _no_data, new_figure
 from .tables import _sorted_log, learning_zone_events, zone_state
 

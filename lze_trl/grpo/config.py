@@ -14,13 +14,13 @@ from typing import Any
 from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
-from .checkpoint import RESUME_MODES
-from .energy import ENERGY_TERMS, MOMENTUM_MODES
-from .rounds import check_round_settings
-from .selectors import SELECTORS
-from .selectors.base import check_setting as _check
-from .selectors.base import is_finite_number as _finite
-from .selectors.base import is_integer_at_least, within
+from ..method.checkpoint import RESUME_MODES
+from ..method.energy import ENERGY_TERMS, MOMENTUM_MODES
+from ..method.round_policies import check_round_settings
+from ..method.selectors import SELECTORS
+from ..method.selectors.base import check_setting as _check
+from ..method.selectors.base import is_finite_number as _finite
+from ..method.selectors.base import is_integer_at_least, within
 
 
 # transformers 5.2x renamed gradient checkpointing to activation checkpointing: TRL's `GRPOConfig` default
@@ -44,9 +44,9 @@ class LZEGRPOConfig(GRPOConfig):
 
         selector (`str`, *optional*, defaults to `"lze"`):
             How prompt groups are chosen for the update, by the name of a registered selector (see
-            `lze_trl.selectors`): `"lze"` (top `selection_ratio` by energy; restrict `energy_terms` for the paper's
-            ablations), `"none"` (every group, exactly as `GRPOTrainer`), or a selector registered outside the
-            package (`lze_trl.selectors.register_selector`).
+            `lze_trl.method.selectors`): `"lze"` (top `selection_ratio` by energy; restrict `energy_terms` for the
+            paper's ablations), `"none"` (every group, exactly as `GRPOTrainer`), or a selector registered outside the
+            package (`lze_trl.method.selectors.register_selector`).
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the generation batch's groups kept for the update, in (0, 1].
         selection_noise (`float`, *optional*, defaults to `0.05`):
@@ -71,7 +71,7 @@ class LZEGRPOConfig(GRPOConfig):
             A rollout is correct when the correctness reward is `>= pass_threshold`; one whose reward is `None` is left
             out of its group's pass rate (a group with none scorable has no pass rate and energy 0). With a non-binary
             correctness reward, a group all on one side of the threshold whose total rewards still differ is live,
-            with a small energy below every learning-zone group (`lze_trl.selection.live_groups`).
+            with a small energy below every learning-zone group (`lze_trl.method.selection.live_groups`).
         correctness_reward (`str` or `int`, *optional*):
             Name or index of the reward function that defines correctness. Defaults to the first one.
         max_unscorable_batches (`int`, *optional*, defaults to `0`):
@@ -99,17 +99,17 @@ class LZEGRPOConfig(GRPOConfig):
             generates every rollout in one round, as `GRPOTrainer`. Needs whole groups per process.
         round_policy (`str`, *optional*, defaults to `"adaptive"`):
             Which groups go on after a round of `generation_rounds`, by the name of a registered round policy (see
-            `lze_trl.rounds`): `"adaptive"` (the adaptive rollout budget: a group goes on while the probability that
-            it ends in the learning zone is at least `learning_zone_threshold`; needs a selector that reads pass
-            rates) or `"probe"` (probe-then-complete: the groups the selector would keep by the energy each is
-            expected to have once complete, [`~lze_trl.energy.expected_energy`]; not with `selector="none"`).
+            `lze_trl.method.round_policies`): `"adaptive"` (the adaptive rollout budget: a group goes on while the
+            probability that it ends in the learning zone is at least `learning_zone_threshold`; needs a selector that
+            reads pass rates) or `"probe"` (probe-then-complete: the groups the selector would keep by the energy each
+            is expected to have once complete, [`~lze_trl.method.energy.expected_energy`]; not with `selector="none"`).
         history_prior_strength (`float`, *optional*, defaults to `4.0`):
             Weight, in rollouts, of a prompt's pass-rate history (its EMA) in the round policies' prior of its pass
             rate, >= 0 (a new prompt's prior: the batch's pooled pass rate for the probe, a prior fitted to the first
             round for the adaptive budget).
         learning_zone_threshold (`float`, *optional*, defaults to `0.5`):
             The probability of ending in the learning zone a group needs to go on to the next round under
-            `round_policy="adaptive"` ([`~lze_trl.energy.learning_zone_probability`]), in (0, 1].
+            `round_policy="adaptive"` ([`~lze_trl.method.energy.learning_zone_probability`]), in (0, 1].
         fuse_rounds (`bool`, *optional*, defaults to `False`):
             With `generation_rounds`, `False` (serial rounds) generates the rounds one call after another, each batch
             complete before its update: one generation call per round, no stale rollout. `True` (fused rounds) makes

@@ -5,17 +5,18 @@ call holding the first round of the generation batch it was given and the next r
 (the groups going on after that batch's last round), as SPEED fuses the next batch's screening into the current
 batch's completion. A batch is complete `R - 1` calls after it was drawn; its groups are then scored, selected and
 recorded, and TRL's update trains on its rows, exactly as for a batch generated in serial rounds
-([`~lze_trl.generation_batch.update_on`]). The rounds of a call are recorded oldest batch first, so that a complete
-batch is recorded before the newer batches' choices: with two rounds every choice sees the per-prompt state the serial
-rounds give it (a fused run trains on the serial run's rows, one step later); with more, a batch's earlier choices
-see that state one batch behind. The first `R - 1` calls complete nothing: their update has only zero-weight rows.
+([`~lze_trl.rounds.generation_batch.update_on`]). The rounds of a call are recorded oldest batch first, so that a
+complete batch is recorded before the newer batches' choices: with two rounds every choice sees the per-prompt state
+the serial rounds give it (a fused run trains on the serial run's rows, one step later); with more, a batch's earlier
+choices see that state one batch behind. The first `R - 1` calls complete nothing: their update has only zero-weight
+rows.
 
 A rollout reaches the update up to `R - 1` generation batches after it was generated (`lze/rollout_staleness`, the
 mean over the update's rollouts). Its update row is corrected by TRL's importance-sampling ratio of the policy being
 trained to the one that sampled it (`vllm_importance_sampling_correction`, on by default, with TRL's mode and
 bounds): TRL applies it on vLLM, whose sampling log-probabilities the rows keep; on a backend that returns none
 (transformers generation), the rows of a batch's earlier rounds record them with TRL's forward right after generating,
-and lze-trl applies the same ratio (`lze_trl.off_policy`, logged as `lze/stale_is_ratio_*`).
+and lze-trl applies the same ratio (`lze_trl.rounds.off_policy`, logged as `lze/stale_is_ratio_*`).
 
 The batches in flight are this process's rows, saved with each checkpoint, one file per process
 ([`RoundPipeline.save`]); a resumed run continues them exactly rather than regenerating them.
@@ -31,8 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..method.checkpoint import LZEStateError, atomic_write
 from .batching import Batch, pad_rows
-from .checkpoint import LZEStateError, atomic_write
 from .generation_batch import (
     InFlight,
     LZETrainerCalls,
@@ -58,7 +59,7 @@ class RoundPipeline:
         batches (`list[InFlight]`):
             The batches drawn and not yet complete.
         calls (`int`):
-            Generation calls made (a [`~lze_trl.rounds.Round`]'s `call` is its index among them).
+            Generation calls made (a [`~lze_trl.method.round_policies.Round`]'s `call` is its index among them).
     """
 
     batches: list[InFlight] = field(default_factory=list)
@@ -72,7 +73,7 @@ class RoundPipeline:
 
     def load(self, folder: str, process: int, num_processes: int) -> None:
         """Restores this process's batches in flight saved in `folder`, or raises an
-        [`~lze_trl.checkpoint.LZEStateError`] when the file is missing or was written by another number of
+        [`~lze_trl.method.checkpoint.LZEStateError`] when the file is missing or was written by another number of
         processes."""
         path = os.path.join(folder, IN_FLIGHT_FILE.format(process=process))
         if not os.path.exists(path):

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .async_trl import RolloutSample
+from .upstream import RolloutSample
 
 
 TAGS = ("prompt_key", "rollout", "round_first", "round_rows", "round_rewards")
@@ -40,7 +40,7 @@ class Order:
     Attributes:
         group_id (`int`): The group (unique in the run; TRL's `group_id` of its rows).
         index (`int`): The train dataset row of its prompt.
-        prompt_key (`int`): That row's prompt key ([`~lze_trl.prompt_keys.PromptKeys`]).
+        prompt_key (`int`): That row's prompt key ([`~lze_trl.method.prompt_keys.PromptKeys`]).
         first (`int`), last (`int`): The round's rollouts of the group, `first` to `last` (exclusive).
     """
 

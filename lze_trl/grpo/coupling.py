@@ -1,5 +1,5 @@
 """Every private name of TRL's `GRPOTrainer` / `GRPOConfig` (and transformers' `Trainer` / `TrainingArguments`) that
-lze-trl uses or overrides, and of TRL's experimental async GRPO that the async trainer (`async_*.py`) uses.
+lze-trl uses or overrides, and of TRL's experimental async GRPO that the async trainer (`lze_trl/async_grpo`) uses.
 
 Private names carry no promise across releases; this list is the whole of lze-trl's exposure to them, and
 `tests/test_trl_coupling.py` fails when the installed TRL lacks one of them, changes how it is called, or when the
@@ -7,20 +7,21 @@ package starts using one that is not listed here (as a method, an attribute, a c
 """
 
 PRIVATE_NAMES: dict[str, str] = {
-    "_generate_and_score_completions": "overridden to run a generation batch (`generation_batch.py`); called for "
-    "each generation round (stopped right after `_generate`: TRL prepares the prompts inside it, and has no separate "
-    "hook for that) and once for the update rows (`docs/upstream/score-generated-rollouts.md`); timed by the demo",
+    "_generate_and_score_completions": "overridden to run a generation batch (`rounds/generation_batch.py`); called "
+    "for each generation round (stopped right after `_generate`: TRL prepares the prompts inside it, and has no "
+    "separate hook for that) and once for the update rows (`docs/upstream/score-generated-rollouts.md`); timed by the "
+    "demo",
     "_generate": "overridden to stop a generation round after generating, and to return rollouts generated before "
     "instead of generating them again (TRL calls it once per `_generate_and_score_completions`, with the prompts in "
-    "input order: checked on every served call); its 8-part result is pinned in `rollouts.GENERATED_PARTS`; the demo "
-    "counts the rollouts it really generates",
+    "input order: checked on every served call); its 8-part result is pinned in `rounds.rollouts.GENERATED_PARTS`; "
+    "the demo counts the rollouts it really generates",
     "_calculate_rewards": "called once per generation round (each rollout rewarded once), overridden to return those "
     "rewards for served rollouts, and to keep the rewards of a batch TRL generates itself",
-    "_pending_extra_logs": "what reward functions log with `log_extra` during a generation round, kept with the "
-    "rows it describes and handed back, in the update rows' order, before TRL's call that logs them",
+    "_pending_extra_logs": "what reward functions log with `log_extra` during a generation round, kept with the rows "
+    "it describes and handed back, in the update rows' order, before TRL's call that logs them",
     "_get_per_token_logps_and_entropies": "TRL's forward of the policy: called (no gradient) right after a fused "
     "round that will be trained after an optimizer step, to record the log-probabilities it was sampled with where "
-    "the backend returns none, and on those rows' update to get the current policy's (`off_policy.py`)",
+    "the backend returns none, and on those rows' update to get the current policy's (`rounds/off_policy.py`)",
     "_get_train_sampler": "overridden to return LZERepeatSampler",
     "_metrics": "the per-step metric lists that TRL's `log` averages: the `lze/` metrics are appended to them",
     "_step": "TRL's micro-step counter that paces generation: saved with the LZE state and restored on resume",
@@ -32,10 +33,11 @@ PRIVATE_NAMES: dict[str, str] = {
 """Private name -> what lze-trl does with it."""
 
 ASYNC_PRIVATE_NAMES: dict[str, str] = {
-    "_AsyncRolloutLoop": "TRL's async rollout loop, subclassed by LZE's worker loop (`async_worker.LZERolloutLoop`)",
+    "_AsyncRolloutLoop": "TRL's async rollout loop, subclassed by LZE's worker loop "
+    "(`async_grpo.worker.LZERolloutLoop`)",
     "_generate_loop": "overridden: LZE's loop generates the rounds the trainer orders instead of drawing prompts from "
-    "an endless iterator; a copy of TRL's loop (the differences are listed in `async_worker.py`), pinned by a hash of "
-    "TRL's source in `tests/test_async_lze.py`",
+    "an endless iterator; a copy of TRL's loop (the differences are listed in `async_grpo/worker.py`), pinned by a "
+    "hash of TRL's source in `tests/test_async_lze.py`",
     "_generate_one": "TRL's one-rollout coroutine (generation and tool calls), called by the overridden loop",
     "_score_group": "overridden: calls TRL's, then tags the rows with their round and the rewards (`tag_round`)",
     "_push_metrics": "TRL's metric queue to the trainer: the loop's backpressure time, as TRL's loop pushes it",
@@ -50,4 +52,4 @@ ASYNC_PRIVATE_NAMES: dict[str, str] = {
     "_mp_ctx": "TRL's worker's multiprocessing context: the orders queue is made from it",
 }
 """Private name of TRL's experimental async GRPO -> what lze-trl's async trainer does with it (checked by
-`tests/test_trl_coupling.py` where TRL has the async trainer, `async_trl.MIN_TRL` on)."""
+`tests/test_trl_coupling.py` where TRL has the async trainer, `async_grpo.upstream.MIN_TRL` on)."""

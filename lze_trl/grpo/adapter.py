@@ -16,11 +16,11 @@ overrides `_generate` and `_calculate_rewards` and steers them through one [`_TR
 - rollouts that will reach the update after an optimizer step (fused rounds' earlier rounds) keep the log-probabilities
   of the policy that sampled them: the backend's (vLLM's), or where it returns none (transformers generation) TRL's own
   forward (`_get_per_token_logps_and_entropies`) right after generating; their update rows are then corrected by TRL's
-  importance-sampling ratio (`lze_trl.off_policy`): by TRL itself on vLLM, here on the other backends.
+  importance-sampling ratio (`lze_trl.rounds.off_policy`): by TRL itself on vLLM, here on the other backends.
 
 The private TRL names used are `_generate_and_score_completions`, `_generate`, `_calculate_rewards`,
-`_pending_extra_logs` and `_get_per_token_logps_and_entropies`, each listed with its reason in `trl_coupling.py` and
-pinned by `tests/test_trl_coupling.py`.
+`_pending_extra_logs` and `_get_per_token_logps_and_entropies`, each listed with its reason in
+`lze_trl/grpo/coupling.py` and pinned by `tests/test_trl_coupling.py`.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import numpy as np
 import torch
 from trl.trainer.utils import pad
 
-from .batching import take_rows
-from .off_policy import importance_weights, weight_metrics, weight_statistics
-from .rollouts import Rollouts, Rows
+from ..rounds.batching import take_rows
+from ..rounds.off_policy import importance_weights, weight_metrics, weight_statistics
+from ..rounds.rollouts import Rollouts, Rows
 
 
 FORWARD_KEYS = (
@@ -139,7 +139,8 @@ class TRLAdapter:
             if prompts != served.prompts:
                 raise RuntimeError(
                     "TRL prepared other prompts for its update rows than those the served rollouts were generated "
-                    "for: lze-trl cannot tell which rollout belongs to which row (trl_coupling.py, `_generate`)."
+                    "for: lze-trl cannot tell which rollout belongs to which row (lze_trl/grpo/coupling.py, "
+                    "`_generate`)."
                 )
             return served.generated
         result = super()._generate(prompts)
@@ -184,8 +185,8 @@ class TRLAdapter:
 
     def _corrected(self, rows: dict, stale: np.ndarray) -> dict:
         """TRL's update `rows` with the `stale` ones corrected by TRL's importance-sampling ratio of the current policy
-        to the one that sampled them ([`~lze_trl.off_policy.importance_weights`]) where TRL does not correct them
-        itself (a backend without sampling log-probabilities), as the advantages' factor (the ratio itself with
+        to the one that sampled them ([`~lze_trl.rounds.off_policy.importance_weights`]) where TRL does not correct
+        them itself (a backend without sampling log-probabilities), as the advantages' factor (the ratio itself with
         `loss_type="vespo"`, which weighs by it); logs the ratios (`lze/stale_is_ratio_*`)."""
         sampling = rows.get("sampling_per_token_logps")
         if self.use_vllm or not self.args.vllm_importance_sampling_correction:

@@ -14,7 +14,7 @@ from .errors import LZEWarning
 from .guards import EmptyUpdateGuard, LearningZoneGuard, UnscorableGuard
 from .prompt_state import PromptState
 from .pruning import PromptPruner
-from .rounds import make_round_policy
+from .round_policies import make_round_policy
 from .selection import group_pass_rates, live_groups, spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
@@ -75,7 +75,7 @@ class LZERun:
             How a warning is given (the trainer warns on the main process only); `warnings.warn` by default.
 
     Attributes:
-        round_policy ([`~lze_trl.rounds.RoundPolicy`]):
+        round_policy ([`~lze_trl.method.round_policies.RoundPolicy`]):
             How a generation batch is generated: in one round, or in `generation_rounds` with the groups that go on
             chosen by `round_policy`.
     """
@@ -112,7 +112,7 @@ class LZERun:
         fill = len(self.round_policy.rounds) - 1 if getattr(args, "fuse_rounds", False) else 0
         self.empty_update_guard = EmptyUpdateGuard(fill, self.warn)
         self.batches_recorded = 0
-        self.energy_kwargs = {  # the energy's settings, as [`~lze_trl.energy.compute_energy`] takes them
+        self.energy_kwargs = {  # the energy's settings, as [`~lze_trl.method.energy.compute_energy`] takes them
             "d_init_min": args.energy_d_init_min,
             "momentum_weight": args.energy_momentum_weight,
             "momentum_mode": args.energy_momentum_mode,
@@ -127,7 +127,7 @@ class LZERun:
     @property
     def decides_training(self) -> bool:
         """Whether the state decides what is trained (a selector other than `"none"`, or planned epochs): a resume
-        that cannot restore it is refused ([`~lze_trl.checkpoint.load_or_start_fresh`])."""
+        that cannot restore it is refused ([`~lze_trl.method.checkpoint.load_or_start_fresh`])."""
         return self.args.selector != "none" or self.plans_rollouts
 
     # ----------------------------------------------------------------------------------------------- scoring

@@ -2,13 +2,13 @@
 
 In one round (the default), TRL generates, rewards and makes update rows of every rollout in one call, as
 `GRPOTrainer` does. In `generation_rounds`, every group gets the first round; after each round the run's
-[`~lze_trl.rounds.RoundPolicy`] chooses the groups that go on, evened out to the same number on every process; TRL
-then makes update rows of the completed groups with every rollout served, so that nothing is generated or rewarded
-twice and only rows that can reach the update get log-probabilities. The rounds run here one generation call after
-another (`fuse_rounds=False`) or, several batches' rounds in one call, in `fused_rounds.py`. Then, in every case,
-every group is scored once into the per-prompt state, the selector weighs the complete groups, the run records the
-batch, and the update keeps the positively weighted rows ([`update_on`]). No TRL import: the trainer comes in as
-[`LZETrainerCalls`].
+[`~lze_trl.method.round_policies.RoundPolicy`] chooses the groups that go on, evened out to the same number on every
+process; TRL then makes update rows of the completed groups with every rollout served, so that nothing is generated or
+rewarded twice and only rows that can reach the update get log-probabilities. The rounds run here one generation call
+after another (`fuse_rounds=False`) or, several batches' rounds in one call, in `lze_trl/rounds/fused.py`. Then, in
+every case, every group is scored once into the per-prompt state, the selector weighs the complete groups, the run
+records the batch, and the update keeps the positively weighted rows ([`update_on`]). No TRL import: the trainer comes
+in as [`LZETrainerCalls`].
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from ..method.round_policies import Round, RoundsState
 from .batching import Batch, pad_rows
 from .rollouts import Rollouts, Rows, gather_rows
-from .rounds import Round, RoundsState
 
 
 class LZETrainerCalls(Protocol):
     """What a generation batch uses of [`LZEGRPOTrainer`]: its LZE run, TRL's generation and update rows
-    ([`~lze_trl.trl_adapter.TRLAdapter`]), the log."""
+    ([`~lze_trl.grpo.adapter.TRLAdapter`]), the log."""
 
     lze: Any
     accelerator: Any
     num_generations: int
-    round_pipeline: Any  # fused rounds' batches in flight ([`~lze_trl.fused_rounds.RoundPipeline`]), or `None`
+    round_pipeline: Any  # fused rounds' batches in flight ([`~lze_trl.rounds.fused.RoundPipeline`]), or `None`
 
     def generate_rollouts(
         self, inputs: list[dict], num_rollouts: int, stale: list[bool] | None = None
@@ -91,7 +91,8 @@ def update_on(trainer: LZETrainerCalls, state: RoundsState, rows: Batch, metrics
         # TRL's rows of the complete groups, in order, split evenly over the processes (a group may straddle two)
         every = np.repeat(weights[complete], G).reshape(processes, -1)
         local = torch.as_tensor(every[process], dtype=torch.float32)
-        advantages = rows["advantages"]  # (rows,), or (rows, tokens) once corrected token by token (off_policy.py)
+        # (rows,), or (rows, tokens) once corrected token by token (rounds/off_policy.py)
+        advantages = rows["advantages"]
         rows["advantages"] = advantages * local.to(advantages.device).reshape(-1, *[1] * (advantages.dim() - 1))
         max_kept = int((every > 0).sum(axis=1).max())
         rows = pad_rows(rows, local > 0, max_kept, run.args.steps_per_generation, trainer.accelerator)

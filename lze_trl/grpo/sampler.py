@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from trl.trainer.utils import RepeatSampler
 
-from .errors import LZEWarning
-from .run import DataPosition
+from ..method.errors import LZEWarning
+from ..method.run import DataPosition
 
 
 class LZERepeatSampler(RepeatSampler):
@@ -22,10 +22,10 @@ class LZERepeatSampler(RepeatSampler):
     Args:
         num_samples, mini_repeat_count, batch_size, repeat_count, shuffle, seed:
             Those of TRL's `RepeatSampler` (the dataset's size for its `data_source`).
-        planner ([`~lze_trl.run.LZERun`], *optional*):
+        planner ([`~lze_trl.method.run.LZERun`], *optional*):
             Turns each epoch's permutation into the dataset indices it rolls out (`plan_epoch(epoch, order)`), once
             per epoch.
-        position ([`~lze_trl.run.DataPosition`], *optional*):
+        position ([`~lze_trl.method.run.DataPosition`], *optional*):
             Where training stands, the epoch's plan included; with `resumed_from` set, the sampler continues
             from it.
     """

@@ -1,12 +1,12 @@
 """[`LZEAsyncGRPOTrainer`]: TRL's experimental `AsyncGRPOTrainer` with LZE drawing the prompts, choosing the groups
 its rounds complete, and updating only on the groups it selects.
 
-The trainer is TRL's. Two things change: its rollout worker is LZE's ([`~lze_trl.async_worker.LZERolloutWorker`],
+The trainer is TRL's. Two things change: its rollout worker is LZE's ([`~lze_trl.async_grpo.worker.LZERolloutWorker`],
 which TRL builds with the arguments it gives its own; or one passed in that takes orders), and after TRL's
 constructor its `rollout_queue` (which `get_train_dataloader` hands to `RolloutQueueDataset`) is replaced by a
-[`~lze_trl.async_window.GroupWindow`], which sends the worker its orders, takes back the rounds, decides with the
-synchronous trainer's [`~lze_trl.run.LZERun`] and round policy, and hands on the selected groups' rows only. The LZE
-state is written into each checkpoint (`on_save`) and restored by `train(resume_from_checkpoint=...)`. What this
+[`~lze_trl.async_grpo.window.GroupWindow`], which sends the worker its orders, takes back the rounds, decides with the
+synchronous trainer's [`~lze_trl.method.run.LZERun`] and round policy, and hands on the selected groups' rows only. The
+LZE state is written into each checkpoint (`on_save`) and restored by `train(resume_from_checkpoint=...)`. What this
 relies on in TRL's source is pinned by `tests/test_async_lze.py`; see `docs/source/async.md`.
 """
 
@@ -24,20 +24,20 @@ from datasets import Dataset
 from transformers.trainer_utils import get_last_checkpoint
 from trl.trainer.utils import get_callable_name
 
-from . import checkpoint as checkpoint_files
-from .async_cpu import cpu_construction, use_cpu_tree_attention
-from .async_samples import LZERolloutSample
-from .async_trl import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer
-from .async_window import GroupWindow
-from .async_worker import LZERolloutWorker
-from .checkpoint import LZEStateError
-from .config import LZE_FIELDS, LZEGRPOConfig, as_config, validate_lze_args
-from .engines import apply_thread_policy
-from .errors import LZEWarning
-from .guards import resolve_correctness_reward, warn_if_quota_below_two
-from .prompt_keys import PromptKeys
-from .run import LZERun
-from .state_owner import LZEStateOwner, SaveLZEState
+from ..grpo.config import LZE_FIELDS, LZEGRPOConfig, as_config, validate_lze_args
+from ..grpo.engines import apply_thread_policy
+from ..grpo.state_owner import LZEStateOwner, SaveLZEState
+from ..method import checkpoint as checkpoint_files
+from ..method.checkpoint import LZEStateError
+from ..method.errors import LZEWarning
+from ..method.guards import resolve_correctness_reward, warn_if_quota_below_two
+from ..method.prompt_keys import PromptKeys
+from ..method.run import LZERun
+from .cpu import cpu_construction, use_cpu_tree_attention
+from .samples import LZERolloutSample
+from .upstream import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer
+from .window import GroupWindow
+from .worker import LZERolloutWorker
 
 
 def _lze_field(name: str) -> tuple[str, Any, dataclasses.Field]:
@@ -97,7 +97,7 @@ def check_async_lze_args(args: Any) -> None:
 
 
 def as_lze_async_config(args: AsyncGRPOConfig | None, model: Any) -> Any:
-    """A copy of `args` as an [`LZEAsyncGRPOConfig`] ([`~lze_trl.config.as_config`]): a plain `AsyncGRPOConfig`
+    """A copy of `args` as an [`LZEAsyncGRPOConfig`] ([`~lze_trl.grpo.config.as_config`]): a plain `AsyncGRPOConfig`
     gets the LZE defaults."""
     settings = (*LZE_FIELDS, "window_groups", "batches_in_flight")
     output_dir = f"{str(model).split('/')[-1]}-AsyncLZE"
@@ -110,9 +110,9 @@ def check_async_inputs(args: Any, train_dataset: Any, rollout_worker: Any, envir
         raise ValueError(
             f"rollout_worker={type(rollout_worker).__name__} cannot run LZE: LZE draws the prompts and decides which "
             "groups go on, so its worker rolls out the trainer's orders (send_orders) and tags its rows "
-            "(lze_trl.async_samples.LZERolloutSample). Pass rollout_worker=None (the trainer builds "
-            "lze_trl.async_worker.LZERolloutWorker, TRL's vLLM worker taking orders) or "
-            "lze_trl.async_cpu.StandInRolloutWorker."
+            "(lze_trl.async_grpo.samples.LZERolloutSample). Pass rollout_worker=None (the trainer builds "
+            "lze_trl.async_grpo.worker.LZERolloutWorker, TRL's vLLM worker taking orders) or "
+            "lze_trl.async_grpo.cpu.StandInRolloutWorker."
         )
     if not isinstance(train_dataset, Dataset):
         raise ValueError(
@@ -155,17 +155,17 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
 
     Takes `AsyncGRPOTrainer`'s arguments; `args` may be an [`LZEAsyncGRPOConfig`] or a plain `AsyncGRPOConfig` (which
     gets the LZE defaults), and is copied. With `rollout_worker=None` the trainer builds
-    [`~lze_trl.async_worker.LZERolloutWorker`] (TRL's vLLM worker, taking orders); a worker passed in must take
-    orders (`send_orders`) and tag its rows, as [`~lze_trl.async_cpu.StandInRolloutWorker`] does. On a CPU
+    [`~lze_trl.async_grpo.worker.LZERolloutWorker`] (TRL's vLLM worker, taking orders); a worker passed in must take
+    orders (`send_orders`) and tag its rows, as [`~lze_trl.async_grpo.cpu.StandInRolloutWorker`] does. On a CPU
     (`use_cpu=True`, or no CUDA) the trainer runs TRL's tree attention in plain torch
-    ([`~lze_trl.async_cpu.cpu_tree_attention`]).
+    ([`~lze_trl.async_grpo.cpu.cpu_tree_attention`]).
 
     Attributes:
         lze ([`LZERun`]):
             The run's LZE state (main process).
-        lze_window ([`~lze_trl.async_window.GroupWindow`]):
+        lze_window ([`~lze_trl.async_grpo.window.GroupWindow`]):
             The generation batches in flight, between the worker's queue and the trainer (main process).
-        prompt_keys ([`~lze_trl.prompt_keys.PromptKeys`]):
+        prompt_keys ([`~lze_trl.method.prompt_keys.PromptKeys`]):
             The train dataset's prompt keys and fingerprint.
     """
 

@@ -17,7 +17,7 @@ class GroupBatch:
 
     Attributes:
         prompt_keys (`np.ndarray`):
-            Key of each group's prompt ([`~lze_trl.prompt_keys.PromptKeys`]).
+            Key of each group's prompt ([`~lze_trl.method.prompt_keys.PromptKeys`]).
         pass_rates (`np.ndarray`):
             Pass rate of each group; NaN when no rollout could be scored.
         rewards (`np.ndarray`):
@@ -26,8 +26,8 @@ class GroupBatch:
             Energy of each group (before the per-prompt table absorbs this observation).
         eligible (`np.ndarray`):
             Whether the selector may choose each group: a scored batch's live groups (GRPO can learn from them,
-            [`~lze_trl.selection.live_groups`]) that are complete; for the probe's candidates, those whose expected
-            energy is positive.
+            [`~lze_trl.method.selection.live_groups`]) that are complete; for the probe's candidates, those whose
+            expected energy is positive.
         ema_pass_rates (`np.ndarray`):
             Each prompt's pass-rate EMA after this observation.
         rng (`np.random.Generator`):

@@ -1,10 +1,10 @@
 """What both trainers do with the LZE state, written once: [`LZEStateOwner`], a mixin ahead of TRL's trainer in
-[`~lze_trl.LZEGRPOTrainer`]'s and [`~lze_trl.async_trainer.LZEAsyncGRPOTrainer`]'s bases, logs its metrics into
+[`~lze_trl.LZEGRPOTrainer`]'s and [`~lze_trl.async_grpo.trainer.LZEAsyncGRPOTrainer`]'s bases, logs its metrics into
 TRL's, shows it as tables, writes it into every checkpoint ([`SaveLZEState`]) and restores it.
 
-A trainer sets `lze` ([`~lze_trl.run.LZERun`]) and `prompt_keys`, and defines `lze_state_dict` (what its checkpoint
-file holds) and `restore_lze_state` (how it takes it back); the files, their atomic writes, the fingerprint check and
-the tables are here.
+A trainer sets `lze` ([`~lze_trl.method.run.LZERun`]) and `prompt_keys`, and defines `lze_state_dict` (what its
+checkpoint file holds) and `restore_lze_state` (how it takes it back); the files, their atomic writes, the fingerprint
+check and the tables are here.
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ import numpy as np
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from . import checkpoint as checkpoint_files
-from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
+from ..method import checkpoint as checkpoint_files
+from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 
 
 class LZEStateOwner:
     """The LZE state's logging, tables and checkpoints, shared by both trainers (see the module's docstring). The
     trainer defines `restore_lze_state(arrays, counters, checkpoint)`, which takes back what `lze_state_dict` saved
-    (raising an [`~lze_trl.checkpoint.LZEStateError`] when it does not fit)."""
+    (raising an [`~lze_trl.method.checkpoint.LZEStateError`] when it does not fit)."""
 
     @property
     def selection_log(self):
-        """The run's [`~lze_trl.selection_log.SelectionLog`]."""
+        """The run's [`~lze_trl.method.selection_log.SelectionLog`]."""
         return self.lze.selection_log
 
     def log_lze(self, metrics: dict[str, float]) -> None:
@@ -38,7 +38,7 @@ class LZEStateOwner:
     def prompt_table(self, include_prompts: bool = True):
         """The per-prompt LZE state as a `pandas.DataFrame` ([`~lze_trl.plotting.prompt_table`]), with the train
         dataset's columns of each prompt's row when `include_prompts` (map-style datasets only)."""
-        from .plotting.tables import prompt_table
+        from ..plotting.tables import prompt_table
 
         pruned = self.lze.pruner.pruned if self.lze.pruner is not None else None
         dataset = self.train_dataset if include_prompts and self.prompt_keys.dataset_keys is not None else None
@@ -67,7 +67,8 @@ class LZEStateOwner:
 
     def load_lze_state(self, checkpoint: str) -> None:
         """Restores the LZE state saved in the folder `checkpoint`, or raises an
-        [`~lze_trl.checkpoint.LZEStateError`] when it is missing, corrupt, or recorded on another train dataset."""
+        [`~lze_trl.method.checkpoint.LZEStateError`] when it is missing, corrupt, or recorded on another train
+        dataset."""
         arrays, counters = checkpoint_files.load_state(checkpoint)
         checkpoint_files.check_fingerprint(counters.get("dataset"), self.prompt_keys.fingerprint, checkpoint)
         log_frame = checkpoint_files.load_selection_log(checkpoint)

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from .energy import expected_energy, fit_beta_prior, history_prior, learning_zone_probability
-from .rollouts import Rollouts
 from .selection import group_pass_rates, in_learning_zone, pass_counts
 from .selectors import SELECTORS, GroupBatch
 from .selectors.base import check_setting
+
+
+if TYPE_CHECKING:  # the rows of a round are the rounds layer's; the method only holds them
+    from ..rounds.rollouts import Rollouts
 
 
 PROBE_STREAM = 0x9B0BE
@@ -46,7 +49,7 @@ class RoundsState:
 
     Attributes:
         prompt_keys (`np.ndarray`):
-            Each group's prompt key ([`~lze_trl.prompt_keys.PromptKeys`]).
+            Each group's prompt key ([`~lze_trl.method.prompt_keys.PromptKeys`]).
         rewards (`np.ndarray`):
             Each rollout's rewards, shape `(groups, num_generations, reward functions)`, NaN where not generated (yet)
             or not scored.
@@ -122,7 +125,7 @@ class RoundPolicy:
         choice is evened out over the processes).
 
         Args:
-            run ([`~lze_trl.run.LZERun`]):
+            run ([`~lze_trl.method.run.LZERun`]):
                 The run's LZE state (per-prompt table, selector, settings), not to be changed.
             state ([`RoundsState`]):
                 The generation batch so far.
@@ -211,9 +214,9 @@ class OneRound(RoundPolicy):
 class ProbeRounds(RoundPolicy):
     """
     `"probe"`, probe-then-complete: after each round, the groups going on are the ones the selector would keep by the
-    energy each is expected to have once complete ([`~lze_trl.energy.expected_energy`]: the posterior of its pass
-    rate from its rollouts so far and a prior, its prompt's EMA weighed `history_prior_strength` rollouts, or for a new
-    prompt the batch's pooled pass rate so far).
+    energy each is expected to have once complete ([`~lze_trl.method.energy.expected_energy`]: the posterior of its
+    pass rate from its rollouts so far and a prior, its prompt's EMA weighed `history_prior_strength` rollouts, or for
+    a new prompt the batch's pooled pass rate so far).
     """
 
     name = "probe"
@@ -292,13 +295,15 @@ class AdaptiveRounds(RoundPolicy):
 
     def learning_zone_probability(self, run: Any, state: RoundsState) -> np.ndarray:
         """The probability that each group ends in the learning zone once complete
-        ([`~lze_trl.energy.learning_zone_probability`]), from its rollouts so far and its [`~AdaptiveRounds.prior`]."""
+        ([`~lze_trl.method.energy.learning_zone_probability`]), from its rollouts so far and its
+        [`~AdaptiveRounds.prior`]."""
         successes, trials = pass_counts(state.correctness, run.args.pass_threshold)
         return learning_zone_probability(successes, trials, state.remaining, *self.prior(run, state))
 
     def prior(self, run: Any, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
         """Each group's `Beta(a, b)` prior of its pass rate: its prompt's EMA weighed `history_prior_strength`
-        rollouts ([`~lze_trl.energy.history_prior`]), or for a new prompt [`~AdaptiveRounds.new_prompt_prior`]."""
+        rollouts ([`~lze_trl.method.energy.history_prior`]), or for a new prompt
+        [`~AdaptiveRounds.new_prompt_prior`]."""
         ema = run.prompts.get(np.asarray(state.prompt_keys, dtype=np.int64))["ema_pass_rate"]
         known_a, known_b = history_prior(np.nan_to_num(ema), run.args.history_prior_strength)
         new_a, new_b = self.new_prompt_prior(run, state.correctness)
@@ -307,8 +312,8 @@ class AdaptiveRounds(RoundPolicy):
     def new_prompt_prior(self, run: Any, correctness: np.ndarray) -> tuple[float, float]:
         """
         The `Beta(a, b)` prior of a new prompt's pass rate, fitted to every group's first round (the first
-        `generation_rounds[0]` columns of `correctness`) by [`~lze_trl.energy.fit_beta_prior`]; where that cannot
-        tell (a first round of one rollout), the pooled pass rate weighed `history_prior_strength` rollouts.
+        `generation_rounds[0]` columns of `correctness`) by [`~lze_trl.method.energy.fit_beta_prior`]; where that
+        cannot tell (a first round of one rollout), the pooled pass rate weighed `history_prior_strength` rollouts.
         """
         successes, trials = pass_counts(np.asarray(correctness)[:, : self.rounds[0]], run.args.pass_threshold)
         fitted = fit_beta_prior(successes, trials)

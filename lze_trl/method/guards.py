@@ -330,7 +330,7 @@ def warn_if_diluted(selector: str, loss_type: str) -> None:
     if selector != "none" and loss_type not in TOKEN_NORMALISED_LOSSES:
         from transformers.utils import logging
 
-        logging.get_logger("lze_trl.trainer").warning(
+        logging.get_logger("lze_trl.grpo.trainer").warning(
             f"loss_type={loss_type!r} averages over the rows of each micro-batch: the zero-weight rows that even out "
             "processes and micro-batches after selection dilute it slightly. loss_type='dapo' (TRL's default) is "
             "exact."

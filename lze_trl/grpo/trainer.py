@@ -1,8 +1,8 @@
 """[`LZEGRPOTrainer`]: TRL's `GRPOTrainer` that updates only on learning-zone prompt groups.
 
-The class overrides TRL's hooks; a generation batch runs in `generation_batch.py`, the method's state lives in
-[`LZERun`], and the interception of TRL's `_generate_and_score_completions` in `trl_adapter.py`. Every private TRL
-name used is listed, with its reason, in `trl_coupling.py`.
+The class overrides TRL's hooks; a generation batch runs in `lze_trl/rounds/generation_batch.py`, the method's state
+lives in [`LZERun`], and the interception of TRL's `_generate_and_score_completions` in `lze_trl/grpo/adapter.py`.
+Every private TRL name used is listed, with its reason, in `lze_trl/grpo/coupling.py`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,10 @@ from datasets import IterableDataset
 from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig, GRPOTrainer
 
-from . import checkpoint as checkpoint_files
-from .checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
-from .config import as_lze_config
-from .engines import apply_thread_policy, warn_if_not_sharded
-from .errors import LZEWarning
-from .fused_rounds import RoundPipeline, train_fused
-from .generation_batch import train_on_generation_batch
-from .guards import (
+from ..method import checkpoint as checkpoint_files
+from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
+from ..method.errors import LZEWarning
+from ..method.guards import (
     check_dataset_fits_batch,
     check_trainer_inputs,
     checked_reward_func,
@@ -35,11 +31,15 @@ from .guards import (
     warn_if_diluted,
     warn_if_quota_below_two,
 )
-from .prompt_keys import PromptKeys
-from .run import LZERun
+from ..method.prompt_keys import PromptKeys
+from ..method.run import LZERun
+from ..rounds.fused import RoundPipeline, train_fused
+from ..rounds.generation_batch import train_on_generation_batch
+from .adapter import TRLAdapter
+from .config import as_lze_config
+from .engines import apply_thread_policy, warn_if_not_sharded
 from .sampler import LZERepeatSampler
 from .state_owner import LZEStateOwner, SaveLZEState
-from .trl_adapter import TRLAdapter
 
 
 __all__ = ["LZEGRPOTrainer", "PROMPTS_PARQUET", "SELECTION_LOG_PARQUET"]
@@ -70,9 +70,9 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
     Attributes:
         lze ([`LZERun`]):
             The run's LZE state: per-prompt table, selector, prune pool, selection log, position in the data.
-        prompt_keys ([`~lze_trl.prompt_keys.PromptKeys`]):
+        prompt_keys ([`~lze_trl.method.prompt_keys.PromptKeys`]):
             How each row's prompt key is read.
-        round_pipeline ([`~lze_trl.fused_rounds.RoundPipeline`] or `None`):
+        round_pipeline ([`~lze_trl.rounds.fused.RoundPipeline`] or `None`):
             With fused rounds, the generation batches in flight on this process.
     """
 

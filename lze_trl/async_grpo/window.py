@@ -3,7 +3,7 @@
 TRL's `AsyncGRPOTrainer` reads scored rollout samples, one training row each, from its worker's queue
 (`rollout_buffer`) through `RolloutQueueDataset`. [`GroupWindow`] stands between the two as a queue of its own, and
 drives the worker: it draws the prompts (each epoch's permutation, planned by the run: forward pruning, planning
-selectors), sends the worker one [`~lze_trl.async_samples.Order`] per round of each group, takes back the rounds'
+selectors), sends the worker one [`~lze_trl.async_grpo.samples.Order`] per round of each group, takes back the rounds'
 tagged rows, lets the run's round policy choose after each round which groups go on (the probe, the adaptive
 budget), and, once a generation batch (`window_groups` groups) is complete, scores it into the per-prompt state in
 policy-version order, lets the selector choose among its complete groups once, records it, and hands the selected
@@ -13,8 +13,8 @@ the trainer: dropped before its queue, not masked in its loss.
 Up to `batches_in_flight` generation batches are open at once, so the worker rolls out the next batch while the
 oldest one completes; but a batch's choices and its close happen in order, each after the batch before it is recorded,
 so every decision is the one the synchronous trainer's serial rounds would take on the same rewards (the round
-policy's noise is seeded by the batches recorded). The method is [`~lze_trl.run.LZERun`]'s and the round policy's,
-as in the synchronous trainer: no energy, selection or choice code is repeated here.
+policy's noise is seeded by the batches recorded). The method is [`~lze_trl.method.run.LZERun`]'s and the round
+policy's, as in the synchronous trainer: no energy, selection or choice code is repeated here.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from .async_samples import TAGS, Order, group_advantages, rows_from_state, rows_state, total_rewards
-from .generation_batch import even_out
-from .rounds import RoundsState
-from .selectors import GroupBatch
+from ..method.round_policies import RoundsState
+from ..method.selectors import GroupBatch
+from ..rounds.generation_batch import even_out
+from .samples import TAGS, Order, group_advantages, rows_from_state, rows_state, total_rewards
 
 
 @dataclass
@@ -81,7 +81,7 @@ class GroupWindow:
     worker its orders through `send(orders)`.
 
     Args:
-        run ([`~lze_trl.run.LZERun`]):
+        run ([`~lze_trl.method.run.LZERun`]):
             The run's LZE state and decisions (its `dataset_keys`: the train dataset's prompt keys).
         window_groups (`int`):
             Groups per generation batch.
@@ -164,8 +164,8 @@ class GroupWindow:
             raise TypeError(
                 f"A rollout sample of type {type(sample).__name__} lacks LZE's tags {missing}: LZE needs each row's "
                 "prompt key, rollout, round and the round's rewards. Use a rollout worker that takes LZE's orders and "
-                "pushes LZERolloutSample rows (lze_trl.async_worker.LZERolloutWorker, or "
-                "lze_trl.async_cpu.StandInRolloutWorker)."
+                "pushes LZERolloutSample rows (lze_trl.async_grpo.worker.LZERolloutWorker, or "
+                "lze_trl.async_grpo.cpu.StandInRolloutWorker)."
             )
         batch, g = self._group(sample.group_id)
         rows = self.partial.setdefault((sample.group_id, sample.round_first), [])
