@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.report import report_main  # noqa: E402
 from benchmarks.fused.power import POWER, seeds_needed  # noqa: E402
 from benchmarks.fused.report import decide, interval, number  # noqa: E402
+from benchmarks.smollm2_study.async_report import async_section  # noqa: E402
 from benchmarks.smollm2_study.run import ARMS, PROTOCOL, RESULTS  # noqa: E402
 
 
@@ -383,6 +384,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         f"## Summary (step {PROTOCOL['steps']}; each column is explained in its section below)\n",
         tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n",
     ]
+    out += async_section(results, runs.get(BASELINE, {}))
     return "\n".join(out)
 
 
