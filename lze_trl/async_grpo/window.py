@@ -307,14 +307,12 @@ class GroupWindow:
             parts.append(run.score(keys[m], rewards[m, :, self.correctness_index], totals[m], complete[m]))
             for key in keys[m]:
                 self.newest_version[int(key)] = max(self.newest_version.get(int(key), -1), int(version))
-        groups = GroupBatch.concatenate(parts)
-        weights_in_order = run.select(dataclasses.replace(groups, eligible=groups.eligible & complete[order]))
-        metrics: dict[str, float] = {"lze/fresh_rollouts": float(sum(state.fresh))}
+        groups, in_order = GroupBatch.concatenate(parts), None
         if len(self.rounds) > 1:
             in_order = AsyncRounds(keys[order], rewards[order], self.correctness_index, complete[order], G,
                                    fresh=state.fresh)  # fmt: skip
-            metrics.update(run.round_policy.observe(run, in_order, groups))
-        metrics.update(run.record(groups, weights_in_order, self.global_step()))
+        fresh = {"lze/fresh_rollouts": float(sum(state.fresh))}
+        weights_in_order, metrics = run.decide(groups, complete[order], in_order, self.global_step(), fresh)
         weights = np.empty(len(keys))
         weights[order] = weights_in_order
         rows_out, tokens = 0, 0

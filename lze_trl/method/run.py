@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -176,6 +177,30 @@ class LZERun:
     def select(self, batch: GroupBatch) -> np.ndarray:
         """The selector's weight of each group of `batch` (0 removes the group from the update)."""
         return np.asarray(self.selector.select(batch), dtype=np.float64)
+
+    def decide(
+        self,
+        batch: GroupBatch,
+        complete: np.ndarray,
+        rounds: Any,
+        global_step: int,
+        metrics: dict[str, float] | None = None,
+    ) -> tuple[np.ndarray, dict[str, float]]:
+        """
+        The decision on a complete generation batch, one for both trainers: the selector's weight of each group of the
+        scored `batch`, choosing among its `complete` groups; with `rounds` (the batch's
+        [`~lze_trl.method.round_policies.RoundsState`] when generated in rounds, else `None`) the round policy's
+        observation of it; then the batch recorded ([`~LZERun.record`]).
+
+        Returns:
+            `tuple[np.ndarray, dict[str, float]]`: the weights, and the batch's `lze/` metrics: the round policy's,
+            then the given `metrics`, then the record's.
+        """
+        weights = self.select(dataclasses.replace(batch, eligible=batch.eligible & complete))
+        out = {} if rounds is None else dict(self.round_policy.observe(self, rounds, batch))
+        out.update(metrics or {})
+        out.update(self.record(batch, weights, global_step))
+        return weights, out
 
     def record(self, batch: GroupBatch, weights: np.ndarray, global_step: int) -> dict[str, float]:
         """Closes a generation batch (all its groups in `batch`): records the selections and the log, advances

@@ -13,7 +13,6 @@ in as [`LZETrainerCalls`].
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -82,10 +81,7 @@ def update_on(trainer: LZETrainerCalls, state: RoundsState, rows: Batch, metrics
     groups = run.score(
         state.prompt_keys, state.rewards[:, :, state.correctness_index], trainer.total_rewards(state.rewards), complete
     )
-    weights = run.select(dataclasses.replace(groups, eligible=groups.eligible & complete))
-    if in_rounds:
-        metrics = {**run.round_policy.observe(run, state, groups), **metrics}
-    metrics.update(run.record(groups, weights, global_step))
+    weights, metrics = run.decide(groups, complete, state if in_rounds else None, global_step, metrics)
     generated_tokens = rows["num_items_in_batch"].item()
     if in_rounds or not np.all(weights == 1.0):
         # TRL's rows of the complete groups, in order, split evenly over the processes (a group may straddle two)
