@@ -33,7 +33,7 @@ class EmptyFillTrainer(MeteredLZEGRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         rows = super()._generate_and_score_completions(inputs)
-        fill = len(self.lze.round_policy.rounds) - 1
+        fill = len(self.lze.round_policy.schedule) - 1
         if self.model.training and self.state.global_step < fill:
             keep = torch.zeros(len(rows["prompt_ids"]), dtype=torch.bool)
             rows = pad_rows(rows, keep, 0, self.args.steps_per_generation, self.accelerator)

@@ -122,7 +122,7 @@ class GroupWindow:
             )
         self.run, self.window_groups, self.num_generations = run, window_groups, num_generations
         self.correctness_index, self.batches_in_flight = correctness_index, batches_in_flight
-        self.rounds = run.round_policy.rounds
+        self.schedule = run.round_policy.schedule
         self.log = log or (lambda metrics: None)
         self.global_step = global_step or (lambda: 0)
         self.oldest_trained = oldest_trained or (lambda: -1)
@@ -237,7 +237,7 @@ class GroupWindow:
         state = AsyncRounds(keys, rewards, self.correctness_index, np.ones(n, dtype=bool))
         group_ids = np.arange(self.next_group, self.next_group + n, dtype=np.int64)
         self.next_group += n
-        batch = OpenBatch(indices, group_ids, state, self.rounds[0], np.zeros(n, dtype=np.int64),
+        batch = OpenBatch(indices, group_ids, state, self.schedule[0], np.zeros(n, dtype=np.int64),
                           np.full(n, -1, dtype=np.int64), [[] for _ in range(n)])  # fmt: skip
         self.batches.append(batch)
         self._send(self._orders(batch))
@@ -271,7 +271,7 @@ class GroupWindow:
         state = batch.state
         chosen, priority = self.run.round_policy.choose(self.run, state)
         state.going_on = even_out(chosen, priority, 1, state.going_on)
-        batch.round_last = self.rounds[self.rounds.index(state.rollouts_so_far) + 1]
+        batch.round_last = self.schedule[self.schedule.index(state.rollouts_so_far) + 1]
         self._send(self._orders(batch))
 
     def _orders(self, batch: OpenBatch) -> list[Order]:
@@ -308,7 +308,7 @@ class GroupWindow:
             for key in keys[m]:
                 self.newest_version[int(key)] = max(self.newest_version.get(int(key), -1), int(version))
         groups, in_order = GroupBatch.concatenate(parts), None
-        if len(self.rounds) > 1:
+        if len(self.schedule) > 1:
             in_order = AsyncRounds(keys[order], rewards[order], self.correctness_index, complete[order], G,
                                    fresh=state.fresh)  # fmt: skip
         fresh = {"lze/fresh_rollouts": float(sum(state.fresh))}

@@ -97,7 +97,7 @@ class RoundPolicy:
     be a deterministic function of what it is given and of the run's state, so that all processes take the same one.
 
     Attributes:
-        rounds (`list[int]`):
+        schedule (`list[int]`):
             The rollouts a group has after each round (`generation_rounds`, or `[num_generations]`: one round).
     """
 
@@ -105,7 +105,7 @@ class RoundPolicy:
 
     def __init__(self, args: Any, num_generations: int, warn: Callable[[str], None] | None = None) -> None:
         self.args = args
-        self.rounds = list(args.generation_rounds or [num_generations])
+        self.schedule = list(args.generation_rounds or [num_generations])
         self.warn = warn or (lambda message: None)
         self.bad_batches = 0  # generation batches in a row whose completed groups were mostly dead
         self.rollouts_skipped = 0  # rollouts of this run's groups that the rounds did not generate
@@ -117,7 +117,7 @@ class RoundPolicy:
 
     @property
     def setting(self) -> str:
-        return f"generation_rounds={self.rounds}, round_policy={self.name!r}"
+        return f"generation_rounds={self.schedule}, round_policy={self.name!r}"
 
     def choose(self, run: Any, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
         """
@@ -159,7 +159,7 @@ class RoundPolicy:
                 f"{self.fix}"
             )
         self.rollouts_skipped += state.rewards.shape[0] * state.rewards.shape[1] - int(sum(fresh))
-        k = self.rounds[0]
+        k = self.schedule[0]
         first_round = group_pass_rates(state.rewards[:, :k, state.correctness_index], k, run.args.pass_threshold)
         agreement = in_learning_zone(first_round)[complete] == groups.eligible[complete]
         metrics = {
@@ -244,7 +244,7 @@ class ProbeRounds(RoundPolicy):
         )
         energies = np.where(state.going_on, energies, 0.0)
         stream = [args.seed, run.batches_recorded, PROBE_STREAM]  # the first choice's; a later one's also by its round
-        stream += [state.rollouts_so_far] if state.rollouts_so_far != self.rounds[0] else []
+        stream += [state.rollouts_so_far] if state.rollouts_so_far != self.schedule[0] else []
         return GroupBatch(
             prompt_keys=keys,
             pass_rates=np.where(trials > 0, successes / np.maximum(trials, 1), np.nan),
@@ -315,7 +315,7 @@ class AdaptiveRounds(RoundPolicy):
         `generation_rounds[0]` columns of `correctness`) by [`~lze_trl.method.energy.fit_beta_prior`]; where that
         cannot tell (a first round of one rollout), the pooled pass rate weighed `history_prior_strength` rollouts.
         """
-        successes, trials = pass_counts(np.asarray(correctness)[:, : self.rounds[0]], run.args.pass_threshold)
+        successes, trials = pass_counts(np.asarray(correctness)[:, : self.schedule[0]], run.args.pass_threshold)
         fitted = fit_beta_prior(successes, trials)
         if fitted is not None:
             return fitted

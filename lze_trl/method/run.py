@@ -110,7 +110,7 @@ class LZERun:
         self.position = DataPosition()
         self.round_policy = make_round_policy(args, num_generations, self.warn)
         # fused rounds complete their first batch `R - 1` updates after the first: those updates are empty by design
-        fill = len(self.round_policy.rounds) - 1 if getattr(args, "fuse_rounds", False) else 0
+        fill = len(self.round_policy.schedule) - 1 if getattr(args, "fuse_rounds", False) else 0
         self.empty_update_guard = EmptyUpdateGuard(fill, self.warn)
         self.batches_recorded = 0
         self.energy_kwargs = {  # the energy's settings, as [`~lze_trl.method.energy.compute_energy`] takes them

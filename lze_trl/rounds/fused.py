@@ -114,9 +114,9 @@ def train_fused(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) 
     """
     run, G = trainer.lze, trainer.num_generations
     processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
-    pipeline, rounds = trainer.round_pipeline, run.round_policy.rounds
+    pipeline, schedule = trainer.round_pipeline, run.round_policy.schedule
     pipeline.batches.append(InFlight(inputs))
-    requests = [round_request(batch, rounds, G, processes, process) for batch in pipeline.batches]
+    requests = [round_request(batch, schedule, G, processes, process) for batch in pipeline.batches]
     # TRL's group size for the call (vLLM server's completions per prompt): one that divides every part's rollouts
     per_prompt = math.gcd(*[last - first for _, _, first, last in requests])
     # a batch's rounds but its last are trained after this step's update: they keep their sampling log-probabilities

@@ -57,7 +57,7 @@ def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], glob
     for the selection log."""
     run, G, correct = trainer.lze, trainer.num_generations, trainer.lze.correctness_index
     processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
-    if len(run.round_policy.rounds) == 1:  # every prompt's G rollouts: TRL generates, rewards and makes rows at once
+    if len(run.round_policy.schedule) == 1:  # every prompt's G rollouts: TRL generates, rewards and makes rows at once
         rows, rollouts = trainer.update_rows(inputs)
         prompt_keys, rewards = rollouts.groups(G)
         state = RoundsState(prompt_keys, rewards, correct, np.ones(len(prompt_keys), dtype=bool), G)
@@ -122,12 +122,12 @@ class InFlight:
     state: RoundsState | None = None
 
 
-def round_request(batch: InFlight, rounds: list[int], G: int, processes: int, process: int) -> tuple:
-    """The rows of `batch`'s next round on this process, the groups they belong to (indices among this process's
-    groups of the batch), and the round's first and last rollout."""
+def round_request(batch: InFlight, schedule: list[int], G: int, processes: int, process: int) -> tuple:
+    """The rows of `batch`'s next round on this process (by the rounds' `schedule`, `generation_rounds`), the groups
+    they belong to (indices among this process's groups of the batch), and the round's first and last rollout."""
     state = batch.state
     first = 0 if state is None else state.rollouts_so_far
-    last = rounds[0] if state is None else rounds[rounds.index(first) + 1]
+    last = schedule[0] if state is None else schedule[schedule.index(first) + 1]
     groups_here = len(batch.inputs) // G
     going_on = np.ones(groups_here, dtype=bool) if state is None else state.going_on.reshape(processes, -1)[process]
     mine = np.flatnonzero(going_on)
@@ -162,8 +162,8 @@ def generate_in_rounds(trainer: LZETrainerCalls, inputs: list[dict], processes: 
     the last, the round policy chooses the groups that go on; `going_on` ends as the complete groups."""
     run, G = trainer.lze, trainer.num_generations
     batch = InFlight(inputs)
-    for _ in run.round_policy.rounds:
-        rows, groups, first, last = round_request(batch, run.round_policy.rounds, G, processes, process)
+    for _ in run.round_policy.schedule:
+        rows, groups, first, last = round_request(batch, run.round_policy.schedule, G, processes, process)
         rollouts = trainer.generate_rollouts(rows, last - first)
         start_state(batch, rollouts, first, last, G, run.correctness_index)
         record_round(run, batch, rollouts, groups, first, last, processes)
