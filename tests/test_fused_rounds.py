@@ -11,7 +11,7 @@ from testing_utils import logged, make_trainer, mixed_reward, prompt_dataset
 from lze_trl.method.checkpoint import LZEStateError
 from lze_trl.method.errors import LZEWarning
 from lze_trl.rounds.fused import IN_FLIGHT_FILE, RoundPipeline, split_rollouts
-from lze_trl.rounds.rollouts import Rollouts, Rows
+from lze_trl.rounds.rollouts import GeneratedRows, Rollouts
 
 
 pytestmark = pytest.mark.slow
@@ -162,7 +162,7 @@ def test_rollouts_in_flight_are_refused_by_another_number_of_processes(tmp_path)
 
 def test_one_calls_rollouts_are_cut_into_their_parts_on_every_process():
     # 2 processes, each with a part of 2 rows then a part of 3: row r of process p is named p*10 + r
-    rows = Rows([{"i": i} for i in range(5)], [f"p{i}" for i in range(5)], ([[i] for i in range(5)],), {})
+    rows = GeneratedRows([{"i": i} for i in range(5)], [f"p{i}" for i in range(5)], ([[i] for i in range(5)],), {})
     rows.generated = (*rows.generated, *([None] * 7))
     keys = np.array([0, 1, 2, 3, 4, 10, 11, 12, 13, 14])
     rewards = keys[:, None].astype(float)

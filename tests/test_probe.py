@@ -21,7 +21,7 @@ from trl import GRPOTrainer
 
 from lze_trl import LZEGRPOTrainer, LZEWarning
 from lze_trl.rounds.generation_batch import even_out
-from lze_trl.rounds.rollouts import Rollouts, Rows, gather_rows
+from lze_trl.rounds.rollouts import GeneratedRows, Rollouts, gather_rows
 
 
 # ----------------------------------------------------------------------------------------------- pieces
@@ -58,7 +58,9 @@ def generate_result(rows):
 
 def rollouts(rows, logs=None):
     prompts = [f"p{r}" for r in rows]
-    return Rollouts(Rows([{"prompt": p} for p in prompts], prompts, generate_result(rows), logs or {}), None, None)
+    return Rollouts(
+        GeneratedRows([{"prompt": p} for p in prompts], prompts, generate_result(rows), logs or {}), None, None
+    )
 
 
 def test_rows_of_generate_results_are_gathered_as_one_call_returns_them():
@@ -70,13 +72,15 @@ def test_rows_of_generate_results_are_gathered_as_one_call_returns_them():
         "judge": ["b", None, None]
     }  # a reward function's log_extra values follow their rows
     extra = (*generate_result([1, 2])[:5], {"env_mask": [[1], [0]], "shared": 3}, None, [])
-    taken = gather_rows([Rows([{}, {}], ["a", "b"], extra, {})], [(0, 1)]).generated
+    taken = gather_rows([GeneratedRows([{}, {}], ["a", "b"], extra, {})], [(0, 1)]).generated
     assert taken[5] == {"env_mask": [[0]], "shared": 3}
     with pytest.raises(TypeError, match="completion_ids=list of length 1 for 2 rows"):
-        gather_rows([Rows([{}, {}], ["a", "b"], (*extra[:1], [[1]], *extra[2:]), {})], [(0, 0)])
+        gather_rows([GeneratedRows([{}, {}], ["a", "b"], (*extra[:1], [[1]], *extra[2:]), {})], [(0, 0)])
     other = (*extra[:5], {"env_mask": [[1], [0]], "shared": 4}, None, [])
     with pytest.raises(TypeError, match="shared=int, int for 2, 2 rows"):  # rounds disagree on a shared value
-        gather_rows([Rows([{}, {}], ["a", "b"], extra, {}), Rows([{}, {}], ["c", "d"], other, {})], [(0, 0)])
+        gather_rows(
+            [GeneratedRows([{}, {}], ["a", "b"], extra, {}), GeneratedRows([{}, {}], ["c", "d"], other, {})], [(0, 0)]
+        )
 
 
 # ----------------------------------------------------------------------------------------------- trainer runs

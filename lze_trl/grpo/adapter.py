@@ -35,7 +35,7 @@ from trl.trainer.utils import pad
 
 from ..rounds.batching import take_rows
 from ..rounds.off_policy import importance_weights, weight_metrics, weight_statistics
-from ..rounds.rollouts import Rollouts, Rows
+from ..rounds.rollouts import GeneratedRows, Rollouts
 
 
 FORWARD_KEYS = (
@@ -60,10 +60,11 @@ class _RolloutsGenerated(Exception):
 @dataclass
 class _TRLCall:
     """One call of TRL's `_generate_and_score_completions`: `_generate` stops it after generating, or serves the
-    `served` rollouts ([`Rows`], every process's rewards); what TRL prepared, generated and rewarded is kept."""
+    `served` rollouts ([`GeneratedRows`], every process's rewards); what TRL prepared, generated and rewarded is
+    kept."""
 
     stop_after_generation: bool = False
-    served: tuple[Rows, np.ndarray] | None = None
+    served: tuple[GeneratedRows, np.ndarray] | None = None
     prompts: list | None = None
     generated: tuple | None = None
     rewards: torch.Tensor | None = None
@@ -106,18 +107,18 @@ class TRLAdapter:
         rewards = super()._calculate_rewards(inputs, call.prompts, completions, completion_ids)
         # What reward functions log for these rows (`log_extra`) is kept with them, for the update rows they reach
         extra_logs, self._pending_extra_logs = dict(self._pending_extra_logs), logged
-        rows = Rows(inputs, call.prompts, call.generated, extra_logs)
+        rows = GeneratedRows(inputs, call.prompts, call.generated, extra_logs)
         return Rollouts(rows, prompt_keys, _numpy(rewards))
 
     def update_rows(
         self,
         inputs: list[dict],
-        served: tuple[Rows, np.ndarray] | None = None,
+        served: tuple[GeneratedRows, np.ndarray] | None = None,
         group_size: int | None = None,
         stale: np.ndarray | None = None,
     ) -> tuple[dict, Rollouts | None]:
         """TRL's update rows of `inputs` (`_generate_and_score_completions`), made from the `served` rollouts
-        ([`Rows`], every process's rewards) with TRL's advantages over groups of `group_size` rows (by default
+        ([`GeneratedRows`], every process's rewards) with TRL's advantages over groups of `group_size` rows (by default
         `num_generations`), the `stale` ones (generated before an optimizer step) corrected by TRL's
         importance-sampling ratio; without `served`, TRL generates and rewards the rollouts, which are returned as
         [`Rollouts`] too."""
@@ -130,7 +131,7 @@ class TRLAdapter:
             rows = super()._generate_and_score_completions(inputs)
         if served is not None:
             return (rows if stale is None else self._corrected(rows, stale)), None
-        return rows, Rollouts(Rows(inputs, call.prompts, (), {}), prompt_keys, _numpy(call.rewards))
+        return rows, Rollouts(GeneratedRows(inputs, call.prompts, (), {}), prompt_keys, _numpy(call.rewards))
 
     def _generate(self, prompts):
         call = self._call

@@ -22,7 +22,7 @@ import torch
 
 from ..method.round_policies import Round, RoundsState
 from .batching import Batch, pad_rows
-from .rollouts import Rollouts, Rows, gather_rows
+from .rollouts import GeneratedRows, Rollouts, gather_rows
 
 
 class LZETrainerCalls(Protocol):
@@ -41,7 +41,7 @@ class LZETrainerCalls(Protocol):
     def update_rows(
         self,
         inputs: list[dict],
-        served: tuple[Rows, np.ndarray] | None = None,
+        served: tuple[GeneratedRows, np.ndarray] | None = None,
         group_size: int | None = None,
         stale: np.ndarray | None = None,
     ) -> tuple[Batch, Any]: ...
@@ -196,7 +196,7 @@ def even_out(
     return out.reshape(-1)
 
 
-def served_rows(rounds: list[tuple[Rows, np.ndarray, int]], groups: np.ndarray) -> Rows:
+def served_rows(rounds: list[tuple[GeneratedRows, np.ndarray, int]], groups: np.ndarray) -> GeneratedRows:
     """The rows of `groups` (this process's group indices) from the rounds' `(rows, groups generated, rollouts per
     group)`: each group's rows of every round in order, as one `_generate` call would have returned them."""
     picks = [

@@ -28,7 +28,7 @@ GENERATED_PARTS = (
 
 
 @dataclass
-class Rows:
+class GeneratedRows:
     """This process's rows of rollouts generated before: the `inputs`, the `prompts` TRL prepared, its `_generate`
     result (`generated`) and what reward functions logged for them (`extra_logs`, one list per column)."""
 
@@ -40,10 +40,10 @@ class Rows:
 
 @dataclass
 class Rollouts:
-    """Rollouts generated and rewarded in one TRL call: this process's [`Rows`], and every process's `prompt_keys` and
-    `rewards` (rows x reward functions, NaN where unscored) in TRL's order."""
+    """Rollouts generated and rewarded in one TRL call: this process's [`GeneratedRows`], and every process's
+    `prompt_keys` and `rewards` (rows x reward functions, NaN where unscored) in TRL's order."""
 
-    rows: Rows
+    rows: GeneratedRows
     prompt_keys: np.ndarray
     rewards: np.ndarray
 
@@ -53,9 +53,9 @@ class Rollouts:
         return self.prompt_keys[::size], self.rewards.reshape(-1, size, self.rewards.shape[-1])
 
 
-def gather_rows(rounds: Sequence[Rows], picks: Sequence[tuple[int, int]]) -> Rows:
-    """The rows `picks` (`(round, row)` pairs) of the [`Rows`] of one or more generation rounds, in that order, as one
-    `_generate` call of TRL returns them."""
+def gather_rows(rounds: Sequence[GeneratedRows], picks: Sequence[tuple[int, int]]) -> GeneratedRows:
+    """The rows `picks` (`(round, row)` pairs) of the [`GeneratedRows`] of one or more generation rounds, in that
+    order, as one `_generate` call of TRL returns them."""
 
     def part(values: list, name: str, in_dict: bool = False) -> Any:
         if all(v is None for v in values):
@@ -73,7 +73,7 @@ def gather_rows(rounds: Sequence[Rows], picks: Sequence[tuple[int, int]]) -> Row
         raise TypeError(f"TRL's `_generate` returned {name}={shapes} for {rows} rows: lze-trl cannot keep it per row.")
 
     columns = sorted(set().union(*(rows.extra_logs for rows in rounds)))
-    return Rows(
+    return GeneratedRows(
         [rounds[r].inputs[i] for r, i in picks],
         [rounds[r].prompts[i] for r, i in picks],
         tuple(part([rows.generated[k] for rows in rounds], name) for k, name in enumerate(GENERATED_PARTS)),
