@@ -158,7 +158,9 @@ def main() -> None:
         vllm = os.path.join(os.path.dirname(sys.executable), "vllm")
         command = [vllm, "serve", served_dir, "--served-model-name", model_dir, "--host", "127.0.0.1"]
         command += ["--port", str(port), "--dtype", "float32", "--max-model-len", "512", "--enforce-eager"]
-        command += ["--seed", str(args.seed)]
+        # every prompt's prefill in one scheduler step: vLLM 0.31's CPU build fails a seeded request (TRL's worker
+        # seeds each) whose prefill is chunked ("CPU Generator does not use offset"), as 64 chat prompts at once are
+        command += ["--seed", str(args.seed), "--max-num-batched-tokens", "16384"]
         base_url = f"http://127.0.0.1:{port}"
         with running_server(command, env, os.path.join(tmp, "server.log"), base_url):
             result = train_async(args.arm, args.seed, model_dir, base_url, "model.embed_tokens.weight", splits(),
