@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from statsmodels.stats.power import TTestPower
 from tabulate import tabulate
 
@@ -30,7 +31,7 @@ from benchmarks.adaptive.report import report_main  # noqa: E402
 from benchmarks.fused.power import POWER, seeds_needed  # noqa: E402
 from benchmarks.fused.report import decide, interval, number  # noqa: E402
 from benchmarks.smollm2_study.async_report import async_section  # noqa: E402
-from benchmarks.smollm2_study.run import ARMS, PROTOCOL, RESULTS  # noqa: E402
+from benchmarks.smollm2_study.run import ARMS, CONTROLS, PROTOCOL, RESULTS  # noqa: E402
 
 
 MARGIN = 0.03
@@ -47,13 +48,14 @@ LABELS = {
     "probe": "LZE + probe",
     "adaptive": "LZE + adaptive budget",
     "probe_fused": "LZE + probe, fused",
+    "uniform_live": "LZE's quota at random among live groups",
 }
 
 
 def load_runs(results: Path = RESULTS) -> dict[str, dict[int, dict[str, Any]]]:
     """Every finished run: arm -> seed -> its record."""
     runs: dict[str, dict[int, dict[str, Any]]] = {}
-    for arm in ARMS:
+    for arm in [*ARMS, *CONTROLS]:
         for path in sorted((results / "runs" / arm).glob("seed_*.json")):
             record = json.loads(path.read_text())
             runs.setdefault(arm, {})[record["seed"]] = record
@@ -152,7 +154,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The whole report (Markdown) from `results`; with `figures`, also the README's figure (`readme.png`)."""
     start = json.loads((results / "start.json").read_text())
     runs = load_runs(results)
-    arms = [arm for arm in ARMS if arm in runs]
+    arms = [arm for arm in ARMS if arm in runs]  # the controls have their own section
     others = [arm for arm in arms if arm != BASELINE]
     summary: dict[str, dict[str, str]] = {arm: {} for arm in arms}
     if figures and runs:
@@ -397,8 +399,48 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         f"## Summary (step {PROTOCOL['steps']}; each column is explained in its section below)\n",
         tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n",
     ]
+    out += controls_section(runs)
     out += async_section(results, runs.get(BASELINE, {}))
     return "\n".join(out)
+
+
+def controls_section(runs: dict) -> list[str]:
+    """The controls' section (the protocol's second addendum): LZE minus each control at the last step, paired by
+    seed, with its two-sided t-test; nothing before a control has run."""
+    controls = [arm for arm in CONTROLS if arm in runs]
+    if not controls or "lze" not in runs:
+        return []
+    rows = []
+    for arm in controls:
+        test, ood = paired(runs, "lze", against=arm), paired(runs, "lze", "ood", against=arm)
+        p, half = math.nan, math.nan
+        if len(test) > 1:
+            p = stats.ttest_1samp(test, 0.0).pvalue
+            half = stats.t.ppf(0.975, len(test) - 1) * test.std(ddof=1) / math.sqrt(len(test))
+        tokens = [r["meter"]["update_completion_tokens"] for r in runs[arm].values()]
+        rows.append(
+            [
+                LABELS[arm],
+                len(test),
+                f"{np.mean([accuracy(r) for r in runs[arm].values()]):.3f}",
+                interval(test),
+                number(p, ".4f"),
+                number(half, ".3f"),
+                interval(ood),
+                f"{np.mean(tokens):.0f}",
+            ]
+        )
+    headers = ["control", "seeds", "test accuracy", "LZE minus control [95% CI]", "p (two-sided)"]
+    headers += ["CI half-width", "OOD: LZE minus control", "update tokens"]
+    return [
+        "## Controls (the protocol's second addendum)\n",
+        f"Declared: LZE minus the control, test accuracy at step {PROTOCOL['steps']}, paired by seed, two-sided 95% t "
+        "interval and paired t-test at 0.05 (one comparison). The control draws LZE's quota of groups on each batch "
+        "uniformly at random among the live groups: the same rollouts and as many groups updated as LZE, so the "
+        "difference is LZE's energy ranking alone. The half-width is the smallest difference these seeds can tell "
+        "from 0. OOD and update tokens are secondary:\n",
+        tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ after seed, each finished run written to git-tracked JSON and skipped when there
     python benchmarks/smollm2_study/run.py start                # the starting model's measurements (start.json)
     python benchmarks/smollm2_study/run.py train ARM SEED       # one run (its evaluations included)
     python benchmarks/smollm2_study/run.py jobs [--seeds N]     # the runs not yet in results, one `ARM SEED` a line
+    python benchmarks/smollm2_study/run.py jobs --controls      # the same for the controls (`CONTROLS`)
     python benchmarks/smollm2_study/run.py speed ARM            # seconds a step, alone on the machine, no evaluation
     python benchmarks/smollm2_study/report.py                   # REPORT.md from the raw results
 
@@ -35,6 +36,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "smollm2_study"
+if str(ROOT) not in sys.path:  # run as a script: the controls' selectors are in `benchmarks.peers`
+    sys.path.insert(0, str(ROOT))
 PROTOCOL: dict[str, Any] = {
     "train_prompts": 512,  # the recipe's pool: make_dataset(512, seed=0), levels 0-4
     "test_per_level": 80,  # distinct questions of make_dataset(.., seed=0, split="test"), levels 0-4: 400
@@ -72,6 +75,13 @@ ARMS: dict[str, dict[str, Any]] = {
 """The arms: LZEGRPOTrainer settings on top of the shared ones (`selector="none"` is plain GRPO; `grpo_half` is GRPO
 with half the group, the equal-rollout control; `probe_fused` the probe with fused rounds and the stale-rollout
 correction, BENCHMARKS.md section 10)."""
+CONTROLS: dict[str, dict[str, Any]] = {
+    "uniform_live": {"selector": "uniform_live", "selection_ratio": 0.4},
+}
+"""The controls (the protocol's second addendum), outside the arms' Holm family: `uniform_live` draws LZE's quota of
+groups uniformly at random among the live ones (`benchmarks/peers/uniform.py`), which isolates LZE's ranking."""
+RUNS = {**ARMS, **CONTROLS}
+"""Every arm and control, by name."""
 
 
 def _distinct(split: str, levels: list[int], per_level: int, seed: int = 0):
@@ -179,6 +189,7 @@ def make_trainer(arm: str, model, tokenizer, data: dict[str, Any], seed: int, st
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
+    import benchmarks.peers  # noqa: F401  (registers the controls' selectors)
     from lze_trl import LZEGRPOConfig
     from lze_trl.demo import MeteredLZEGRPOTrainer
     from lze_trl.tasks.word_problems import word_problem_reward
@@ -241,7 +252,7 @@ def make_trainer(arm: str, model, tokenizer, data: dict[str, Any], seed: int, st
                 final = state.global_step == PROTOCOL["eval_steps"][-1]
                 self.evaluations.append({"step": state.global_step, **measure(t.model, tokenizer, data, final)})
 
-    p, settings = PROTOCOL, {**ARMS[arm], **extra}
+    p, settings = PROTOCOL, {**RUNS[arm], **extra}
     num_generations = settings.pop("num_generations", p["num_generations"])
     args = LZEGRPOConfig(
         output_dir=f"/tmp/lze-smollm2-study/{arm}-{seed}",
@@ -284,7 +295,7 @@ def train(arm: str, seed: int, data: dict[str, Any], steps: int, **extra: Any) -
     return {
         "arm": arm,
         "seed": seed,
-        "settings": ARMS[arm],
+        "settings": RUNS[arm],
         "extra": extra,
         "load_before": load_before,
         "steps": clock.steps,
@@ -379,15 +390,16 @@ def _timed_grpo(data: dict[str, Any], steps: int, extra: dict[str, Any]) -> dict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=["budget", "start", "train", "jobs", "speed"])
-    parser.add_argument("arm", nargs="?", choices=list(ARMS))
+    parser.add_argument("arm", nargs="?", choices=list(RUNS))
     parser.add_argument("seed", nargs="?", type=int)
     parser.add_argument("--seeds", type=int, default=3, help="jobs: seeds 0..N-1 of every arm")
+    parser.add_argument("--controls", action="store_true", help="jobs: the controls' runs instead of the arms'")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--force", action="store_true")
     args = parser.parse_args(argv)
     if args.what == "jobs":
         for seed in range(args.seeds):
-            for arm in ARMS:
+            for arm in CONTROLS if args.controls else ARMS:
                 if not run_path(args.results, arm, seed).exists():
                     print(arm, seed)
         return 0
