@@ -441,7 +441,7 @@ def test_the_lze_state_is_saved_with_each_checkpoint_and_resumed(tmp_path, setup
     assert window_state[1] == {k: counters[k] for k in window_state[1]}
     assert resumed.model_version == 3 and resumed.rollout_worker.model_version == 3
     resumed = make_trainer(tmp_path, setup, max_steps=3)
-    resumed.train(resume_from_checkpoint=folder)
+    resumed.train(resume_from_checkpoint=True)  # the last checkpoint of output_dir: `folder`
     assert resumed.state.global_step == 3 and resumed.lze.batches_recorded > int(saved["run.batches_recorded"])
     os.remove(os.path.join(folder, checkpoint_files.STATE_FILE))
     with pytest.raises(LZEStateError, match="no LZE state file"):
@@ -457,6 +457,13 @@ def test_the_lze_state_is_saved_with_each_checkpoint_and_resumed(tmp_path, setup
         )
     with pytest.warns(LZEWarning, match="fresh LZE state"):
         make_trainer(tmp_path, setup, max_steps=3, selector="none").train(resume_from_checkpoint=folder)
+
+
+def test_resuming_from_the_last_checkpoint_needs_one(tmp_path, setup):
+    # the synchronous trainer's entry (LZEStateOwner.resume_lze): True is output_dir's last checkpoint
+    trainer = make_trainer(tmp_path, setup, max_steps=2)
+    with pytest.raises(ValueError, match="No checkpoint found in output_dir="):
+        trainer.train(resume_from_checkpoint=True)
 
 
 # ----------------------------------------------------------------------------------------------- refusals

@@ -143,6 +143,25 @@ def test_selection_log_survives_resume(full_run, tmp_path):
     assert final.equals(expected.drop(columns=[]).reset_index(drop=True))
 
 
+def test_resume_from_the_last_checkpoint_needs_one(tmp_path):
+    # `resume_from_checkpoint=True` means the last checkpoint of output_dir (LZEStateOwner.resume_lze, both trainers)
+    trainer = saving_trainer(tmp_path)
+    with pytest.raises(ValueError, match="No checkpoint found in output_dir="):
+        trainer.train(resume_from_checkpoint=True)
+    assert trainer.state.global_step == 0
+
+
+@pytest.mark.slow
+def test_resume_from_true_is_the_last_checkpoint(full_run, tmp_path):
+    import shutil
+
+    full, out = full_run
+    shutil.copytree(out / "checkpoint-4", tmp_path / "out" / "checkpoint-4")
+    resumed = saving_trainer(tmp_path)
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed.selection_log.to_pandas().equals(full.selection_log.to_pandas())
+
+
 @pytest.mark.slow
 def test_resume_refuses_a_checkpoint_whose_lze_state_is_gone(full_run, tmp_path):
     import shutil

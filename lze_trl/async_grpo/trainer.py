@@ -21,13 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 from datasets import Dataset
-from transformers.trainer_utils import get_last_checkpoint
 from trl.trainer.utils import get_callable_name
 
 from ..grpo.config import LZE_FIELDS, LZEGRPOConfig, as_config, validate_lze_args
 from ..grpo.engines import apply_thread_policy
 from ..grpo.state_owner import LZEStateOwner, SaveLZEState
-from ..method import checkpoint as checkpoint_files
 from ..method.checkpoint import LZEStateError
 from ..method.errors import LZEWarning
 from ..method.guards import resolve_correctness_reward, warn_if_quota_below_two
@@ -246,19 +244,12 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
         if self.rollout_worker is not None:
             self.rollout_worker.update_model_version(version)
 
+    @property
+    def holds_lze_state(self) -> bool:
+        return self.accelerator.is_main_process  # the window and the run live on the main process
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
-        if resume_from_checkpoint and self.accelerator.is_main_process:
-            checkpoint_files.load_or_start_fresh(
-                lambda: self.load_lze_state(resume_from_checkpoint),
-                self.lze.decides_training,
-                self.args.resume_lze_state,
-                stacklevel=2,
-            )
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        return super().train(resume_from_checkpoint=self.resume_lze(resume_from_checkpoint), **kwargs)
 
 
 __all__ = ["LZEAsyncGRPOConfig", "LZEAsyncGRPOTrainer", "check_async_lze_args"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from ..method import checkpoint as checkpoint_files
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
@@ -24,6 +24,30 @@ class LZEStateOwner:
     """The LZE state's logging, tables and checkpoints, shared by both trainers (see the module's docstring). The
     trainer defines `restore_lze_state(arrays, counters, checkpoint)`, which takes back what `lze_state_dict` saved
     (raising an [`~lze_trl.method.checkpoint.LZEStateError`] when it does not fit)."""
+
+    @property
+    def holds_lze_state(self) -> bool:
+        """Whether this process keeps the LZE state that a checkpoint restores (both trainers: every process with
+        prompt identity; the async trainer overrides it: its main process)."""
+        return True
+
+    def resume_lze(self, resume_from_checkpoint: str | bool | None) -> str | None:
+        """The checkpoint `train(resume_from_checkpoint=...)` resumes from (`True`: the last one in `output_dir`,
+        refused when there is none), its LZE state loaded by the one resume rule of both trainers
+        ([`~lze_trl.method.checkpoint.load_or_start_fresh`]): a state that cannot be loaded is refused when it
+        decides what is trained, unless `resume_lze_state="fresh"`."""
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
+        if resume_from_checkpoint and self.holds_lze_state:
+            checkpoint_files.load_or_start_fresh(
+                lambda: self.load_lze_state(resume_from_checkpoint),
+                self.lze.decides_training,
+                self.args.resume_lze_state,
+                stacklevel=3,
+            )
+        return resume_from_checkpoint or None
 
     @property
     def selection_log(self):

@@ -17,10 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 from datasets import IterableDataset
-from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig, GRPOTrainer
 
-from ..method import checkpoint as checkpoint_files
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from ..method.errors import LZEWarning
 from ..method.guards import (
@@ -203,17 +201,6 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
             if self.round_pipeline is not None:
                 self.round_pipeline.save(folder, self.accelerator.process_index, self.accelerator.num_processes)
 
-    def _resume_lze_state(self, checkpoint: str) -> None:
-        """Loads the LZE state of `checkpoint` for a resumed run: one that cannot be loaded is refused when it decides
-        what is trained (a selector, pruning) unless `resume_lze_state="fresh"`; else the run warns and starts it
-        fresh."""
-        checkpoint_files.load_or_start_fresh(
-            lambda: self.load_lze_state(checkpoint),
-            self.lze.decides_training,
-            self.args.resume_lze_state,
-            stacklevel=3,
-        )
-
     def create_model_card(self, *args, **kwargs):
         super().create_model_card(*args, **kwargs)
         # TRL names no base model for a model loaded from a folder or built in code, and its template then reads
@@ -227,14 +214,12 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
                 with open(path, "w") as f:
                     f.write(text.replace(unnamed, "trained from a local model"))
 
+    @property
+    def holds_lze_state(self) -> bool:
+        return self.lze_enabled
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(f"No checkpoint found in output_dir={self.args.output_dir!r} to resume from.")
-        if resume_from_checkpoint and self.lze_enabled:
-            self._resume_lze_state(resume_from_checkpoint)
-        output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        output = super().train(resume_from_checkpoint=self.resume_lze(resume_from_checkpoint), **kwargs)
         if self.lze_enabled:
             self.lze.empty_update_guard.at_end()
         if self.args.should_save and self.lze_enabled:
