@@ -42,7 +42,7 @@ from lze_trl.method.checkpoint import LZEStateError
 from lze_trl.method.errors import LZEWarning
 from lze_trl.method.round_policies import RoundsState
 from lze_trl.method.run import LZERun
-from lze_trl.rounds.generation_batch import even_out
+from lze_trl.rounds.in_flight import even_out
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 

@@ -20,7 +20,9 @@ from testing_utils import (
 from trl import GRPOTrainer
 
 from lze_trl import LZEGRPOTrainer, LZEWarning
-from lze_trl.rounds.generation_batch import even_out
+from lze_trl.method.round_policies import RoundsState
+from lze_trl.method.run import LZERun
+from lze_trl.rounds.in_flight import BatchInFlight, even_out, round_done
 from lze_trl.rounds.rollouts import GeneratedRows, Rollouts, gather_rows
 
 
@@ -39,6 +41,24 @@ def test_even_out_gives_every_process_the_same_count_keeping_the_best():
     going_on = np.array([1, 1, 1, 1, 1, 0, 1, 1], dtype=bool)
     out = even_out(chosen, energies, num_processes=2, going_on=going_on)
     assert np.flatnonzero(out).tolist() == [0, 2, 6, 7]
+
+
+def test_round_done_moves_a_batch_in_flight_through_the_schedule(tmp_path):
+    # the rule both trainers follow (the sync rounds' InFlight, the async window's OpenBatch): after a round, the
+    # round policy chooses among the groups going on, evened out over the processes, and the next round begins
+    args = lze_args(tmp_path, num_generations=8, generation_rounds=[2, 4, 8], round_policy="probe")
+    run = LZERun(args, 8, None)
+    rewards = np.full((4, 8, 1), np.nan)
+    rewards[:, :2, 0] = [[0, 1], [1, 1], [0, 0], [1, 0]]  # groups 0 and 3 in the learning zone after the probe
+    batch = BatchInFlight(2, RoundsState(np.arange(4), rewards, 0, np.ones(4, dtype=bool)))
+    assert not round_done(batch, run, processes=2) and not batch.complete
+    assert batch.state.rollouts_so_far == 2 and batch.round_last == 4
+    assert batch.state.going_on.reshape(2, -1).sum(axis=1).tolist() == [1, 1]  # one group on each process
+    assert batch.state.going_on.tolist() == [True, False, False, True]  # the mixed groups, not the dead or solved
+    batch.state.rewards[batch.state.going_on, 2:4, 0] = [[0, 1], [1, 1]]
+    assert not round_done(batch, run, processes=2) and batch.round_last == 8
+    batch.state.rewards[batch.state.going_on, 4:8, 0] = 1.0
+    assert round_done(batch, run, processes=2) and batch.complete and batch.state.rollouts_so_far == 8
 
 
 def generate_result(rows):

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..method.round_policies import RoundsState
 from ..method.selectors import GroupBatch
-from ..rounds.generation_batch import even_out
+from ..rounds.in_flight import BatchInFlight, round_done
 from .samples import TAGS, Order, group_advantages, rows_from_state, rows_state, total_rewards
 
 
@@ -48,16 +48,16 @@ class AsyncRounds(RoundsState):
         return list(self.fresh)
 
 
-@dataclass
-class OpenBatch:
+@dataclass(kw_only=True)
+class OpenBatch(BatchInFlight):
     """
-    A generation batch in flight.
+    A generation batch in flight in the window ([`~lze_trl.rounds.in_flight.BatchInFlight`]: `state`, an
+    [`AsyncRounds`] whose `rollouts_so_far` counts the rounds arrived, and `round_last`, the end of the round in
+    flight), with its rows as the worker sends them.
 
     Attributes:
         indices (`np.ndarray`): Each group's train dataset row.
         group_ids (`np.ndarray`): Each group's id (TRL's `group_id` of its rows).
-        state ([`AsyncRounds`]): What is known of it; `rollouts_so_far` counts the rounds arrived.
-        round_last (`int`): The last rollout (exclusive) of the round in flight.
         through (`np.ndarray`): Each group's rollouts arrived so far.
         versions (`np.ndarray`): Each group's policy version (its first round's; -1 before it arrives).
         rows (`list[list]`): Each group's rows, round after round.
@@ -65,8 +65,6 @@ class OpenBatch:
 
     indices: np.ndarray
     group_ids: np.ndarray
-    state: AsyncRounds
-    round_last: int
     through: np.ndarray
     versions: np.ndarray
     rows: list[list[Any]]
@@ -218,14 +216,13 @@ class GroupWindow:
             self.resend = False
         while self.batches and self.batches[0].round_arrived():
             batch = self.batches[0]
-            state = batch.state
-            if state.rollouts_so_far < batch.round_last:  # the round's rollouts are all in
+            if not batch.complete:  # its round in flight has arrived whole: the round policy moves it on
+                state = batch.state
                 state.fresh.append(int(state.going_on.sum()) * (batch.round_last - state.rollouts_so_far))
-                state.rollouts_so_far = batch.round_last
-            if state.rollouts_so_far < self.num_generations:
-                self._choose(batch)
-            else:
-                self.close(self.batches.popleft())
+                if not round_done(batch, self.run, 1):
+                    self._send(self._orders(batch))  # the next round's orders
+                    continue
+            self.close(self.batches.popleft())
         while len(self.batches) < self.batches_in_flight:
             self._open()
 
@@ -237,8 +234,9 @@ class GroupWindow:
         state = AsyncRounds(keys, rewards, self.correctness_index, np.ones(n, dtype=bool))
         group_ids = np.arange(self.next_group, self.next_group + n, dtype=np.int64)
         self.next_group += n
-        batch = OpenBatch(indices, group_ids, state, self.schedule[0], np.zeros(n, dtype=np.int64),
-                          np.full(n, -1, dtype=np.int64), [[] for _ in range(n)])  # fmt: skip
+        batch = OpenBatch(self.schedule[0], state, indices=indices, group_ids=group_ids,
+                          through=np.zeros(n, dtype=np.int64), versions=np.full(n, -1, dtype=np.int64),
+                          rows=[[] for _ in range(n)])  # fmt: skip
         self.batches.append(batch)
         self._send(self._orders(batch))
 
@@ -265,14 +263,6 @@ class GroupWindow:
             drawn.extend(int(i) for i in take)
             self.drawn_in_epoch += len(take)
         return np.asarray(drawn, dtype=np.int64)
-
-    def _choose(self, batch: OpenBatch) -> None:
-        """The round policy's choice of the groups that go on after a round; orders their next round."""
-        state = batch.state
-        chosen, priority = self.run.round_policy.choose(self.run, state)
-        state.going_on = even_out(chosen, priority, 1, state.going_on)
-        batch.round_last = self.schedule[self.schedule.index(state.rollouts_so_far) + 1]
-        self._send(self._orders(batch))
 
     def _orders(self, batch: OpenBatch) -> list[Order]:
         """The orders of `batch`'s round in flight still missing (every going-on group's, rollouts so far to
@@ -378,9 +368,10 @@ class GroupWindow:
             state = AsyncRounds(keys, rewards, self.correctness_index, np.array(b["going_on"], dtype=bool),
                                 int(b["rollouts_so_far"]), fresh=list(b["fresh"]))  # fmt: skip
             self.batches.append(OpenBatch(
-                np.asarray(b["indices"], dtype=np.int64), np.asarray(b["group_ids"], dtype=np.int64), state,
-                int(b["round_last"]), np.asarray(b["through"], dtype=np.int64),
-                np.asarray(b["versions"], dtype=np.int64), [list(itertools.islice(rest, n)) for n in b["rows"]],
+                int(b["round_last"]), state, indices=np.asarray(b["indices"], dtype=np.int64),
+                group_ids=np.asarray(b["group_ids"], dtype=np.int64), through=np.asarray(b["through"], dtype=np.int64),
+                versions=np.asarray(b["versions"], dtype=np.int64),
+                rows=[list(itertools.islice(rest, n)) for n in b["rows"]],
             ))  # fmt: skip
         self.partial = {}
         self.next_group, self.drawn_in_epoch = (

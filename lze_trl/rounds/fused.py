@@ -115,8 +115,8 @@ def train_fused(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) 
     run, G = trainer.lze, trainer.num_generations
     processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
     pipeline, schedule = trainer.round_pipeline, run.round_policy.schedule
-    pipeline.batches.append(InFlight(inputs))
-    requests = [round_request(batch, schedule, G, processes, process) for batch in pipeline.batches]
+    pipeline.batches.append(InFlight(schedule[0], inputs=inputs))
+    requests = [round_request(batch, G, processes, process) for batch in pipeline.batches]
     # TRL's group size for the call (vLLM server's completions per prompt): one that divides every part's rollouts
     per_prompt = math.gcd(*[last - first for _, _, first, last in requests])
     # a batch's rounds but its last are trained after this step's update: they keep their sampling log-probabilities
@@ -135,7 +135,7 @@ def train_fused(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) 
             staleness = sum((r.last - r.first) * (pipeline.calls - r.call) for r in rounds_made) / G
             metrics["lze/rollout_staleness"] = staleness
             rows = update_on(trainer, batch.state, completed_rows(trainer, batch.state), metrics, global_step)
-    pipeline.batches = [batch for batch in pipeline.batches if batch.state.rollouts_so_far < G]
+    pipeline.batches = [batch for batch in pipeline.batches if not batch.complete]
     if rows is None:
         rows = _nothing_to_update(trainer, parts[-1], requests[-1][3], metrics)
     return rows

@@ -13,8 +13,7 @@ in as [`LZETrainerCalls`].
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,6 +21,7 @@ import torch
 
 from ..method.round_policies import Round, RoundsState
 from .batching import Batch, pad_rows
+from .in_flight import BatchInFlight, round_done
 from .rollouts import GeneratedRows, Rollouts, gather_rows
 
 
@@ -113,21 +113,20 @@ def completed_rows(trainer: LZETrainerCalls, state: RoundsState) -> Batch:
     return rows
 
 
-@dataclass
-class InFlight:
-    """A generation batch generated in rounds: this process's `inputs` (as the sampler drew them, each prompt
-    `num_generations` times in a row) and what is known of it (`state`, `None` before its first round)."""
+@dataclass(kw_only=True)
+class InFlight(BatchInFlight):
+    """A generation batch of the synchronous trainer in rounds ([`~lze_trl.rounds.in_flight.BatchInFlight`]):
+    this process's `inputs` (as the sampler drew them, each prompt `num_generations` times in a row), its rounds'
+    rollouts held in `state.rounds`."""
 
-    inputs: list[dict]
-    state: RoundsState | None = None
+    inputs: list[dict] = field(default_factory=list)
 
 
-def round_request(batch: InFlight, schedule: list[int], G: int, processes: int, process: int) -> tuple:
-    """The rows of `batch`'s next round on this process (by the rounds' `schedule`, `generation_rounds`), the groups
-    they belong to (indices among this process's groups of the batch), and the round's first and last rollout."""
+def round_request(batch: InFlight, G: int, processes: int, process: int) -> tuple:
+    """The rows of `batch`'s round in flight on this process, the groups they belong to (indices among this
+    process's groups of the batch), and the round's first and last rollout."""
     state = batch.state
-    first = 0 if state is None else state.rollouts_so_far
-    last = schedule[0] if state is None else schedule[schedule.index(first) + 1]
+    first, last = (0 if state is None else state.rollouts_so_far), batch.round_last
     groups_here = len(batch.inputs) // G
     going_on = np.ones(groups_here, dtype=bool) if state is None else state.going_on.reshape(processes, -1)[process]
     mine = np.flatnonzero(going_on)
@@ -144,26 +143,23 @@ def record_round(
     processes: int,
     call: int = 0,
 ) -> None:
-    """Records a round of `batch` (its `rollouts` of this process's `groups`, rollouts `first` to `last`, made by
-    generation call `call`); unless it completes the batch, the round policy then chooses the groups that go on,
-    evened out over the processes."""
+    """Records `batch`'s round in flight (its `rollouts` of this process's `groups`, rollouts `first` to `last`, made
+    by generation call `call`) and moves the batch on ([`~lze_trl.rounds.in_flight.round_done`]: unless the round
+    completes the batch, the round policy chooses the groups that go on, evened out over the processes)."""
     _, rewards = rollouts.groups(last - first)
     state = batch.state
     state.rewards[state.going_on, first:last] = rewards
     state.rounds.append(Round(rollouts, groups, first, last, call))
-    state.rollouts_so_far = last
-    if last < state.rewards.shape[1]:
-        chosen, priority = run.round_policy.choose(run, state)
-        state.going_on = even_out(chosen, priority, processes, state.going_on)
+    round_done(batch, run, processes)
 
 
 def generate_in_rounds(trainer: LZETrainerCalls, inputs: list[dict], processes: int, process: int) -> RoundsState:
     """The generation batch of `inputs` generated in the run's rounds, one generation call each: after each round but
     the last, the round policy chooses the groups that go on; `going_on` ends as the complete groups."""
     run, G = trainer.lze, trainer.num_generations
-    batch = InFlight(inputs)
+    batch = InFlight(run.round_policy.schedule[0], inputs=inputs)
     for _ in run.round_policy.schedule:
-        rows, groups, first, last = round_request(batch, run.round_policy.schedule, G, processes, process)
+        rows, groups, first, last = round_request(batch, G, processes, process)
         rollouts = trainer.generate_rollouts(rows, last - first)
         start_state(batch, rollouts, first, last, G, run.correctness_index)
         record_round(run, batch, rollouts, groups, first, last, processes)
@@ -176,24 +172,6 @@ def start_state(batch: InFlight, rollouts: Rollouts, first: int, last: int, G: i
         keys, rewards = rollouts.groups(last - first)
         nan = np.full((len(keys), G, rewards.shape[-1]), np.nan)
         batch.state = RoundsState(keys, nan, correctness_index, np.ones(len(keys), dtype=bool))
-
-
-def even_out(
-    chosen: np.ndarray, priority: np.ndarray, num_processes: int, going_on: np.ndarray | None = None
-) -> np.ndarray:
-    """The choice with `max(ceil(chosen / num_processes), 1)` groups on every process (groups split evenly over the
-    processes, in order), dropping a process's lowest-priority chosen groups or adding its highest-priority others
-    among those `going_on` (all by default; every process holds as many of them as the count needs, since the previous
-    round was evened out alike)."""
-    going_on = np.ones(len(chosen), dtype=bool) if going_on is None else going_on
-    per_process, eligible = (chosen & going_on).reshape(num_processes, -1), going_on.reshape(num_processes, -1)
-    priority = priority.reshape(num_processes, -1)
-    count = max(math.ceil(int(per_process.sum()) / num_processes), 1)
-    out = np.zeros_like(per_process)
-    for p in range(num_processes):
-        order = np.lexsort((-priority[p], ~eligible[p], ~per_process[p]))  # the chosen, then the others going on
-        out[p, order[:count]] = True
-    return out.reshape(-1)
 
 
 def served_rows(rounds: list[tuple[GeneratedRows, np.ndarray, int]], groups: np.ndarray) -> GeneratedRows:
