@@ -53,7 +53,7 @@ def resumed_position(sampler_or_position, batches_in_epoch, epoch=None):
         position.load_state_dict(sampler_or_position.position.state_dict())
     if epoch is not None:
         position.epoch = epoch
-    position.batches_in_epoch, position.resumed_from = batches_in_epoch, "checkpoint-x"
+    position.batches_in_epoch = batches_in_epoch
     return position
 
 
@@ -63,7 +63,8 @@ def test_resume_skips_batches_and_offsets_epochs():
     reference = list(full)
     # 4 dataloader batches = 1 generation batch x 3 repeats + 1
     position = resumed_position(None, 4, epoch=2)
-    resumed = LZERepeatSampler(24, mini_repeat_count=2, batch_size=4, repeat_count=3, seed=5, position=position)
+    resumed = LZERepeatSampler(24, mini_repeat_count=2, batch_size=4, repeat_count=3, seed=5, position=position,
+                               resuming=True)  # fmt: skip
     resumed.set_epoch(0)  # the Trainer's own count may differ: the sampler keeps its own
     assert resumed.epoch == 2
     assert list(resumed) == reference[4 * 8 :]
@@ -73,12 +74,14 @@ def test_resume_skips_batches_and_offsets_epochs():
 
 def test_a_resume_at_the_end_of_an_epoch_goes_on_with_the_next_and_redoes_no_random_state():
     position = resumed_position(None, 6 * 3, epoch=1)  # 24 prompts / 4 = 6 generation batches x 3 repeats: all done
-    resumed = LZERepeatSampler(24, mini_repeat_count=2, batch_size=4, repeat_count=3, seed=5, position=position)
+    resumed = LZERepeatSampler(24, mini_repeat_count=2, batch_size=4, repeat_count=3, seed=5, position=position,
+                               resuming=True)  # fmt: skip
+    assert resumed.redraw_after_resume
     resumed.set_epoch(0)
     full = LZERepeatSampler(24, mini_repeat_count=2, batch_size=4, repeat_count=3, seed=5)
     full.set_epoch(2)
     assert list(resumed) == list(full)
-    assert position.epoch == 2 and position.resumed_from is None  # no RNG state to reload: a new iterator anyway
+    assert position.epoch == 2 and not resumed.redraw_after_resume  # no RNG state to reload: a new iterator anyway
 
 
 class Planner:
@@ -150,7 +153,8 @@ def test_resume_takes_the_saved_rows_and_does_not_ask_the_planner_again():
     # A resumed sampler takes the saved rows and does not ask again, even if the answer would now differ.
     other = Planner(lambda e, order: order[:3])
     position = resumed_position(sampler, 2)
-    resumed = LZERepeatSampler(12, mini_repeat_count=2, batch_size=3, seed=1, planner=other, position=position)
+    resumed = LZERepeatSampler(12, mini_repeat_count=2, batch_size=3, seed=1, planner=other, position=position,
+                               resuming=True)  # fmt: skip
     resumed.set_epoch(0)
     assert list(resumed) == reference[2 * 6 :]
     assert other.calls == []

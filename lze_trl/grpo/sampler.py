@@ -26,8 +26,16 @@ class LZERepeatSampler(RepeatSampler):
             Turns each epoch's permutation into the dataset indices it rolls out (`plan_epoch(epoch, order)`), once
             per epoch.
         position ([`~lze_trl.method.run.DataPosition`], *optional*):
-            Where training stands, the epoch's plan included; with `resumed_from` set, the sampler continues
-            from it.
+            Where training stands, the epoch's plan included.
+        resuming (`bool`, *optional*, defaults to `False`):
+            Whether `position` is a resumed run's: the sampler then continues from it (its epoch, its plan, the
+            batches of the epoch already trained), not from the Trainer's count.
+
+    Attributes:
+        redraw_after_resume (`bool`):
+            Whether the resumed run's first iterator drew random numbers that the uninterrupted run drew before the
+            checkpoint, so that the trainer must reload the checkpoint's RNG states after its first micro-step;
+            `False` once the resume lands at an epoch's end (the next epoch's iterator is new in both runs).
     """
 
     def __init__(
@@ -40,13 +48,14 @@ class LZERepeatSampler(RepeatSampler):
         seed: int = 0,
         planner: Any = None,
         position: DataPosition | None = None,
+        resuming: bool = False,
     ) -> None:
         # TRL's fields (`num_samples`, `batch_size`, ... read by its `__len__`); its own generator is not used: the
         # permutations come from `self._generator`, rewound per epoch (see `permutation`).
         super().__init__(range(num_samples), mini_repeat_count, batch_size, repeat_count, shuffle, seed)
         self.planner = planner
         self.position = position if position is not None else DataPosition()
-        resuming = self.position.resumed_from is not None
+        self.redraw_after_resume = resuming
         self.epoch_offset: int | None = None if resuming else 0  # set by the first `set_epoch` after a resume
         self.skip_batches = self.position.batches_in_epoch if resuming else 0
         self._planned = self.position.epoch if resuming and self.position.plan is not None else None
@@ -96,7 +105,7 @@ class LZERepeatSampler(RepeatSampler):
             # Resumed at the very end of an epoch: carry on with the next one, whose iterator creation the
             # uninterrupted run also made after the checkpoint (no random state to redo).
             self.epoch_offset += 1
-            self.position.epoch, self.position.batches_in_epoch, self.position.resumed_from = self.epoch + 1, 0, None
+            self.position.epoch, self.position.batches_in_epoch, self.redraw_after_resume = self.epoch + 1, 0, False
             order, skip = self.epoch_order(self.epoch), 0
             batches = len(order) // self.batch_size
         if len(order) < self.batch_size:  # the Trainer would stop with a message that does not name the cause

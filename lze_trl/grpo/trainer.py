@@ -127,6 +127,8 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
             groups = self.args.generation_batch_size // self.num_generations
             warn_if_quota_below_two(args.selector, args.selection_ratio, groups)
         self.train_sampler: LZERepeatSampler | None = None
+        # the checkpoint a resumed run's sampler continues from (planned epochs), until the first micro-step
+        self._sampler_resumes: str | None = None
         self.add_callback(_LZECallback(self))
         warn_if_not_sharded(self)
         apply_thread_policy(self.accelerator.device.type)
@@ -143,6 +145,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
             seed=self.args.seed,
             planner=self.lze if self.lze_enabled else None,
             position=self.lze.position,
+            resuming=self._sampler_resumes is not None,
         )
         return self.train_sampler
 
@@ -168,12 +171,13 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         return totals
 
     def training_step(self, model, inputs, num_items_in_batch):
-        resumed = self.lze.position.count_micro_step()
-        if resumed is not None:
+        self.lze.position.batches_in_epoch += 1
+        checkpoint, self._sampler_resumes = self._sampler_resumes, None
+        if checkpoint is not None and self.train_sampler.redraw_after_resume:
             # The sampler resumed mid-epoch at its own position: nothing between the checkpoint and this step drew
             # random numbers in the uninterrupted run, but the resumed run created its dataloader iterator (one draw)
             # after the Trainer restored the RNG states.
-            self._load_rng_state(resumed)
+            self._load_rng_state(checkpoint)
         loss = super().training_step(model, inputs, num_items_in_batch)
         self.lze.position.micro_steps = self._step  # TRL's micro-step counter, which paces generation
         return loss
@@ -192,7 +196,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         self.round_pipeline = pipeline
         self._step = self.lze.position.micro_steps
         if self.args.ignore_data_skip and self.lze.plans_rollouts:
-            self.lze.position.resumed_from = checkpoint  # the sampler continues at the saved position
+            self._sampler_resumes = checkpoint  # the sampler continues at the saved position
 
     def save_lze_checkpoint(self, folder: str) -> None:
         """The state (main process), and every process's rollouts in flight (fused rounds)."""

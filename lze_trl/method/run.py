@@ -27,8 +27,7 @@ class DataPosition:
     Where training stands in the data, saved with the LZE state: the sampler `epoch`, its dataloader batches trained
     so far (`batches_in_epoch`, what a resumed sampler skips), TRL's micro-step counter (`micro_steps`, which paces
     generation), the epoch's `plan` (the dataset indices it rolls out, once planned; not re-derivable: the planner's
-    state moves on), and the groups earlier epochs left out (`skipped_groups`). `resumed_from`, not saved, names the
-    checkpoint a run resumes from until its first micro-step.
+    state moves on), and the groups earlier epochs left out (`skipped_groups`).
     """
 
     epoch: int = 0
@@ -36,13 +35,6 @@ class DataPosition:
     micro_steps: int = 0
     plan: np.ndarray | None = None
     skipped_groups: int = 0
-    resumed_from: str | None = None
-
-    def count_micro_step(self) -> str | None:
-        """Counts one micro-step; returns the checkpoint being resumed at the first micro-step after a resume."""
-        self.batches_in_epoch += 1
-        resumed, self.resumed_from = self.resumed_from, None
-        return resumed
 
     def groups_skipped(self, num_samples: int) -> int:
         """Groups not rolled out so far: the dataset indices earlier epochs and the current one's plan left out."""
