@@ -127,3 +127,16 @@ def test_removed_settings_are_refused(removed):
     # `energy_ema_decay`; liveness has one rule, `lze_trl.method.selection.live_groups`)
     with pytest.raises(TypeError, match=removed):
         LZEGRPOConfig(**BASE, **{removed: 1})
+
+
+def test_both_configs_provide_the_settings_the_method_reads_with_their_types():
+    # lze_trl/method/settings.py: what LZERun, the selectors and the round policies read of a config, typed
+    from typing import get_type_hints
+
+    from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig
+    from lze_trl.method.settings import LZESettings
+
+    wanted = get_type_hints(LZESettings)
+    for config in (LZEGRPOConfig, LZEAsyncGRPOConfig):
+        provided = get_type_hints(config)
+        assert {key: provided.get(key) for key in wanted} == wanted, config.__name__

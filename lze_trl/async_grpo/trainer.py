@@ -43,7 +43,12 @@ def _lze_field(name: str) -> tuple[str, Any, dataclasses.Field]:
     which is always `True` here: a group's rounds are requests in the worker's continuous batch."""
     f = LZEGRPOConfig.__dataclass_fields__[name]
     default = True if name == "fuse_rounds" else f.default
-    return name, f.type, dataclasses.field(default=default, default_factory=f.default_factory, metadata=f.metadata)
+    # the declared type (`HfArgumentParser` rewrites `f.type` of a config it has parsed, e.g. drops `| None`)
+    return (
+        name,
+        LZEGRPOConfig.__annotations__[name],
+        dataclasses.field(default=default, default_factory=f.default_factory, metadata=f.metadata),
+    )
 
 
 def _post_init(self) -> None:

@@ -19,6 +19,7 @@ from .energy import expected_energy, fit_beta_prior, history_prior, learning_zon
 from .selection import group_pass_rates, in_learning_zone, pass_counts
 from .selectors import SELECTORS, GroupBatch
 from .selectors.base import check_setting
+from .settings import LZESettings
 
 
 if TYPE_CHECKING:  # the rows of a round are the rounds layer's; the method only holds them
@@ -103,7 +104,7 @@ class RoundPolicy:
 
     name: ClassVar[str] = ""
 
-    def __init__(self, args: Any, num_generations: int, warn: Callable[[str], None] | None = None) -> None:
+    def __init__(self, args: LZESettings, num_generations: int, warn: Callable[[str], None] | None = None) -> None:
         self.args = args
         self.schedule = list(args.generation_rounds or [num_generations])
         self.warn = warn or (lambda message: None)
@@ -111,7 +112,7 @@ class RoundPolicy:
         self.rollouts_skipped = 0  # rollouts of this run's groups that the rounds did not generate
 
     @classmethod
-    def check_args(cls, args: Any) -> None:
+    def check_args(cls, args: LZESettings) -> None:
         """Validates the settings this policy reads in the config `args`, raising a `ValueError` naming the setting
         and the fix."""
 
@@ -194,7 +195,9 @@ def register_round_policy(cls: type[RoundPolicy]) -> type[RoundPolicy]:
     return cls
 
 
-def make_round_policy(args: Any, num_generations: int, warn: Callable[[str], None] | None = None) -> RoundPolicy:
+def make_round_policy(
+    args: LZESettings, num_generations: int, warn: Callable[[str], None] | None = None
+) -> RoundPolicy:
     """The run's round policy: one round without `generation_rounds`, else the one `round_policy` names."""
     if not args.generation_rounds:
         return OneRound(args, num_generations, warn)
@@ -222,7 +225,7 @@ class ProbeRounds(RoundPolicy):
     name = "probe"
 
     @classmethod
-    def check_args(cls, args: Any) -> None:
+    def check_args(cls, args: LZESettings) -> None:
         if args.generation_rounds and args.round_policy == cls.name and args.selector == "none":
             raise ValueError(
                 f"round_policy='probe' with generation_rounds={args.generation_rounds} cannot run: selector='none' "
@@ -270,7 +273,7 @@ class AdaptiveRounds(RoundPolicy):
     name = "adaptive"
 
     @classmethod
-    def check_args(cls, args: Any) -> None:
+    def check_args(cls, args: LZESettings) -> None:
         if args.generation_rounds and args.round_policy == cls.name and not SELECTORS[args.selector].needs_pass_rates:
             reason = (
                 "keeps every group: there is nothing to leave uncompleted"
@@ -329,7 +332,7 @@ class AdaptiveRounds(RoundPolicy):
         return {"lze/new_prompt_pass_rate_std": float(np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1.0))))}
 
 
-def check_round_settings(args: Any) -> None:
+def check_round_settings(args: LZESettings) -> None:
     """Raises a `ValueError` naming the setting and the fix for `generation_rounds` and `round_policy`."""
     fix = f"use one of {sorted(ROUND_POLICIES)}."
     check_setting(args.round_policy in ROUND_POLICIES, "round_policy", args.round_policy, fix)

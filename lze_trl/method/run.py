@@ -19,6 +19,7 @@ from .round_policies import make_round_policy
 from .selection import group_pass_rates, live_groups, spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
+from .settings import LZESettings
 
 
 @dataclass
@@ -75,7 +76,7 @@ class LZERun:
 
     def __init__(
         self,
-        args: Any,
+        args: LZESettings,
         num_generations: int,
         dataset_keys: np.ndarray | None,
         reward_names: list[str] | None = None,
@@ -102,7 +103,7 @@ class LZERun:
         self.position = DataPosition()
         self.round_policy = make_round_policy(args, num_generations, self.warn)
         # fused rounds complete their first batch `R - 1` updates after the first: those updates are empty by design
-        fill = len(self.round_policy.schedule) - 1 if getattr(args, "fuse_rounds", False) else 0
+        fill = len(self.round_policy.schedule) - 1 if args.fuse_rounds else 0
         self.empty_update_guard = EmptyUpdateGuard(fill, self.warn)
         self.batches_recorded = 0
         self.energy_kwargs = {  # the energy's settings, as [`~lze_trl.method.energy.compute_energy`] takes them

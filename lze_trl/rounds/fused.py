@@ -146,7 +146,7 @@ def _nothing_to_update(trainer: Any, first_round: Rollouts, size: int, metrics: 
     batch's `first_round` (`size` rollouts per group)."""
     rows, _ = trainer.update_rows(first_round.rows.inputs, (first_round.rows, first_round.rewards), size)
     keep = torch.zeros(len(first_round.rows.prompts), dtype=torch.bool)
-    rows = pad_rows(rows, keep, 0, trainer.lze.args.steps_per_generation, trainer.accelerator)
+    rows = pad_rows(rows, keep, 0, trainer.args.steps_per_generation, trainer.accelerator)
     trainer.lze.empty_update_guard.observe(0.0, "no generation batch was complete")
     trainer.log_lze({**metrics, "lze/update_rows": 0.0, "lze/update_tokens": 0.0})
     return rows

@@ -30,6 +30,7 @@ class LZETrainerCalls(Protocol):
     ([`~lze_trl.grpo.adapter.TRLAdapter`]), the log."""
 
     lze: Any
+    args: Any  # TRL's config: `steps_per_generation`
     accelerator: Any
     num_generations: int
     round_pipeline: Any  # fused rounds' batches in flight ([`~lze_trl.rounds.fused.RoundPipeline`]), or `None`
@@ -91,7 +92,7 @@ def update_on(trainer: LZETrainerCalls, state: RoundsState, rows: Batch, metrics
         advantages = rows["advantages"]
         rows["advantages"] = advantages * local.to(advantages.device).reshape(-1, *[1] * (advantages.dim() - 1))
         max_kept = int((every > 0).sum(axis=1).max())
-        rows = pad_rows(rows, local > 0, max_kept, run.args.steps_per_generation, trainer.accelerator)
+        rows = pad_rows(rows, local > 0, max_kept, trainer.args.steps_per_generation, trainer.accelerator)
     metrics["lze/update_tokens"] = rows["num_items_in_batch"].item()
     run.empty_update_guard.observe(metrics["lze/update_tokens"], "no complete group was selected")
     metrics["lze/update_tokens_saved_frac"] = 1.0 - metrics["lze/update_tokens"] / max(generated_tokens, 1.0)

@@ -9,6 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..settings import LZESettings
+
 
 @dataclass
 class GroupBatch:
@@ -72,11 +74,11 @@ class Selector:
     #: with `max_steps`, runs as many (shorter) epochs as it takes.
     plans_rollouts: ClassVar[bool] = False
 
-    def __init__(self, args: Any) -> None:
+    def __init__(self, args: LZESettings) -> None:
         self.args = args
 
     @classmethod
-    def check_args(cls, args: Any) -> None:
+    def check_args(cls, args: LZESettings) -> None:
         """Validates this selector's own settings in the config `args` (a config subclass's, for a selector from
         outside the package), raising a `ValueError` that names the setting and the fix; [`LZEGRPOConfig`] calls it
         for every registered selector."""
