@@ -32,7 +32,7 @@ from ..method.guards import (
 from ..method.prompt_keys import PromptKeys
 from ..method.run import LZERun
 from ..rounds.fused import RoundPipeline, train_fused
-from ..rounds.generation_batch import train_on_generation_batch
+from ..rounds.generation_batch import RoundsContext, train_on_generation_batch
 from .adapter import TRLAdapter
 from .config import as_lze_config
 from .engines import apply_thread_policy, warn_if_not_sharded
@@ -160,8 +160,13 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         if not self.model.training or not self.lze_enabled:
             # Evaluation (nothing to select, no training state to touch), or a run without prompt identity.
             return super()._generate_and_score_completions(inputs)
-        train = train_fused if self.round_pipeline is not None else train_on_generation_batch
-        return train(self, inputs, self.state.global_step)
+        # the rounds reach TRL through this trainer's port (TRLPort: TRLAdapter, total_rewards, log_lze) alone
+        context = RoundsContext(
+            self.lze, self.num_generations, self.accelerator, self.args.steps_per_generation, self.state.global_step
+        )
+        if self.round_pipeline is not None:
+            return train_fused(self, context, self.round_pipeline, inputs)
+        return train_on_generation_batch(self, context, inputs)
 
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray:
         """The total reward of each rollout (`rewards` shaped `(..., reward functions)`), weighted as TRL weighs it;

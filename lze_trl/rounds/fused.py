@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
@@ -36,7 +35,8 @@ from ..method.checkpoint import LZEStateError, atomic_write
 from .batching import Batch, pad_rows
 from .generation_batch import (
     InFlight,
-    LZETrainerCalls,
+    RoundsContext,
+    TRLPort,
     completed_rows,
     record_round,
     round_request,
@@ -106,22 +106,21 @@ def split_rollouts(rollouts: Rollouts, sizes: list[int], processes: int) -> list
     ]
 
 
-def train_fused(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) -> Batch:
+def train_fused(port: TRLPort, context: RoundsContext, pipeline: RoundPipeline, inputs: list[dict]) -> Batch:
     """
     The rows this process hands TRL's update from one generation call: the first round of `inputs` (a new batch) and
-    the next round of every batch in flight, recorded oldest batch first; the update trains on the batch this call
-    completes, or on zero-weight rows while none is complete.
+    the next round of every batch in flight in `pipeline`, recorded oldest batch first; the update trains on the batch
+    this call completes, or on zero-weight rows while none is complete.
     """
-    run, G = trainer.lze, trainer.num_generations
-    processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
-    pipeline, schedule = trainer.round_pipeline, run.round_policy.schedule
+    run, G, processes = context.run, context.num_generations, context.processes
+    schedule = run.round_policy.schedule
     pipeline.batches.append(InFlight(schedule[0], inputs=inputs))
-    requests = [round_request(batch, G, processes, process) for batch in pipeline.batches]
+    requests = [round_request(batch, G, processes, context.process) for batch in pipeline.batches]
     # TRL's group size for the call (vLLM server's completions per prompt): one that divides every part's rollouts
     per_prompt = math.gcd(*[last - first for _, _, first, last in requests])
     # a batch's rounds but its last are trained after this step's update: they keep their sampling log-probabilities
     stale = [last < G for rows, _, _, last in requests for _ in rows]
-    rollouts = trainer.generate_rollouts([row for request in requests for row in request[0]], per_prompt, stale)
+    rollouts = port.generate_rollouts([row for request in requests for row in request[0]], per_prompt, stale)
     pipeline.calls += 1
     run.unscorable_guard.observe(rollouts.rewards)
     metrics = {"lze/fresh_rollouts": len(rollouts.prompt_keys), "lze/generation_calls": 1}
@@ -134,19 +133,21 @@ def train_fused(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) 
             rounds_made = batch.state.rounds
             staleness = sum((r.last - r.first) * (pipeline.calls - r.call) for r in rounds_made) / G
             metrics["lze/rollout_staleness"] = staleness
-            rows = update_on(trainer, batch.state, completed_rows(trainer, batch.state), metrics, global_step)
+            rows = update_on(port, context, batch.state, completed_rows(port, batch.state), metrics)
     pipeline.batches = [batch for batch in pipeline.batches if not batch.complete]
     if rows is None:
-        rows = _nothing_to_update(trainer, parts[-1], requests[-1][3], metrics)
+        rows = _nothing_to_update(port, context, parts[-1], requests[-1][3], metrics)
     return rows
 
 
-def _nothing_to_update(trainer: Any, first_round: Rollouts, size: int, metrics: dict[str, float]) -> Batch:
+def _nothing_to_update(
+    port: TRLPort, context: RoundsContext, first_round: Rollouts, size: int, metrics: dict[str, float]
+) -> Batch:
     """Zero-weight update rows (no loss token) for a call that completes no batch, made of TRL's rows of the new
     batch's `first_round` (`size` rollouts per group)."""
-    rows, _ = trainer.update_rows(first_round.rows.inputs, (first_round.rows, first_round.rewards), size)
+    rows, _ = port.update_rows(first_round.rows.inputs, (first_round.rows, first_round.rewards), size)
     keep = torch.zeros(len(first_round.rows.prompts), dtype=torch.bool)
-    rows = pad_rows(rows, keep, 0, trainer.args.steps_per_generation, trainer.accelerator)
-    trainer.lze.empty_update_guard.observe(0.0, "no generation batch was complete")
-    trainer.log_lze({**metrics, "lze/update_rows": 0.0, "lze/update_tokens": 0.0})
+    rows = pad_rows(rows, keep, 0, context.steps_per_generation, context.accelerator)
+    context.run.empty_update_guard.observe(0.0, "no generation batch was complete")
+    port.log_lze({**metrics, "lze/update_rows": 0.0, "lze/update_tokens": 0.0})
     return rows

@@ -7,8 +7,8 @@ process; TRL then makes update rows of the completed groups with every rollout s
 rewarded twice and only rows that can reach the update get log-probabilities. The rounds run here one generation call
 after another (`fuse_rounds=False`) or, several batches' rounds in one call, in `lze_trl/rounds/fused.py`. Then, in
 every case, every group is scored once into the per-prompt state, the selector weighs the complete groups, the run
-records the batch, and the update keeps the positively weighted rows ([`update_on`]). No TRL import: the trainer comes
-in as [`LZETrainerCalls`].
+records the batch, and the update keeps the positively weighted rows ([`update_on`]). No TRL import: TRL is reached
+through one port, [`TRLPort`], and nothing else of the trainer is read (the rest comes in a [`RoundsContext`]).
 """
 
 from __future__ import annotations
@@ -25,19 +25,19 @@ from .in_flight import BatchInFlight, round_done
 from .rollouts import GeneratedRows, Rollouts, gather_rows
 
 
-class LZETrainerCalls(Protocol):
-    """What a generation batch uses of [`LZEGRPOTrainer`]: its LZE run, TRL's generation and update rows
-    ([`~lze_trl.grpo.adapter.TRLAdapter`]), the log."""
-
-    lze: Any
-    args: Any  # TRL's config: `steps_per_generation`
-    accelerator: Any
-    num_generations: int
-    round_pipeline: Any  # fused rounds' batches in flight ([`~lze_trl.rounds.fused.RoundPipeline`]), or `None`
+class TRLPort(Protocol):
+    """
+    The one port between the rounds and TRL: what a generation batch asks of the trainer, with explicit arguments and
+    return values, implemented once by [`~lze_trl.grpo.adapter.TRLAdapter`] (generation and update rows, through TRL's
+    `_generate_and_score_completions`), [`LZEGRPOTrainer`] (TRL's reward weights) and
+    [`~lze_trl.grpo.state_owner.LZEStateOwner`] (TRL's metric lists). The round logic reads and changes nothing else
+    of the trainer: the run, the processes and TRL's step come in a [`RoundsContext`], fused rounds' batches in flight
+    as a [`~lze_trl.rounds.fused.RoundPipeline`].
+    """
 
     def generate_rollouts(
         self, inputs: list[dict], num_rollouts: int, stale: list[bool] | None = None
-    ) -> Rollouts: ...
+    ) -> Rollouts: ...  # generate these requests, reward them once
 
     def update_rows(
         self,
@@ -45,62 +45,87 @@ class LZETrainerCalls(Protocol):
         served: tuple[GeneratedRows, np.ndarray] | None = None,
         group_size: int | None = None,
         stale: np.ndarray | None = None,
-    ) -> tuple[Batch, Any]: ...
+    ) -> tuple[Batch, Any]: ...  # TRL's update rows of these rollouts
 
-    def total_rewards(self, rewards: np.ndarray) -> np.ndarray: ...
+    def total_rewards(self, rewards: np.ndarray) -> np.ndarray: ...  # each rollout's reward, as TRL weighs them
 
-    def log_lze(self, metrics: dict[str, float]) -> None: ...
+    def log_lze(self, metrics: dict[str, float]) -> None: ...  # into TRL's metrics of the step
 
 
-def train_on_generation_batch(trainer: LZETrainerCalls, inputs: list[dict], global_step: int) -> Batch:
+@dataclass(frozen=True)
+class RoundsContext:
+    """
+    What a generation batch is given besides the [`TRLPort`], read once from the trainer per batch.
+
+    Attributes:
+        run ([`~lze_trl.method.run.LZERun`]): The run's LZE state and decisions.
+        num_generations (`int`): Rollouts of a complete group.
+        accelerator: The processes (`num_processes`, `process_index`) and their collectives (`gather`).
+        steps_per_generation (`int`): TRL's optimizer steps per generation batch (the update rows' multiple).
+        global_step (`int`): The Trainer's optimizer step, for the selection log.
+    """
+
+    run: Any
+    num_generations: int
+    accelerator: Any
+    steps_per_generation: int
+    global_step: int
+
+    @property
+    def processes(self) -> int:
+        return self.accelerator.num_processes
+
+    @property
+    def process(self) -> int:
+        return self.accelerator.process_index
+
+
+def train_on_generation_batch(port: TRLPort, context: RoundsContext, inputs: list[dict]) -> Batch:
     """The rows this process hands TRL's update from its `inputs` (as the sampler drew them, each prompt
-    `num_generations` times in a row), generated in one round or in serial rounds; `global_step` is the Trainer's,
-    for the selection log."""
-    run, G, correct = trainer.lze, trainer.num_generations, trainer.lze.correctness_index
-    processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
+    `num_generations` times in a row), generated in one round or in serial rounds."""
+    run, G = context.run, context.num_generations
     if len(run.round_policy.schedule) == 1:  # every prompt's G rollouts: TRL generates, rewards and makes rows at once
-        rows, rollouts = trainer.update_rows(inputs)
+        rows, rollouts = port.update_rows(inputs)
         prompt_keys, rewards = rollouts.groups(G)
-        state = RoundsState(prompt_keys, rewards, correct, np.ones(len(prompt_keys), dtype=bool), G)
+        state = RoundsState(prompt_keys, rewards, run.correctness_index, np.ones(len(prompt_keys), dtype=bool), G)
         run.unscorable_guard.observe(rollouts.rewards)
         metrics = {"lze/fresh_rollouts": len(rollouts.prompt_keys), "lze/generation_calls": 1}
-        return update_on(trainer, state, rows, metrics, global_step)
-    state = generate_in_rounds(trainer, inputs, processes, process)
+        return update_on(port, context, state, rows, metrics)
+    state = generate_in_rounds(port, context, inputs)
     run.unscorable_guard.observe(np.concatenate([r.rollouts.rewards for r in state.rounds]))
     metrics = {"lze/generation_calls": len(state.rounds), "lze/rollout_staleness": 0.0}
-    return update_on(trainer, state, completed_rows(trainer, state), metrics, global_step)
+    return update_on(port, context, state, completed_rows(port, state), metrics)
 
 
-def update_on(trainer: LZETrainerCalls, state: RoundsState, rows: Batch, metrics: dict, global_step: int) -> Batch:
+def update_on(port: TRLPort, context: RoundsContext, state: RoundsState, rows: Batch, metrics: dict) -> Batch:
     """TRL's update `rows` of a complete generation batch (`state`) cut to the selection: every group scored once into
     the per-prompt state, the complete groups weighed by the selector, the batch recorded, and the positively
     weighted rows kept (advantages scaled by the weight), padded alike on every process; logs the batch's metrics
     (the given `metrics` first)."""
-    run, G = trainer.lze, trainer.num_generations
-    processes, process = trainer.accelerator.num_processes, trainer.accelerator.process_index
+    run, G = context.run, context.num_generations
     complete, in_rounds = state.going_on, bool(state.rounds)
     groups = run.score(
-        state.prompt_keys, state.rewards[:, :, state.correctness_index], trainer.total_rewards(state.rewards), complete
+        state.prompt_keys, state.rewards[:, :, state.correctness_index], port.total_rewards(state.rewards), complete
     )
-    weights, metrics = run.decide(groups, complete, state if in_rounds else None, global_step, metrics)
+    weights, metrics = run.decide(groups, complete, state if in_rounds else None, context.global_step, metrics)
     generated_tokens = rows["num_items_in_batch"].item()
     if in_rounds or not np.all(weights == 1.0):
         # TRL's rows of the complete groups, in order, split evenly over the processes (a group may straddle two)
-        every = np.repeat(weights[complete], G).reshape(processes, -1)
-        local = torch.as_tensor(every[process], dtype=torch.float32)
+        every = np.repeat(weights[complete], G).reshape(context.processes, -1)
+        local = torch.as_tensor(every[context.process], dtype=torch.float32)
         # (rows,), or (rows, tokens) once corrected token by token (rounds/off_policy.py)
         advantages = rows["advantages"]
         rows["advantages"] = advantages * local.to(advantages.device).reshape(-1, *[1] * (advantages.dim() - 1))
         max_kept = int((every > 0).sum(axis=1).max())
-        rows = pad_rows(rows, local > 0, max_kept, trainer.args.steps_per_generation, trainer.accelerator)
+        rows = pad_rows(rows, local > 0, max_kept, context.steps_per_generation, context.accelerator)
     metrics["lze/update_tokens"] = rows["num_items_in_batch"].item()
     run.empty_update_guard.observe(metrics["lze/update_tokens"], "no complete group was selected")
     metrics["lze/update_tokens_saved_frac"] = 1.0 - metrics["lze/update_tokens"] / max(generated_tokens, 1.0)
-    trainer.log_lze(metrics)
+    port.log_lze(metrics)
     return rows
 
 
-def completed_rows(trainer: LZETrainerCalls, state: RoundsState) -> Batch:
+def completed_rows(port: TRLPort, state: RoundsState) -> Batch:
     """TRL's update rows of the completed groups of a batch generated in rounds, every rollout served: each group's
     rounds in order, so that nothing is generated or rewarded twice. The rows of rounds generated by an earlier
     generation call than the last round's (fused rounds) are stale: an optimizer step came between."""
@@ -110,7 +135,7 @@ def completed_rows(trainer: LZETrainerCalls, state: RoundsState) -> Batch:
     calls = np.array([r.call for r in state.rounds for _ in range(r.last - r.first)])
     stale = np.tile(calls < state.rounds[-1].call, len(groups))  # each group's rounds in order, as served
     rewards = state.rewards[state.going_on].reshape(-1, state.rewards.shape[-1])
-    rows, _ = trainer.update_rows(served.inputs, (served, rewards), stale=stale if stale.any() else None)
+    rows, _ = port.update_rows(served.inputs, (served, rewards), stale=stale if stale.any() else None)
     return rows
 
 
@@ -154,16 +179,16 @@ def record_round(
     round_done(batch, run, processes)
 
 
-def generate_in_rounds(trainer: LZETrainerCalls, inputs: list[dict], processes: int, process: int) -> RoundsState:
+def generate_in_rounds(port: TRLPort, context: RoundsContext, inputs: list[dict]) -> RoundsState:
     """The generation batch of `inputs` generated in the run's rounds, one generation call each: after each round but
     the last, the round policy chooses the groups that go on; `going_on` ends as the complete groups."""
-    run, G = trainer.lze, trainer.num_generations
+    run, G = context.run, context.num_generations
     batch = InFlight(run.round_policy.schedule[0], inputs=inputs)
     for _ in run.round_policy.schedule:
-        rows, groups, first, last = round_request(batch, G, processes, process)
-        rollouts = trainer.generate_rollouts(rows, last - first)
+        rows, groups, first, last = round_request(batch, G, context.processes, context.process)
+        rollouts = port.generate_rollouts(rows, last - first)
         start_state(batch, rollouts, first, last, G, run.correctness_index)
-        record_round(run, batch, rollouts, groups, first, last, processes)
+        record_round(run, batch, rollouts, groups, first, last, context.processes)
     return batch.state
 
 
