@@ -140,3 +140,18 @@ def test_both_configs_provide_the_settings_the_method_reads_with_their_types():
     for config in (LZEGRPOConfig, LZEAsyncGRPOConfig):
         provided = get_type_hints(config)
         assert {key: provided.get(key) for key in wanted} == wanted, config.__name__
+
+
+def test_list_settings_given_as_text_are_parsed_once_and_validation_changes_nothing():
+    import copy
+
+    from lze_trl.grpo.config import LZE_FIELDS, validate_lze_args
+
+    args = LZEGRPOConfig("out", use_cpu=True, generation_rounds="2+4,8", energy_terms="anchor, uncertainty")
+    assert args.generation_rounds == [2, 4, 8] and args.energy_terms == ["anchor", "uncertainty"]
+    with pytest.raises(ValueError, match=r"generation_rounds='2,x' is invalid: use rollout counts separated by"):
+        LZEGRPOConfig("out", use_cpu=True, generation_rounds="2,x")
+    args.energy_terms = ("anchor",)  # a tuple stays a tuple: validation reads, it does not rewrite
+    before = {name: copy.deepcopy(getattr(args, name)) for name in LZE_FIELDS}
+    validate_lze_args(args)
+    assert {name: getattr(args, name) for name in LZE_FIELDS} == before and args.energy_terms == ("anchor",)

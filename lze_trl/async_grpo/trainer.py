@@ -23,7 +23,7 @@ import torch
 from datasets import Dataset
 from trl.trainer.utils import get_callable_name
 
-from ..grpo.config import LZE_FIELDS, LZEGRPOConfig, as_config, validate_lze_args
+from ..grpo.config import LZE_FIELDS, LZEGRPOConfig, as_config, parse_lze_lists, validate_lze_args
 from ..grpo.engines import apply_thread_policy
 from ..grpo.state_owner import LZEStateOwner, SaveLZEState
 from ..method.checkpoint import LZEStateError
@@ -53,6 +53,7 @@ def _lze_field(name: str) -> tuple[str, Any, dataclasses.Field]:
 
 def _post_init(self) -> None:
     AsyncGRPOConfig.__post_init__(self)
+    parse_lze_lists(self)
     check_async_lze_args(self)
     validate_lze_args(self)
 

@@ -157,6 +157,7 @@ class LZEGRPOConfig(GRPOConfig):
 
     def __post_init__(self):
         super().__post_init__()
+        parse_lze_lists(self)
         validate_lze_args(self)
 
 
@@ -197,16 +198,28 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
 )
 
 
+def parse_lze_lists(args: LZEGRPOConfig) -> None:
+    """Parses the list settings given as text (a command line or a recipe: `generation_rounds="2,4,8"`,
+    `energy_terms="anchor,uncertainty"`) into lists, as `TrainingArguments.__post_init__` parses its own: the one
+    place that rewrites a config's LZE values (both configs' `__post_init__`)."""
+    if isinstance(args.energy_terms, str):
+        args.energy_terms = [t.strip() for t in args.energy_terms.split(",")]
+    if isinstance(args.generation_rounds, str):
+        text = args.generation_rounds
+        try:
+            args.generation_rounds = [int(v) for v in text.replace("+", ",").split(",")]
+        except ValueError:
+            _check(False, "generation_rounds", text, "use rollout counts separated by commas, e.g. '2,8' or '2,4,8'.")
+
+
 def validate_lze_args(args: LZEGRPOConfig) -> None:
-    """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting."""
+    """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting; changes nothing."""
     _check(args.selector in SELECTORS, "selector", args.selector, f"use one of {sorted(SELECTORS)}.")
     for name, valid, fix in _CHECKS:
         _check(valid(getattr(args, name)), name, getattr(args, name), fix)
-    terms = args.energy_terms.split(",") if isinstance(args.energy_terms, str) else list(args.energy_terms)
-    terms = [t.strip() if isinstance(t, str) else t for t in terms]
+    terms = list(args.energy_terms)
     fix = f"use a non-empty subset of {list(ENERGY_TERMS)}."
     _check(len(terms) > 0 and set(terms) <= set(ENERGY_TERMS), "energy_terms", args.energy_terms, fix)
-    args.energy_terms = terms
     for selector in SELECTORS.values():  # each selector validates its own settings
         selector.check_args(args)
     G, needs_pass_rates = args.num_generations, SELECTORS[args.selector].needs_pass_rates
@@ -216,8 +229,6 @@ def validate_lze_args(args: LZEGRPOConfig) -> None:
             "prompt; set num_generations >= 2 (the paper uses 8)."
         )
     rounds = args.generation_rounds
-    if isinstance(rounds, str):  # "2,4,8" from a command line or a recipe
-        rounds = args.generation_rounds = [int(v) for v in rounds.replace("+", ",").split(",")]
     if rounds is not None:
         counts = len(rounds) >= 2 and all(is_integer_at_least(r, 1) for r in rounds)
         increasing = counts and all(a < b for a, b in zip(rounds, rounds[1:])) and (G is None or rounds[-1] == G)

@@ -72,6 +72,9 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
             How each row's prompt key is read.
         round_pipeline ([`~lze_trl.rounds.fused.RoundPipeline`] or `None`):
             With fused rounds, the generation batches in flight on this process.
+        sampler_resumes_itself (`bool`):
+            Whether the sampler resumes at its own saved position (epochs planned by pruning or the selector), with
+            `args.ignore_data_skip` set so that the Trainer does not skip batches itself.
     """
 
     _tag_names = ["trl", "grpo", "lze"]
@@ -120,8 +123,10 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
                 f"Set max_steps > {fill}, or fuse_rounds=False."
             )
         # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
-        # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches.
-        self.args.ignore_data_skip = self.args.ignore_data_skip or (map_style and self.lze.plans_rollouts)
+        # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches
+        # (`ignore_data_skip`, set on the trainer's copy of the config, which the user sees in `trainer.args`).
+        self.sampler_resumes_itself = map_style and self.lze.plans_rollouts
+        self.args.ignore_data_skip = self.args.ignore_data_skip or self.sampler_resumes_itself
         warn_if_diluted(args.selector, self.loss_type)
         if self.lze_enabled:
             groups = self.args.generation_batch_size // self.num_generations
@@ -200,7 +205,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
             raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error}).") from error
         self.round_pipeline = pipeline
         self._step = self.lze.position.micro_steps
-        if self.args.ignore_data_skip and self.lze.plans_rollouts:
+        if self.sampler_resumes_itself:
             self._sampler_resumes = checkpoint  # the sampler continues at the saved position
 
     def save_lze_checkpoint(self, folder: str) -> None:
