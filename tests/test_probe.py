@@ -223,6 +223,52 @@ def test_each_rollout_is_rewarded_once_and_only_completed_groups_get_log_probabi
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("fuse_rounds", [False, True])
+def test_the_adapter_restores_what_it_bends_in_trl_after_each_call(tmp_path, monkeypatch, fuse_rounds):
+    # lze_trl/grpo/adapter.py is the one place that bends TRL: inside a round's call TRL sees the round's group size
+    # and the adapter's call; after it, and after a call that fails, the trainer is as TRL left it
+    seen = []
+    generate = GRPOTrainer._generate
+
+    def spying_generate(self, prompts):
+        seen.append((self.num_generations, self._call is not None))
+        if fail and len(seen) == 3:
+            raise RuntimeError("generation failed")
+        return generate(self, prompts)
+
+    fail = False
+    monkeypatch.setattr(GRPOTrainer, "_generate", spying_generate)
+    trainer = make_trainer(tmp_path, generation_rounds=[2, 4], round_policy="probe", fuse_rounds=fuse_rounds,
+                           max_steps=2)  # fmt: skip
+    logs = trainer._pending_extra_logs
+    trainer.train()
+    assert seen and set(seen) == {(2, True)}  # every round: 2 rollouts a group; the update rows' calls are served
+    assert trainer._call is None and trainer.num_generations == 4 and trainer._pending_extra_logs is logs
+    fail, seen[:] = True, []
+    trainer = make_trainer(tmp_path, generation_rounds=[2, 4], round_policy="probe", fuse_rounds=fuse_rounds,
+                           max_steps=4)  # fmt: skip
+    logs = trainer._pending_extra_logs
+    with pytest.raises(RuntimeError, match="generation failed"):
+        trainer.train()
+    assert trainer._call is None and trainer.num_generations == 4 and trainer._pending_extra_logs is logs
+    calls = []
+
+    def failing_reward(prompts, completions, **kwargs):  # the second round's reward fails
+        calls.append(len(completions))
+        if len(calls) == 2:
+            raise RuntimeError("reward failed")
+        return bucket_reward(prompts, completions)
+
+    fail = False
+    trainer = make_trainer(tmp_path, reward=failing_reward, generation_rounds=[2, 4], round_policy="probe",
+                           fuse_rounds=fuse_rounds, max_steps=4)  # fmt: skip
+    logs = trainer._pending_extra_logs
+    with pytest.raises(RuntimeError, match="reward failed"):
+        trainer.train()
+    assert trainer._call is None and trainer.num_generations == 4 and trainer._pending_extra_logs is logs
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "budget", [dict(generation_rounds=[2, 4], round_policy="probe"), dict(generation_rounds=[1, 2, 4])]
 )

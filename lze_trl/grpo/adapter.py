@@ -103,10 +103,13 @@ class TRLAdapter:
         for i, row in enumerate(inputs):  # a rollout_func's extra fields reach the reward functions, as TRL hands them
             row.update({k: v[i] for k, v in extra_fields.items() if isinstance(v, list) and len(v) > i})
             row.update({k: v for k, v in extra_fields.items() if not isinstance(v, list)})
-        logged, self._pending_extra_logs = self._pending_extra_logs, defaultdict(list)
-        rewards = super()._calculate_rewards(inputs, call.prompts, completions, completion_ids)
         # What reward functions log for these rows (`log_extra`) is kept with them, for the update rows they reach
-        extra_logs, self._pending_extra_logs = dict(self._pending_extra_logs), logged
+        logged, self._pending_extra_logs = self._pending_extra_logs, defaultdict(list)
+        try:
+            rewards = super()._calculate_rewards(inputs, call.prompts, completions, completion_ids)
+            extra_logs = dict(self._pending_extra_logs)
+        finally:
+            self._pending_extra_logs = logged
         rows = GeneratedRows(inputs, call.prompts, call.generated, extra_logs)
         return Rollouts(rows, prompt_keys, _numpy(rewards))
 
