@@ -42,20 +42,35 @@ def test_a_number_that_differs_is_caught(tmp_path):
 
 
 def test_the_async_section_tabulates_the_async_runs_beside_synchronous_grpo(tmp_path):
+    import pandas as pd
+
+    from benchmarks.fused.report import interval
     from benchmarks.smollm2_study.async_report import async_section
 
-    def record(arm, test, ood, **timing):
+    def record(arm, seed, test, ood, **timing):
         evaluation = {"step": 8, "test": {"rate": test}, "ood": {"rate": ood}}
-        return {"arm": arm, "seed": 0, "environment": {"date": "2026-11-28 05:00 UTC"}, "evaluations": [evaluation],
+        return {"arm": arm, "seed": seed, "environment": {"date": "2026-11-28 05:00 UTC"}, "evaluations": [evaluation],
                 "rows_per_step": 16, **timing}  # fmt: skip
 
     assert async_section(tmp_path, {}) == []  # no async run: no section
-    for arm, test, step_s in (("grpo", [1.0, 0.0], 90.0), ("probe", [1.0, 1.0, 0.0, 0.0], 20.0)):
+    runs = {
+        "grpo": [([1.0, 0.0], 90.0), ([1.0, 1.0], 80.0)],
+        "probe": [([1.0, 1.0, 0.0, 0.0], 20.0), ([1.0, 1.0, 1.0, 0.0], 22.0)],
+    }
+    for arm, seeds in runs.items():
         (tmp_path / "async" / arm).mkdir(parents=True)
-        run = record(arm, test, [0.0, 1.0, 1.0, 1.0], step_s=step_s, rollouts_per_step=28.0)
-        (tmp_path / "async" / arm / "seed_0.json").write_text(json.dumps(run))
-    table = async_section(tmp_path, {0: record("grpo", [1.0, 1.0, 1.0, 0.0], [0.0])})[-1].splitlines()
+        for seed, (test, step_s) in enumerate(seeds):
+            run = record(arm, seed, test, [0.0, 1.0, 1.0, 1.0], step_s=step_s, rollouts_per_step=28.0)
+            (tmp_path / "async" / arm / f"seed_{seed}.json").write_text(json.dumps(run))
+    table = async_section(tmp_path, {0: record("grpo", 0, [1.0, 1.0, 1.0, 0.0], [0.0])})[-1].splitlines()
     cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in table[2:]}
-    assert cells["async GRPO"] == ["1", "0.500", "0.750", "90.0", "28.0", "16"]
-    assert cells["async LZE, probe"][:4] == ["1", "0.500", "0.750", "20.0"]
-    assert cells["GRPO (synchronous, seeds 0)"][:4] == ["1", "0.750", "0.000", ""]
+    assert cells["async GRPO"] == ["2", "0.750", "", "0.750", "85.0 (80.0-90.0)", "28.0", "16"]
+    # the probe minus async GRPO, paired by seed: 0.5 - 0.5 and 0.75 - 1.0
+    assert cells["async LZE, probe"][:5] == [
+        "2",
+        "0.625",
+        interval(pd.Series([0.0, -0.25])),
+        "0.750",
+        "21.0 (20.0-22.0)",
+    ]
+    assert cells["GRPO (synchronous, seeds 0)"][:4] == ["1", "0.750", "", "0.000"]
