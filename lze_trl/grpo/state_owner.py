@@ -27,8 +27,8 @@ class LZEStateOwner:
 
     @property
     def holds_lze_state(self) -> bool:
-        """Whether this process keeps the LZE state that a checkpoint restores (both trainers: every process with
-        prompt identity; the async trainer overrides it: its main process)."""
+        """Whether this process keeps the LZE state that a checkpoint restores; each trainer says which (the
+        synchronous one: every process, when rows have a prompt identity; the async one: its main process)."""
         return True
 
     def resume_lze(self, resume_from_checkpoint: str | bool | None) -> str | None:
