@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
+import json
 import os
 import queue
 import re
@@ -42,7 +43,7 @@ from lze_trl.method.checkpoint import LZEStateError
 from lze_trl.method.errors import LZEWarning
 from lze_trl.method.round_policies import RoundsState
 from lze_trl.method.run import LZERun
-from lze_trl.rounds.in_flight import even_out
+from lze_trl.rounds.in_flight import IN_FLIGHT_FILE, even_out, load_in_flight, save_in_flight
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
@@ -311,12 +312,11 @@ def test_the_window_and_the_run_state_resume_exactly(tmp_path):
         assert window.ready and len(window.batches) == 2
     (unbroken, _, orders), (broken, _, _) = windows
     broken.put(reply(orders[i])[0])  # a round partly arrived: ordered again on resume
-    window_arrays, counters = broken.state_dict()
-    checkpoint_files.save_state(str(tmp_path), {**broken.run.state_dict(), **window_arrays}, counters)
-    saved, saved_counters = checkpoint_files.load_state(str(tmp_path))
+    checkpoint_files.save_state(str(tmp_path), broken.run.state_dict(), {})
+    save_in_flight(str(tmp_path), 0, 1, broken.state_dict())
     resumed, _, sent = window_of(args, 4, in_flight=2)
-    resumed.run.load_state_dict({k: v for k, v in saved.items() if not k.startswith("window.")})
-    resumed.load_state_dict(saved, saved_counters, LZERolloutSample)
+    resumed.run.load_state_dict(checkpoint_files.load_state(str(tmp_path))[0])
+    resumed.load_state_dict(*load_in_flight(str(tmp_path), 0, 1, "this test"), LZERolloutSample)
     sent.clear()
     resumed.advance()
     assert sorted(sent, key=lambda o: o.group_id) == sorted(orders[i:], key=lambda o: o.group_id)
@@ -433,16 +433,22 @@ def test_the_lze_state_is_saved_with_each_checkpoint_and_resumed(tmp_path, setup
     folder = os.path.join(trainer.args.output_dir, "checkpoint-2")
     saved, counters = checkpoint_files.load_state(folder)
     assert counters["model_version"] == 3 and saved["prompts.prompt_key"].size > 0
+    window_arrays, window_counters = load_in_flight(folder, 0, 1, "this test")  # the window: its batches in flight
+    assert json.loads(window_counters["window_batches"]) and not any(k.startswith("window.") for k in saved)
     resumed = make_trainer(tmp_path, setup, max_steps=3)
     resumed.load_lze_state(folder)
     state, window_state = resumed.lze.state_dict(), resumed.lze_window.state_dict()
     for name, value in {**state, **window_state[0]}.items():
-        np.testing.assert_array_equal(value, saved[name])
-    assert window_state[1] == {k: counters[k] for k in window_state[1]}
+        np.testing.assert_array_equal(value, {**saved, **window_arrays}[name])
+    assert window_state[1] == window_counters
     assert resumed.model_version == 3 and resumed.rollout_worker.model_version == 3
     resumed = make_trainer(tmp_path, setup, max_steps=3)
     resumed.train(resume_from_checkpoint=True)  # the last checkpoint of output_dir: `folder`
     assert resumed.state.global_step == 3 and resumed.lze.batches_recorded > int(saved["run.batches_recorded"])
+    os.rename(os.path.join(folder, IN_FLIGHT_FILE.format(process=0)), os.path.join(folder, "away.pt"))
+    with pytest.raises(LZEStateError, match=r"lze_in_flight_0\.pt' is missing.*LZEAsyncGRPOTrainer's window"):
+        make_trainer(tmp_path, setup, max_steps=3).train(resume_from_checkpoint=folder)
+    os.rename(os.path.join(folder, "away.pt"), os.path.join(folder, IN_FLIGHT_FILE.format(process=0)))
     os.remove(os.path.join(folder, checkpoint_files.STATE_FILE))
     with pytest.raises(LZEStateError, match="no LZE state file"):
         make_trainer(tmp_path, setup, max_steps=3).train(resume_from_checkpoint=folder)

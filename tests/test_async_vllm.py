@@ -163,6 +163,7 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
     from lze_trl.async_grpo.worker import LZERolloutWorker
     from lze_trl.method import checkpoint as checkpoint_files
+    from lze_trl.rounds.in_flight import load_in_flight
     from lze_trl.tasks.shared import arithmetic_reward
 
     base_url, model_dir = vllm_server
@@ -207,7 +208,8 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     assert resumed.state.global_step == 3 and resumed.model_version == counters["model_version"] + 2  # cold, step 3
     assert resumed.lze.batches_recorded > int(saved["run.batches_recorded"])
     # the first group the resumed run decided is one the checkpoint held open: ordered again, not skipped
-    open_groups = set(np.concatenate([b["group_ids"] for b in json.loads(counters["window_batches"])]))
+    _, window = load_in_flight(folder, 0, 1, "this test")
+    open_groups = set(np.concatenate([b["group_ids"] for b in json.loads(window["window_batches"])]))
     assert resumed.lze_window.decisions[0][0] in open_groups
 
 

@@ -231,17 +231,21 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
 
     # ----------------------------------------------------------------------------------------------- checkpoints
     def lze_state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """The run's state, the window's (every row it holds) and the policy version."""
+        """The run's state and the policy version."""
         arrays, counters = super().lze_state_dict()
-        window_arrays, window_counters = self.lze_window.state_dict()
-        counters.update(model_version=int(self.model_version), **window_counters)
-        return {**arrays, **window_arrays}, counters
+        counters["model_version"] = int(self.model_version)
+        return arrays, counters
+
+    def in_flight_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+        """The window's open batches and every row it holds (main process; `None` elsewhere, where it holds none)."""
+        return self.lze_window.state_dict() if self.accelerator.is_main_process else None
 
     def restore_lze_state(self, arrays: dict[str, np.ndarray], counters: dict[str, Any], checkpoint: str) -> None:
-        """Takes back the run's state, the window's and the policy version from `checkpoint`."""
+        """Takes back the run's state and the policy version, and the window's batches in flight, from `checkpoint`."""
+        window_arrays, window_counters = self.load_in_flight(checkpoint, "LZEAsyncGRPOTrainer's window")
         try:
-            self.lze.load_state_dict({k: v for k, v in arrays.items() if not k.startswith("window.")})
-            self.lze_window.load_state_dict(arrays, counters, LZERolloutSample)
+            self.lze.load_state_dict(arrays)
+            self.lze_window.load_state_dict(window_arrays, window_counters, LZERolloutSample)
             version = int(counters["model_version"])
         except (KeyError, ValueError, TypeError) as error:
             raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error!r}).") from error

@@ -3,8 +3,8 @@
 TRL's, shows it as tables, writes it into every checkpoint ([`SaveLZEState`]) and restores it.
 
 A trainer sets `lze` ([`~lze_trl.method.run.LZERun`]) and `prompt_keys`, and defines `lze_state_dict` (what its
-checkpoint file holds) and `restore_lze_state` (how it takes it back); the files, their atomic writes, the fingerprint
-check and the tables are here.
+checkpoint file holds), `in_flight_state` (what each process keeps of its batches in flight) and `restore_lze_state`
+(how it takes both back); the files, their atomic writes, the fingerprint check and the tables are here.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 
 from ..method import checkpoint as checkpoint_files
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
+from ..rounds.in_flight import load_in_flight, save_in_flight
 
 
 class LZEStateOwner:
@@ -85,9 +86,23 @@ class LZEStateOwner:
             self.save_lze_tables(folder)
             checkpoint_files.save_state(folder, *self.lze_state_dict())
 
+    def in_flight_state(self) -> Any:
+        """What this process keeps of its generation batches in flight, for its checkpoint file
+        ([`~lze_trl.rounds.in_flight.save_in_flight`]); `None` (the default) where it keeps none."""
+        return None
+
     def save_lze_checkpoint(self, folder: str) -> None:
-        """What every checkpoint gets from LZE ([`SaveLZEState`]): the state."""
+        """What every checkpoint gets from LZE ([`SaveLZEState`]): the state (main process), and each process's
+        batches in flight where it keeps some ([`~LZEStateOwner.in_flight_state`])."""
         self.save_lze_state(folder)
+        batches = self.in_flight_state()
+        if batches is not None:
+            save_in_flight(folder, self.accelerator.process_index, self.accelerator.num_processes, batches)
+
+    def load_in_flight(self, checkpoint: str, needed_by: str) -> Any:
+        """What this process's [`~LZEStateOwner.in_flight_state`] saved in `checkpoint`
+        ([`~lze_trl.rounds.in_flight.load_in_flight`]: refused when missing or kept by another number of processes)."""
+        return load_in_flight(checkpoint, self.accelerator.process_index, self.accelerator.num_processes, needed_by)
 
     def load_lze_state(self, checkpoint: str) -> None:
         """Restores the LZE state saved in the folder `checkpoint`, or raises an

@@ -197,8 +197,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         """Takes back the run's state and this process's rollouts in flight (fused rounds) from `checkpoint`."""
         pipeline = None
         if self.round_pipeline is not None:
-            pipeline = RoundPipeline()
-            pipeline.load(checkpoint, self.accelerator.process_index, self.accelerator.num_processes)
+            pipeline = self.load_in_flight(checkpoint, "a run with fuse_rounds=True")
         try:
             self.lze.load_state_dict(arrays)
         except (KeyError, ValueError) as error:
@@ -208,12 +207,13 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         if self.sampler_resumes_itself:
             self._sampler_resumes = checkpoint  # the sampler continues at the saved position
 
+    def in_flight_state(self) -> RoundPipeline | None:
+        """This process's fused rounds' batches in flight (`None` without fused rounds)."""
+        return self.round_pipeline
+
     def save_lze_checkpoint(self, folder: str) -> None:
-        """The state (main process), and every process's rollouts in flight (fused rounds)."""
         if self.lze_enabled:
-            self.save_lze_state(folder)
-            if self.round_pipeline is not None:
-                self.round_pipeline.save(folder, self.accelerator.process_index, self.accelerator.num_processes)
+            super().save_lze_checkpoint(folder)
 
     def create_model_card(self, *args, **kwargs):
         super().create_model_card(*args, **kwargs)

@@ -6,18 +6,27 @@ A batch is drawn, its groups get the schedule's first round, and each time a rou
 trainer's serial and fused rounds ([`~lze_trl.rounds.generation_batch.InFlight`]) and the async trainer's window
 ([`~lze_trl.async_grpo.window.OpenBatch`]) keep their batches as subclasses of [`BatchInFlight`] and move them with
 [`round_done`]: what they add is how the rollouts travel (TRL's rows on each process, or the worker's tagged rows).
-Plain numpy, no TRL.
+Their checkpoint file is one too: [`save_in_flight`] writes what a process keeps of its batches in flight into
+`lze_in_flight_<process>.pt` of each checkpoint, and [`load_in_flight`] takes it back with the one set of refusals
+(the file missing, or written by another number of processes). Plain numpy and torch's file format, no TRL.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
+from ..method.checkpoint import LZEStateError, atomic_write
 from ..method.round_policies import RoundsState
+
+
+IN_FLIGHT_FILE = "lze_in_flight_{process}.pt"
+"""The batches in flight of one process, in a checkpoint folder."""
 
 
 @dataclass
@@ -74,3 +83,30 @@ def even_out(
         order = np.lexsort((-priority[p], ~eligible[p], ~per_process[p]))  # the chosen, then the others going on
         out[p, order[:count]] = True
     return out.reshape(-1)
+
+
+def save_in_flight(folder: str, process: int, num_processes: int, batches: Any) -> None:
+    """Writes `batches`, what `process` keeps of its generation batches in flight (the synchronous trainer's
+    [`~lze_trl.rounds.fused.RoundPipeline`], the async window's arrays and counters), into the checkpoint `folder`,
+    atomically, with the number of processes that keep them."""
+    payload = {"batches": batches, "num_processes": num_processes}
+    atomic_write(os.path.join(folder, IN_FLIGHT_FILE.format(process=process)), lambda f: torch.save(payload, f))
+
+
+def load_in_flight(folder: str, process: int, num_processes: int, needed_by: str) -> Any:
+    """What [`save_in_flight`] wrote for `process` in the checkpoint `folder`; raises an
+    [`~lze_trl.method.checkpoint.LZEStateError`] when the file is missing (`needed_by` names the run that needs it) or
+    was written by another number of processes."""
+    path = os.path.join(folder, IN_FLIGHT_FILE.format(process=process))
+    if not os.path.exists(path):
+        raise LZEStateError(
+            f"{path!r} is missing: the checkpoint holds no batches in flight for process {process}, which {needed_by} "
+            "needs (a checkpoint of another kind of run, or an incomplete one)."
+        )
+    payload = torch.load(path, weights_only=False)  # the run's own rows (any object TRL generated), not only tensors
+    if payload["num_processes"] != num_processes:
+        raise LZEStateError(
+            f"The batches in flight in {folder!r} were kept by {payload['num_processes']} processes, not "
+            f"{num_processes}: each process keeps its own; resume with the same number of processes."
+        )
+    return payload["batches"]
