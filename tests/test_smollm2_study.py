@@ -74,3 +74,49 @@ def test_the_async_section_tabulates_the_async_runs_beside_synchronous_grpo(tmp_
         "21.0 (20.0-22.0)",
     ]
     assert cells["GRPO (synchronous, seeds 0)"][:4] == ["1", "0.750", "", "0.000"]
+
+
+def test_the_generation_section_puts_each_paths_step_beside_the_studys(tmp_path):
+    from benchmarks.smollm2_study.report import generation_section
+
+    def record(step_s, generation, scoring, transformers="5.24.0"):
+        first = {"seconds": 100.0 + step_s, "generation": 2 * generation, "scoring": scoring}
+        update = step_s - generation - scoring
+        later = [{"seconds": step_s + d, "generation": generation, "scoring": scoring, "update": update + d}
+                 for d in (-1.0, 1.0)]  # fmt: skip
+        environment = {"date": "2026-11-28 10:00 UTC", "transformers": transformers}
+        return {"environment": environment, "steps": [first, *later]}
+
+    (tmp_path / "speed").mkdir()
+    (tmp_path / "speed" / "grpo.json").write_text(json.dumps(record(120.0, 27.0, 0.0)))
+    assert generation_section(tmp_path) == []  # no vLLM run: no section
+    (tmp_path / "speed" / "grpo_vllm.json").write_text(json.dumps(record(150.0, 20.0, 25.0, "5.17.0")))
+    (tmp_path / "speed" / "grpo_vllm_uncorrected.json").write_text(json.dumps(record(118.0, 20.0, 0.0)))
+    table = generation_section(tmp_path)[-1].splitlines()
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in table[2:]}
+    assert cells["transformers (the study's)"][:5] == ["120.0", "27.0", "0.0", "93.0", "220.0"]  # first step left out
+    assert cells["vLLM colocate, CPU build"][:4] == ["150.0", "20.0", "25.0", "105.0"]
+    assert cells["vLLM colocate, CPU build"][-2] == "5.17.0"
+    assert cells["vLLM colocate, no IS correction"][:3] == ["118.0", "20.0", "0.0"]
+
+
+def test_the_budget_section_puts_each_option_beside_the_studys_step(tmp_path):
+    from benchmarks.smollm2_study.report import budget_section
+
+    (tmp_path / "budget").mkdir(parents=True)
+    (tmp_path / "speed").mkdir()
+    study = {"steps": [{"seconds": 500.0, "generation": 0.0, "scoring": 0.0, "update": 0.0}]}
+    study["steps"] += [{"seconds": s, "generation": 25.0, "scoring": 0.0, "update": s - 25.0} for s in (119.0, 121.0)]
+    (tmp_path / "speed" / "grpo.json").write_text(json.dumps(study))
+    assert budget_section(tmp_path) == []  # no budget file: no section
+    environment = {"date": "2026-11-28 11:00 UTC"}
+    for option, settings, seconds in (("prompts_4", {"prompts_per_step": 4}, 60.0), ("full", {}, 132.0)):
+        mean = {"seconds": seconds, "generation": 10.0, "scoring": 0.0, "update": seconds - 10.0}
+        record = {"option": option, "settings": settings, "environment": environment, "mean": mean}
+        (tmp_path / "budget" / f"{option}.json").write_text(json.dumps(record))
+    (tmp_path / "budget" / "evaluation.json").write_text(json.dumps({"environment": environment}))
+    table = budget_section(tmp_path)[-1].splitlines()
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in table[2:]}
+    assert set(cells) == {"full", "prompts_4"}  # the evaluation's file is not an option
+    assert cells["prompts_4"][:5] == ["prompts_per_step=4", "60.0", "10.0", "50.0", "0.50x"]  # of 120.0 s
+    assert cells["full"][0] == "the study's"

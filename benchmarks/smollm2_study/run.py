@@ -2,19 +2,23 @@
 (lze_trl/smollm2.py) on arithmetic word problems (lze_trl/tasks/word_problems.py) on a CPU, from the same start, seed
 after seed, each finished run written to git-tracked JSON and skipped when there.
 
-    python benchmarks/smollm2_study/run.py budget               # what a step and an evaluation cost, by option
+    python benchmarks/smollm2_study/run.py budget [--options ..] # what a step and an evaluation cost, by option
     python benchmarks/smollm2_study/run.py start                # the starting model's measurements (start.json)
     python benchmarks/smollm2_study/run.py train ARM SEED       # one run (its evaluations included)
     python benchmarks/smollm2_study/run.py jobs [--seeds N]     # the runs not yet in results, one `ARM SEED` a line
     python benchmarks/smollm2_study/run.py jobs --controls      # the same for the controls (`CONTROLS`)
     python benchmarks/smollm2_study/run.py speed ARM            # seconds a step, alone on the machine, no evaluation
+    .venv-vllm/bin/python benchmarks/smollm2_study/run.py speed ARM --generation vllm --model_dir DIR  # vLLM colocate
     python benchmarks/smollm2_study/report.py                   # REPORT.md from the raw results
 
 Each run writes `benchmarks/results/smollm2_study/runs/<arm>/seed_<k>.json` (atomically, when it has finished),
 holding its settings, the machine's load average, its per-step seconds split into generation, scoring and update,
 its logs, what the selector kept, its token meter and its evaluations; the runs go two at a time, for accuracy.
 `speed` writes `speed/<arm>.json`: `SPEED_STEPS` steps of seed 0 with no evaluation, to be run one at a time with
-nothing else on the machine (the study's wall-clock). The protocol is
+nothing else on the machine (the study's wall-clock); with `--generation vllm`, `speed/<arm>_vllm.json`, the same
+steps generating with vLLM colocated in the training process (TRL's `use_vllm=True, vllm_mode="colocate"`; vLLM's
+CPU build in `.venv-vllm`, with `tests/vllm_cpu.py`'s workarounds), the other generation path the study could have
+used (`vllm_uncorrected`: the same without TRL's importance-sampling correction). The protocol is
 `benchmarks/results/smollm2_study/protocol.md`, committed before the runs; its settings are `PROTOCOL` and `ARMS`.
 Runs use one torch thread (the package's policy on this 2-core machine, `lze-trl env`).
 """
@@ -121,10 +125,16 @@ def splits() -> dict[str, Any]:
     }
 
 
-def load_model():
+def load_model(folder: str | None = None):
+    """The starting model and its tokenizer: the installed file's (`lze_trl/smollm2.py`), or its converted `folder`
+    (`python -m lze_trl.smollm2` prints it) in an environment without the file, as `.venv-vllm`."""
     from lze_trl.smollm2 import load_smollm2
 
-    return load_smollm2(source="package")
+    if folder is None:
+        return load_smollm2(source="package")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder, padding_side="left")
 
 
 def evaluate(model, tokenizer, dataset, samples: int = 1, temperature: float = 0.0, seed: int = 0) -> dict[str, Any]:
@@ -272,7 +282,7 @@ def make_trainer(arm: str, model, tokenizer, data: dict[str, Any], seed: int, st
     )
     clock = Steps()
     trainer = Trainer(
-        model=model,
+        model=model.name_or_path if args.use_vllm else model,  # TRL's colocated vLLM loads the model's folder
         reward_funcs=word_problem_reward,
         args=args,
         train_dataset=data["train"],
@@ -282,11 +292,14 @@ def make_trainer(arm: str, model, tokenizer, data: dict[str, Any], seed: int, st
     return trainer, clock
 
 
-def train(arm: str, seed: int, data: dict[str, Any], steps: int, **extra: Any) -> dict[str, Any]:
-    """One run of `arm` from the starting model; its record (see the module's docstring)."""
+def train(
+    arm: str, seed: int, data: dict[str, Any], steps: int, model_dir: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """One run of `arm` from the starting model (of `model_dir`, see [`load_model`]); its record (see the module's
+    docstring)."""
     from lze_trl.demo import count_parameters
 
-    model, tokenizer = load_model()
+    model, tokenizer = load_model(model_dir)
     trainer, clock = make_trainer(arm, model, tokenizer, data, seed, steps, **extra)
     load_before = os.getloadavg()[0]
     trainer.train()
@@ -313,6 +326,22 @@ def train(arm: str, seed: int, data: dict[str, Any], steps: int, **extra: Any) -
     }
 
 
+VLLM_COLOCATE: dict[str, Any] = {
+    "use_vllm": True,
+    "vllm_mode": "colocate",
+    "vllm_max_model_length": 512,
+    "vllm_gpu_memory_utilization": 0.3,
+}
+GENERATION: dict[str, dict[str, Any]] = {
+    "transformers": {},
+    "vllm": VLLM_COLOCATE,
+    "vllm_uncorrected": {**VLLM_COLOCATE, "vllm_importance_sampling_correction": False},
+}
+"""`speed --generation`'s trainer settings: transformers' `generate` (the study's), or TRL's vLLM colocated in the
+training process (on a CPU, vLLM's CPU build; its KV cache is `VLLM_CPU_KVCACHE_SPACE` GiB, 1 unless set, not the
+memory fraction), with TRL's default importance-sampling correction (a forward of the policy on every rollout to get
+the log-probabilities it corrects against) or without it."""
+
 SPEED_STEPS = 4
 """Steps of a `speed` run (the first, which pays one-time costs, is left out of its mean)."""
 
@@ -334,36 +363,41 @@ BUDGET_OPTIONS: dict[str, dict[str, Any]] = {
     "full": {},
     "lora": {"use_peft": True},
     "completion_24": {"max_completion_length": 24},
+    "prompts_4": {"prompts_per_step": 4},
 }
 """What `budget` times: GRPO's step as the study runs it, with LoRA (rank 16 on every linear layer, as the
-recipes' variants), and with completions of at most 24 tokens."""
+recipes' variants), with completions of at most 24 tokens, and with 4 prompts a step instead of 8 (a `PROTOCOL` key in
+an option replaces the protocol's value for that option)."""
 
 
-def budget(data: dict[str, Any], steps: int) -> dict[str, Any]:
-    """Seconds of GRPO's step under each of `BUDGET_OPTIONS` and of one evaluation of each set."""
-    out: dict[str, Any] = {"environment": environment(), "steps": steps, "options": {}}
-    for name, option in BUDGET_OPTIONS.items():
-        extra = dict(option)
+def budget(data: dict[str, Any], steps: int, results: Path, options: list[str], evaluation: bool) -> None:
+    """Seconds of GRPO's step under each of `options` (`BUDGET_OPTIONS`), each written to `budget/<option>.json`
+    unless there, and with `evaluation`, of one evaluation of each set (`budget/evaluation.json`)."""
+    for name in options:
+        path = results / "budget" / f"{name}.json"
+        if path.exists():
+            continue
+        extra = dict(BUDGET_OPTIONS[name])
         if extra.pop("use_peft", False):
             extra["peft_config"] = {"r": 16, "lora_alpha": 32, "target_modules": "all-linear"}
-        length = extra.pop("max_completion_length", None)
-        saved = PROTOCOL["max_completion_length"]
-        if length:
-            PROTOCOL["max_completion_length"] = length
+        protocol = {key: extra.pop(key) for key in list(extra) if key in PROTOCOL}
+        saved = {key: PROTOCOL[key] for key in protocol}
+        PROTOCOL.update(protocol)
         try:
             record = _timed_grpo(data, steps, extra)
         finally:
-            PROTOCOL["max_completion_length"] = saved
-        out["options"][name] = record
-        print(name, {k: round(v, 1) for k, v in record["mean"].items()}, flush=True)
+            PROTOCOL.update(saved)
+        write(path, {"option": name, "settings": BUDGET_OPTIONS[name], "environment": environment(), **record})
+    path = results / "budget" / "evaluation.json"
+    if not evaluation or path.exists():
+        return
     model, tokenizer = load_model()
-    out["evaluation"] = {}
+    out: dict[str, Any] = {"environment": environment()}
     for name in ("test", "ood", "pass_rate"):
         samples = PROTOCOL["pass_rate_samples"] if name == "pass_rate" else 1
         result = evaluate(model, tokenizer, data[name], samples, PROTOCOL["temperature"] if samples > 1 else 0.0)
-        out["evaluation"][name] = {"prompts": len(result["rate"]), "samples": samples, "seconds": result["seconds"]}
-        print(name, out["evaluation"][name], flush=True)
-    return out
+        out[name] = {"prompts": len(result["rate"]), "samples": samples, "seconds": result["seconds"]}
+    write(path, out)
 
 
 def _timed_grpo(data: dict[str, Any], steps: int, extra: dict[str, Any]) -> dict[str, Any]:
@@ -396,6 +430,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--controls", action="store_true", help="jobs: the controls' runs instead of the arms'")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--force", action="store_true")
+    parser.add_argument("--options", nargs="+", choices=list(BUDGET_OPTIONS), help="budget: these options only")
+    parser.add_argument("--model_dir", help="speed: the starting model's converted folder (where the file is absent)")
+    parser.add_argument(
+        "--generation",
+        choices=list(GENERATION),
+        default="transformers",
+        help="speed: generate with transformers (the study's path) or with vLLM colocated (`.venv-vllm`)",
+    )
     args = parser.parse_args(argv)
     if args.what == "jobs":
         for seed in range(args.seeds):
@@ -408,9 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     apply_thread_policy()
     data = splits()
     if args.what == "budget":
-        path = args.results / "budget.json"
-        if args.force or not path.exists():
-            write(path, budget(data, steps=3))
+        options = args.options or list(BUDGET_OPTIONS)
+        budget(data, 3, args.results, options, evaluation=not args.options)
     elif args.what == "start":
         path = args.results / "start.json"
         if args.force or not path.exists():
@@ -419,11 +460,18 @@ def main(argv: list[str] | None = None) -> int:
     elif args.what == "speed":
         if args.arm is None:
             parser.error("speed needs an ARM")
-        path = args.results / "speed" / f"{args.arm}.json"
+        extra = GENERATION[args.generation]
+        suffix = "" if args.generation == "transformers" else f"_{args.generation}"
+        path = args.results / "speed" / f"{args.arm}{suffix}.json"
         if args.force or not path.exists():
+            if extra:
+                sys.path.insert(0, str(ROOT / "tests"))
+                from vllm_cpu import apply_cpu_workarounds
+
+                apply_cpu_workarounds()
             eval_steps, PROTOCOL["eval_steps"] = PROTOCOL["eval_steps"], []
             try:
-                result = train(args.arm, 0, data, SPEED_STEPS)
+                result = train(args.arm, 0, data, SPEED_STEPS, args.model_dir, **extra)
             finally:
                 PROTOCOL["eval_steps"] = eval_steps
             write(path, {"protocol": PROTOCOL, "environment": environment(), **result})
