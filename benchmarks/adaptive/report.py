@@ -29,7 +29,7 @@ from tabulate import tabulate
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from benchmarks.frontier.report import WINDOW, figure, load, report, rows, smoothed_final  # noqa: E402
+from benchmarks.frontier.report import WINDOW, figure, half_width, load, report, rows, smoothed_final  # noqa: E402
 
 
 RESULTS = ROOT / "benchmarks" / "results" / "adaptive"
@@ -62,7 +62,7 @@ def corrected(differences: pd.Series, arms: int) -> tuple[float, float, float, f
         return mean, np.nan, np.nan, np.nan
     if values.std(ddof=1) == 0:  # the same difference on every seed
         return mean, mean, mean, 1.0 if mean == 0 else 0.0
-    half = stats.t.ppf(1 - 0.05 / (2 * arms), len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    half = half_width(pd.Series(values), 1 - 0.05 / arms)
     return mean, mean - half, mean + half, float(stats.ttest_1samp(values, 0.0).pvalue)
 
 

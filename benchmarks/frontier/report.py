@@ -162,12 +162,14 @@ def rows(
     return pd.DataFrame(out)
 
 
-def half_width(values: pd.Series) -> float:
-    """The half-width of the 95% t interval of the mean of `values` (NaN dropped; 0 for fewer than two)."""
+def half_width(values: pd.Series, confidence: float = 0.95) -> float:
+    """The half-width of the two-sided t interval at `confidence` of the mean of `values` (scipy's `ttest_1samp`; NaN
+    dropped; 0 for fewer than two values, or one value repeated)."""
     values = values.dropna().astype(float)
-    if len(values) < 2:
+    if values.nunique() < 2:  # fewer than two, or one value repeated: no spread
         return 0.0
-    return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+    low, high = stats.ttest_1samp(values, 0.0).confidence_interval(confidence)
+    return float(high - low) / 2
 
 
 def interval(values: pd.Series) -> str:

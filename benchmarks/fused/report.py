@@ -33,7 +33,7 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.report import BASELINE, REGIMES, report_main  # noqa: E402
-from benchmarks.frontier.report import load, smoothed_final  # noqa: E402
+from benchmarks.frontier.report import half_width, load, smoothed_final  # noqa: E402
 from benchmarks.fused.power import ALPHA, FUSED, MARGIN  # noqa: E402
 
 
@@ -67,7 +67,7 @@ def lower_bound(differences: pd.Series, alpha: float) -> float:
     values = differences.to_numpy(dtype=float)
     if len(values) < 2:
         return math.nan
-    return float(values.mean() - stats.t.ppf(1 - alpha, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+    return float(stats.ttest_1samp(values, 0.0, alternative="greater").confidence_interval(1 - alpha).low)
 
 
 def interval(values: pd.Series) -> str:
@@ -78,7 +78,7 @@ def interval(values: pd.Series) -> str:
     mean = values.mean()
     if len(values) < 2:
         return f"{mean:+.4f}"
-    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    half = half_width(values)
     return f"{mean:+.4f} [{mean - half:+.4f}, {mean + half:+.4f}]"
 
 

@@ -28,6 +28,7 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.report import report_main  # noqa: E402
+from benchmarks.frontier.report import half_width  # noqa: E402
 from benchmarks.fused.power import POWER, seeds_needed  # noqa: E402
 from benchmarks.fused.report import decide, interval, number  # noqa: E402
 from benchmarks.smollm2_study.async_report import async_section  # noqa: E402
@@ -494,7 +495,7 @@ def controls_section(runs: dict) -> list[str]:
         p, half = math.nan, math.nan
         if len(test) > 1:
             p = stats.ttest_1samp(test, 0.0).pvalue
-            half = stats.t.ppf(0.975, len(test) - 1) * test.std(ddof=1) / math.sqrt(len(test))
+            half = half_width(test)
         tokens = [r["meter"]["update_completion_tokens"] for r in runs[arm].values()]
         rows.append(
             [
