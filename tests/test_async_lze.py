@@ -43,6 +43,7 @@ from lze_trl.method.checkpoint import LZEStateError
 from lze_trl.method.errors import LZEWarning
 from lze_trl.method.round_policies import RoundsState
 from lze_trl.method.run import LZERun
+from lze_trl.rounds.fused import RoundPipeline
 from lze_trl.rounds.in_flight import IN_FLIGHT_FILE, even_out, load_in_flight, save_in_flight
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
@@ -448,7 +449,10 @@ def test_the_lze_state_is_saved_with_each_checkpoint_and_resumed(tmp_path, setup
     os.rename(os.path.join(folder, IN_FLIGHT_FILE.format(process=0)), os.path.join(folder, "away.pt"))
     with pytest.raises(LZEStateError, match=r"lze_in_flight_0\.pt' is missing.*LZEAsyncGRPOTrainer's window"):
         make_trainer(tmp_path, setup, max_steps=3).train(resume_from_checkpoint=folder)
-    os.rename(os.path.join(folder, "away.pt"), os.path.join(folder, IN_FLIGHT_FILE.format(process=0)))
+    save_in_flight(folder, 0, 1, RoundPipeline())  # the synchronous fused rounds', not a window's
+    with pytest.raises(LZEStateError, match="does not fit this run"):
+        make_trainer(tmp_path, setup, max_steps=3).train(resume_from_checkpoint=folder)
+    os.replace(os.path.join(folder, "away.pt"), os.path.join(folder, IN_FLIGHT_FILE.format(process=0)))
     os.remove(os.path.join(folder, checkpoint_files.STATE_FILE))
     with pytest.raises(LZEStateError, match="no LZE state file"):
         make_trainer(tmp_path, setup, max_steps=3).train(resume_from_checkpoint=folder)

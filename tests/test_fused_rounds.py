@@ -146,6 +146,10 @@ def test_a_checkpoint_without_its_rollouts_in_flight_is_refused(tmp_path):
     (checkpoint / IN_FLIGHT_FILE.format(process=0)).unlink()
     with pytest.raises(LZEStateError, match=r"lze_in_flight_0\.pt' is missing.*fuse_rounds=True"):
         trainer(tmp_path / "run").train(resume_from_checkpoint=str(checkpoint))
+    save_in_flight(str(checkpoint), 0, 1, ({}, {"window_batches": "[]"}))  # an async window's, not fused rounds'
+    with pytest.raises(LZEStateError, match=r"are not fused rounds' \(tuple\)"):
+        trainer(tmp_path / "run").train(resume_from_checkpoint=str(checkpoint))
+    (checkpoint / IN_FLIGHT_FILE.format(process=0)).unlink()
     fresh = trainer(tmp_path / "run", resume_lze_state="fresh")  # on purpose: a fresh LZE state, nothing in flight
     with pytest.warns(LZEWarning, match="resumes with a fresh LZE state"):
         fresh.train(resume_from_checkpoint=str(checkpoint))

@@ -242,8 +242,9 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
 
     def restore_lze_state(self, arrays: dict[str, np.ndarray], counters: dict[str, Any], checkpoint: str) -> None:
         """Takes back the run's state and the policy version, and the window's batches in flight, from `checkpoint`."""
-        window_arrays, window_counters = self.load_in_flight(checkpoint, "LZEAsyncGRPOTrainer's window")
+        window = self.load_in_flight(checkpoint, "LZEAsyncGRPOTrainer's window")
         try:
+            window_arrays, window_counters = window
             self.lze.load_state_dict(arrays)
             self.lze_window.load_state_dict(window_arrays, window_counters, LZERolloutSample)
             version = int(counters["model_version"])

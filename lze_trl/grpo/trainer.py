@@ -198,6 +198,11 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         pipeline = None
         if self.round_pipeline is not None:
             pipeline = self.load_in_flight(checkpoint, "a run with fuse_rounds=True")
+            if not isinstance(pipeline, RoundPipeline):
+                raise LZEStateError(
+                    f"The batches in flight in {checkpoint!r} are not fused rounds' ({type(pipeline).__name__}): the "
+                    "checkpoint is another kind of run's."
+                )
         try:
             self.lze.load_state_dict(arrays)
         except (KeyError, ValueError) as error:
