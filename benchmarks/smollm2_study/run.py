@@ -33,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import torch
@@ -381,12 +382,8 @@ def budget(data: dict[str, Any], steps: int, results: Path, options: list[str], 
         if extra.pop("use_peft", False):
             extra["peft_config"] = {"r": 16, "lora_alpha": 32, "target_modules": "all-linear"}
         protocol = {key: extra.pop(key) for key in list(extra) if key in PROTOCOL}
-        saved = {key: PROTOCOL[key] for key in protocol}
-        PROTOCOL.update(protocol)
-        try:
+        with patch.dict(PROTOCOL, protocol):
             record = _timed_grpo(data, steps, extra)
-        finally:
-            PROTOCOL.update(saved)
         write(path, {"option": name, "settings": BUDGET_OPTIONS[name], "environment": environment(), **record})
     path = results / "budget" / "evaluation.json"
     if not evaluation or path.exists():
@@ -409,13 +406,9 @@ def _timed_grpo(data: dict[str, Any], steps: int, extra: dict[str, Any]) -> dict
         from peft import get_peft_model
 
         model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **peft))
-    eval_steps = PROTOCOL["eval_steps"]
-    PROTOCOL["eval_steps"] = []
-    try:
+    with patch.dict(PROTOCOL, eval_steps=[]):
         trainer, clock = make_trainer("grpo", model, tokenizer, data, 0, steps, **extra)
         trainer.train()
-    finally:
-        PROTOCOL["eval_steps"] = eval_steps
     later = clock.steps[1:]  # the first step pays one-time costs
     keys = ("seconds", "generation", "scoring", "update")
     return {"steps": clock.steps, "mean": {k: float(np.mean([s[k] for s in later])) for k in keys}}
@@ -469,11 +462,8 @@ def main(argv: list[str] | None = None) -> int:
                 from vllm_cpu import apply_cpu_workarounds
 
                 apply_cpu_workarounds()
-            eval_steps, PROTOCOL["eval_steps"] = PROTOCOL["eval_steps"], []
-            try:
+            with patch.dict(PROTOCOL, eval_steps=[]):
                 result = train(args.arm, 0, data, SPEED_STEPS, args.model_dir, **extra)
-            finally:
-                PROTOCOL["eval_steps"] = eval_steps
             write(path, {"protocol": PROTOCOL, "environment": environment(), **result})
     else:
         if args.arm is None or args.seed is None:
