@@ -32,12 +32,14 @@ test: install
 test-fast: install
 	$(PY) -m pytest -m "not slow and not distributed"
 
-# The oldest TRL that pyproject.toml allows, in its own virtual environment (.venv-trl-min): the tests that need no
-# training run plus the drop-in tests, which train stock `GRPOTrainer` and LZE side by side against the installed TRL
-# (tests/test_trl_coupling.py, which pins the private TRL names, is in the first set). Built like .venv: the CPU
-# torch first, then the project with TRL pinned, then DeepSpeed against that torch. TRL 1.15.0 is excluded in
+# The oldest TRL and transformers that pyproject.toml allows, in their own virtual environment (.venv-trl-min): the
+# tests that need no training run plus the drop-in tests, which train stock `GRPOTrainer` and LZE side by side against
+# the installed TRL (tests/test_trl_coupling.py, which pins the private TRL and transformers names, is in the first
+# set). `make test` is the other end: the newest TRL and transformers the caps allow. Built like .venv: the CPU torch
+# first, then the project with both pinned, then DeepSpeed against that torch. TRL 1.15.0 is excluded in
 # pyproject.toml: its GRPO training needs Triton, which the CPU build of torch does not ship.
 TRL_MIN := trl==1.12.0
+TRANSFORMERS_MIN := transformers==5.3.0
 TRL_MIN_VENV := .venv-trl-min
 TRL_MIN_PY := $(TRL_MIN_VENV)/bin/python
 TRL_MIN_STAMP := $(TRL_MIN_VENV)/.lze-installed
@@ -45,7 +47,7 @@ TRL_MIN_STAMP := $(TRL_MIN_VENV)/.lze-installed
 $(TRL_MIN_STAMP): pyproject.toml Makefile
 	test -x $(TRL_MIN_PY) || $(PYTHON) -m venv $(TRL_MIN_VENV)
 	$(TRL_MIN_PY) -c "import torch" 2>/dev/null || $(TRL_MIN_PY) -m pip install --quiet "torch==2.13.0"
-	$(TRL_MIN_PY) -m pip install --quiet -e ".[dev]" "$(TRL_MIN)"
+	$(TRL_MIN_PY) -m pip install --quiet -e ".[dev]" "$(TRL_MIN)" "$(TRANSFORMERS_MIN)"
 	$(TRL_MIN_PY) -m pip install --quiet setuptools wheel
 	$(TRL_MIN_PY) -m pip install --quiet --no-build-isolation "$(DEEPSPEED)"
 	touch $(TRL_MIN_STAMP)

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 import trl
-from packaging.version import Version
+from packaging.specifiers import SpecifierSet
 from vllm_cpu import (
     RAW_RESPONSE_TEMPLATE,
     free_loopback_port,
@@ -26,10 +26,12 @@ from vllm_cpu import (
     server_metadata_dir,
 )
 
+from lze_trl.grpo.coupling import ASYNC_TRL
+
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-if Version(trl.__version__) < Version("1.16.0"):  # lze_trl/async_grpo/upstream.py refuses older TRL (its MIN_TRL)
+if not SpecifierSet(ASYNC_TRL).contains(trl.__version__):  # lze_trl/async_grpo/upstream.py refuses it
     pytest.skip("TRL's AsyncGRPOTrainer as lze_trl.async_grpo.cpu shims it is TRL 1.16's", allow_module_level=True)
 
 # Both sides compute in float32 (the trainer's default dtype, the server's `--dtype float32`): the gaps measured after

@@ -9,6 +9,7 @@ import pytest
 
 import lze_trl
 from lze_trl.cli import main as cli_main
+from lze_trl.grpo.coupling import SUPPORTED
 from lze_trl.grpo.engines import thread_policy
 
 
@@ -35,7 +36,19 @@ def test_env_prints_trl_block_and_lze_lines(capsys):
     threads, why = thread_policy()
     assert items["torch threads lze-trl runs on"] == f"{threads} ({why})"  # what training and evaluation use
     assert items["CPUs (os.cpu_count())"] == str(os.cpu_count())
+    # the tested ranges, and that the installed TRL and transformers lie in them (CI runs inside them)
+    assert items["trl versions lze-trl is tested with"] == f"{SUPPORTED['trl']} (installed: tested)"
+    assert items["transformers versions lze-trl is tested with"] == f"{SUPPORTED['transformers']} (installed: tested)"
     assert lines[-1].startswith("- CPUs") and list(items).index("vLLM version") < list(items).index("lze-trl version")
+
+
+def test_env_says_when_the_installed_trl_is_untested(capsys, monkeypatch):
+    import trl
+
+    monkeypatch.setattr(trl, "__version__", "1.19.0")
+    assert cli_main(["env"]) == 0
+    line = f"- trl versions lze-trl is tested with: {SUPPORTED['trl']} (installed: NOT tested)"
+    assert line in capsys.readouterr().out
 
 
 def test_env_is_listed_and_takes_no_options(capsys):

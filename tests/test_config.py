@@ -136,7 +136,7 @@ def test_both_configs_provide_the_settings_the_method_reads_with_their_types():
     from lze_trl.method.settings import LZESettings
 
     configs = [LZEGRPOConfig]
-    try:  # the async config needs TRL's experimental async trainer (lze_trl/async_grpo/upstream.py, MIN_TRL)
+    try:  # the async config needs TRL's experimental async trainer (lze_trl/async_grpo/upstream.py, ASYNC_TRL)
         from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig
 
         configs.append(LZEAsyncGRPOConfig)

@@ -4,18 +4,30 @@ arguments, each against the installed TRL, so that an upgrade that changes them 
 import ast
 import dataclasses
 import inspect
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from packaging.specifiers import SpecifierSet
 from transformers import Qwen2Config
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from lze_trl.grpo.config import as_lze_config, default_output_dir
-from lze_trl.grpo.coupling import ASYNC_PRIVATE_NAMES, PRIVATE_NAMES
+from lze_trl.grpo.coupling import (
+    ASYNC_PRIVATE_NAMES,
+    ASYNC_TRL,
+    PRIVATE_NAMES,
+    SUPPORTED,
+    installed,
+    missing_names,
+    unsupported,
+)
 from lze_trl.grpo.sampler import LZERepeatSampler
 
 
@@ -62,7 +74,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lze_trl"
 
 
 def async_trl_classes() -> tuple[type, ...]:
-    """TRL's experimental async classes `lze_trl.async_grpo` builds on (none on a TRL older than their `MIN_TRL`)."""
+    """TRL's experimental async classes `lze_trl.async_grpo` builds on (none on a TRL outside `ASYNC_TRL`)."""
     try:
         from lze_trl.async_grpo import upstream as async_trl
     except ImportError:
@@ -115,7 +127,7 @@ def used_private_names(root: Path, skip: str | None = None) -> tuple[set[str], s
 
 
 def test_the_private_names_lze_touches_are_exactly_the_listed_ones():
-    # the async trainer's files count where TRL has the experimental async GRPO they build on (TRL >= MIN_TRL)
+    # the async trainer's files count where TRL has the experimental async GRPO they build on (ASYNC_TRL)
     classes = async_trl_classes()
     touched, imported = used_private_names(PACKAGE, skip=None if classes else "async_grpo/*.py")
     used = (touched & trl_private_names(classes)) | imported
@@ -127,7 +139,7 @@ def test_the_async_names_are_scanned_where_trl_has_them():
     # guards the test above: the async worker's overrides of TRL's loop are seen as TRL's private names
     classes = async_trl_classes()
     if not classes:
-        pytest.skip("TRL older than the async trainer's MIN_TRL")
+        pytest.skip("TRL outside the async trainer's ASYNC_TRL")
     touched, _ = used_private_names(PACKAGE)
     assert {"_generate_loop", "_score_group", "_loop_cls"} <= touched & trl_private_names(classes)
 
@@ -151,6 +163,14 @@ def test_the_scan_sees_class_attributes_methods_and_attribute_access():
 def test_the_private_methods_lze_calls_or_overrides_keep_their_signature(name, parameters):
     signature = inspect.signature(getattr(GRPOTrainer, name)).parameters
     assert list(signature)[: len(parameters)] == parameters
+
+
+def test_the_trainer_method_lze_overrides_takes_what_the_override_takes():
+    # transformers 5.0-5.2 passed a third argument (total_train_batch_size): the floor of SUPPORTED is 5.3
+    from lze_trl import LZEGRPOTrainer
+
+    ours = inspect.signature(LZEGRPOTrainer.set_initial_training_values).parameters
+    assert list(inspect.signature(GRPOTrainer.set_initial_training_values).parameters) == list(ours)
 
 
 def test_trls_generate_returns_the_parts_lze_serves_again():
@@ -202,3 +222,92 @@ def test_the_model_card_names_lze_and_cites_its_paper():
 
     assert LZEGRPOTrainer._name == "LZE" and LZEGRPOTrainer._paper["id"] == "2605.17003"
     assert "Learning-Zone Energy" in LZEGRPOTrainer._paper["citation"]
+
+
+# ------------------------------------------------------------------------------------------- the tested versions
+def test_pyproject_asks_for_the_tested_ranges():
+    import tomllib
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    asked = {r.name: r.specifier for r in map(Requirement, project["dependencies"])}
+    for package, tested in SUPPORTED.items():
+        assert asked[package] == SpecifierSet(tested), package
+    # what CI tests: the oldest of each range in `make test-trl-min`, the newest the caps admit in `make test`
+    makefile = (PACKAGE.parent / "Makefile").read_text()
+    for package in SUPPORTED:
+        oldest = min(s.version for s in SpecifierSet(SUPPORTED[package]) if s.operator == ">=")
+        assert re.search(rf"^\w+_MIN := {package}=={re.escape(oldest)}(\.0)?$", makefile, re.M), package
+    for package in SUPPORTED:
+        assert unsupported(package, SUPPORTED[package], installed(package)) is None  # this suite runs in the range
+
+
+@pytest.mark.parametrize(
+    "found, in_range",
+    [("1.12.0", True), ("1.14.2", True), ("1.15.0", False), ("1.16.0", True), ("1.16.1.dev0", True),
+     ("1.16.0+local", True), ("1.17.0.dev0", False), ("1.17.0", False), ("1.19.0", False), ("1.11.9", False)],
+)  # fmt: skip
+def test_a_trl_outside_the_range_gets_one_line_with_the_fix(found, in_range):
+    line = unsupported("trl", SUPPORTED["trl"], found, what="LZEGRPOTrainer")
+    if in_range:
+        assert line is None
+    else:
+        assert line == f"LZEGRPOTrainer is tested with trl{SUPPORTED['trl']}, found trl {found}: " + (
+            f"pip install 'trl{SUPPORTED['trl']}'"
+        )
+
+
+def test_missing_names_sees_methods_class_and_instance_attributes():
+    assert missing_names((GRPOTrainer, GRPOConfig), PRIVATE_NAMES) == []
+    names = ["_metrics", "_step", "_paper", "_generate", "_not_in_trl"]  # instance, class attribute, method
+    assert missing_names((GRPOTrainer,), names) == ["_not_in_trl"]
+
+    class Older(GRPOTrainer):  # a TRL whose trainer lacks a name: neither inherited nor set in any source
+        pass
+
+    assert missing_names((Older,), ["_pending_extra_logs", "_gone"]) == ["_gone"]
+
+
+def import_with(*lines: str, module: str = "lze_trl.grpo.trainer") -> subprocess.CompletedProcess:
+    """Imports `module` in a fresh interpreter after `lines`, which fake what TRL offers."""
+    code = "\n".join(["import trl", *lines, f"import {module}"])
+    env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_importing_the_trainer_with_an_untested_trl_warns_in_one_line():
+    for fake, line in [
+        ("trl.__version__ = '1.19.0'", unsupported("trl", SUPPORTED["trl"], "1.19.0", what="LZEGRPOTrainer")),
+        (
+            "from trl import GRPOTrainer; import transformers; transformers.__version__ = '6.0.0'",  # TRL reimports it
+            unsupported("transformers", SUPPORTED["transformers"], "6.0.0", what="LZEGRPOTrainer"),
+        ),
+    ]:
+        ran = import_with(fake)
+        assert ran.returncode == 0 and ran.stderr.count(f"LZEWarning: {line}\n") == 1, ran.stderr
+    ran = import_with()
+    assert ran.returncode == 0 and "LZEWarning" not in ran.stderr  # the installed TRL is a tested one: no word
+
+
+def test_importing_the_trainer_with_a_trl_that_lacks_a_name_refuses_in_one_line():
+    ran = import_with("trl.__version__ = '1.19.0'", "from trl import GRPOTrainer", "del GRPOTrainer._generate")
+    assert ran.returncode != 0 and ran.stderr.strip().splitlines()[-1] == (
+        f"ImportError: LZEGRPOTrainer is tested with trl{SUPPORTED['trl']}, found trl 1.19.0, which lacks _generate: "
+        f"pip install 'trl{SUPPORTED['trl']}'"
+    )
+
+
+def test_importing_the_async_trainer_where_trl_moved_it_refuses_in_one_line():
+    # TRL 1.18 removed `trl.experimental.async_grpo`'s submodules (docs/upstream/trl-1.18-port.md)
+    ran = import_with(
+        "import sys; trl.__version__ = '1.18.0'",
+        "sys.modules['trl.experimental.async_grpo.async_rollout_worker'] = None",
+        module="lze_trl.async_grpo.trainer",
+    )
+    assert ran.returncode != 0 and ran.stderr.strip().splitlines()[-1] == (
+        "ImportError: " + unsupported("trl", ASYNC_TRL, "1.18.0", what="LZEAsyncGRPOTrainer")
+    )
+    if async_trl_classes():  # where the async trainer imports, a version outside its range is warned about
+        line = unsupported("trl", ASYNC_TRL, "1.17.0", what="LZEAsyncGRPOTrainer")
+        ran = import_with("trl.__version__ = '1.17.0'", module="lze_trl.async_grpo.trainer")
+        assert ran.returncode == 0 and ran.stderr.count(f"LZEWarning: {line}\n") == 1, ran.stderr

@@ -91,7 +91,7 @@ def test_the_sync_walk_follows_a_real_step(tmp_path):
 
 @pytest.mark.slow
 def test_the_async_walk_follows_a_real_step(tmp_path):
-    pytest.importorskip("lze_trl.async_grpo.trainer", reason="TRL older than the async trainer's MIN_TRL")
+    pytest.importorskip("lze_trl.async_grpo.trainer", reason="TRL outside the async trainer's ASYNC_TRL")
     from lze_trl.async_grpo.cpu import InProcessWeightTransfer, StandInRolloutWorker
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
 

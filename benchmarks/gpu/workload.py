@@ -180,6 +180,7 @@ def build_model(size: Size, tokenizer: PreTrainedTokenizerFast, seed: int = 0) -
             model = Qwen2ForCausalLM(config)
         finally:
             torch.set_default_dtype(previous)
+    model.tie_weights()  # transformers 5.0 leaves a model built from its config untied (5.24 ties it)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model

@@ -1,2 +1,2 @@
-"""On TRL's experimental async GRPO (>= 1.16): [`LZEAsyncGRPOTrainer`], its window of generation batches in flight,
-the rollout worker and the CPU stand-ins."""
+"""On TRL's experimental async GRPO (the TRL of `grpo.coupling.ASYNC_TRL`): [`LZEAsyncGRPOTrainer`], its window of
+generation batches in flight, the rollout worker and the CPU stand-ins."""

@@ -6,7 +6,8 @@ lze-trl env
 
 TRL's block (platform, Python, TRL, PyTorch, accelerators, Transformers, Accelerate and its config, Datasets, HF Hub,
 bitsandbytes, DeepSpeed, Liger-Kernel, PEFT, vLLM) comes from `trl env`'s own function; lze-trl adds its version (with
-the git commit of a clone), the versions of its optional dependencies that TRL does not list (math-verify, wandb), and
+the git commit of a clone), the TRL and transformers versions it is tested with (and whether the installed ones are),
+the versions of its optional dependencies that TRL does not list (math-verify, wandb), and
 the CPU threads PyTorch uses against the CPUs the machine has.
 """
 
@@ -32,11 +33,14 @@ def lze_env() -> dict[str, str]:
     from trl.scripts.utils import get_git_commit_hash
 
     from lze_trl import __version__
+    from lze_trl.grpo.coupling import SUPPORTED, installed, unsupported
     from lze_trl.grpo.engines import thread_policy
 
     commit = get_git_commit_hash("lze_trl")
+    tested = {p: "tested" if unsupported(p, r, installed(p)) is None else "NOT tested" for p, r in SUPPORTED.items()}
     return {
         "lze-trl version": f"{__version__}+{commit[:7]}" if commit and not commit.startswith("Error") else __version__,
+        **{f"{p} versions lze-trl is tested with": f"{r} (installed: {tested[p]})" for p, r in SUPPORTED.items()},
         "math-verify version": installed_version("math-verify"),
         "wandb version": installed_version("wandb"),
         "torch threads lze-trl runs on": "{} ({})".format(*thread_policy()),

@@ -35,12 +35,15 @@ from ..rounds.fused import RoundPipeline, train_fused
 from ..rounds.generation_batch import RoundsContext, train_on_generation_batch
 from .adapter import TRLAdapter
 from .config import as_lze_config
+from .coupling import PRIVATE_NAMES, check_trl
 from .engines import apply_thread_policy, warn_if_not_sharded
 from .sampler import LZERepeatSampler
 from .state_owner import LZEStateOwner, SaveLZEState
 
 
 __all__ = ["LZEGRPOTrainer", "PROMPTS_PARQUET", "SELECTION_LOG_PARQUET"]
+
+check_trl((GRPOTrainer, GRPOConfig), PRIVATE_NAMES, what="LZEGRPOTrainer")  # one line for an untested TRL
 
 
 class _LZECallback(SaveLZEState):
