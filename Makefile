@@ -39,7 +39,7 @@ test-fast: install
 # first, then the project with both pinned, then DeepSpeed against that torch. TRL 1.15.0 is excluded in
 # pyproject.toml: its GRPO training needs Triton, which the CPU build of torch does not ship.
 TRL_MIN := trl==1.12.0
-TRANSFORMERS_MIN := transformers==5.3.0
+TRANSFORMERS_MIN := transformers==5.17.0
 TRL_MIN_VENV := .venv-trl-min
 TRL_MIN_PY := $(TRL_MIN_VENV)/bin/python
 TRL_MIN_STAMP := $(TRL_MIN_VENV)/.lze-installed

@@ -6,7 +6,9 @@ import zlib
 
 import pytest
 import torch
+import transformers
 from datasets import Dataset
+from packaging.version import Version
 from testing_utils import (
     always_right,
     count_grad_rows,
@@ -156,6 +158,10 @@ def test_lze_adds_nothing_to_the_rows_reward_functions_and_hooks_see(tmp_path):
     ids=["entropy-bonus", "adaptive-entropy", "cispo", "moe-aux-loss"],
 )
 def test_a_run_that_keeps_no_group_keeps_every_log_key(tmp_path, extra):
+    if "model_fn" in extra and Version(transformers.__version__) < Version("5.18"):
+        # stock GRPOTrainer fails too: transformers 5.17's Qwen3-MoE adds its router loss during generation with a
+        # mask of another size (seen with TRL 1.12, 1.13 and 1.16; 5.18 fixed it)
+        pytest.skip("transformers < 5.18 cannot generate with a Qwen3-MoE that outputs router logits")
     # Every group is all-correct: LZE keeps no group, so every micro-step runs on zero-weight rows only.
     grpo = run(tmp_path / "grpo", GRPOTrainer, GRPOConfig, always_right, **extra)
     ours = run(tmp_path / "lze", LZEGRPOTrainer, LZEGRPOConfig, always_right, **extra)

@@ -166,7 +166,7 @@ def test_the_private_methods_lze_calls_or_overrides_keep_their_signature(name, p
 
 
 def test_the_trainer_method_lze_overrides_takes_what_the_override_takes():
-    # transformers 5.0-5.2 passed a third argument (total_train_batch_size): the floor of SUPPORTED is 5.3
+    # transformers 5.0-5.2 passed a third argument (total_train_batch_size): below the floor of SUPPORTED
     from lze_trl import LZEGRPOTrainer
 
     ours = inspect.signature(LZEGRPOTrainer.set_initial_training_values).parameters

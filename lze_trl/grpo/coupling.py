@@ -23,12 +23,13 @@ from packaging.version import Version
 
 SUPPORTED: dict[str, str] = {
     "trl": ">=1.12,!=1.15.0,<1.17",
-    "transformers": ">=5.3,<5.25",
+    "transformers": ">=5.17,<5.25",
 }
 """Distribution -> the versions lze-trl is tested on: every package whose private names it uses (TRL: `GRPOTrainer`'s,
 `PRIVATE_NAMES`; transformers: `Trainer._load_rng_state`, and `Trainer.set_initial_training_values`, whose signature
-5.3 changed). The upper bound is the first minor release CI has not run; TRL 1.15.0 cannot train GRPO without Triton,
-which the CPU build of torch lacks."""
+changed in 5.3). The upper bound is the first minor release CI has not run; transformers' lower bound is the newest
+release vLLM's CPU build 0.31 accepts (`make test-vllm` runs on it), TRL's the oldest `make test-trl-min` runs;
+TRL 1.15.0 cannot train GRPO without Triton, which the CPU build of torch lacks."""
 
 ASYNC_TRL = ">=1.16,<1.17"
 """The TRL versions whose experimental `AsyncGRPOTrainer` `LZEAsyncGRPOTrainer` is built on and tested with (TRL 1.18
