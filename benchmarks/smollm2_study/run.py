@@ -138,8 +138,19 @@ def load_model(folder: str | None = None):
     return AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder, padding_side="left")
 
 
-def evaluate(model, tokenizer, dataset, samples: int = 1, temperature: float = 0.0, seed: int = 0) -> dict[str, Any]:
-    """Per-prompt accuracy (greedy) or pass rate (`samples` at `temperature`) of `dataset`, its levels and seconds."""
+def evaluate(
+    model,
+    tokenizer,
+    dataset,
+    samples: int = 1,
+    temperature: float = 0.0,
+    seed: int = 0,
+    max_new_tokens: int = 0,
+    lengths: bool = False,
+) -> dict[str, Any]:
+    """Per-prompt accuracy (greedy) or pass rate (`samples` at `temperature`) of `dataset`, its levels and seconds;
+    completions of at most `max_new_tokens` (the protocol's `max_completion_length` unless given); with `lengths`,
+    every completion's tokens and whether it ended (prompt by prompt)."""
     from lze_trl.evaluation.benchmarks import render_prompts
     from lze_trl.evaluation.generation import generate_transformers
     from lze_trl.tasks.word_problems import word_problem_reward
@@ -153,11 +164,13 @@ def evaluate(model, tokenizer, dataset, samples: int = 1, temperature: float = 0
         add_special_tokens=False,
         num_samples=samples,
         temperature=temperature,
-        max_new_tokens=PROTOCOL["max_completion_length"],
+        max_new_tokens=max_new_tokens or PROTOCOL["max_completion_length"],
         batch_size=PROTOCOL["eval_batch_size"],
         seed=seed,
     )
+    every = [c for row in rows for c in row]
     return {
+        **({"lengths": [c.num_tokens for c in every], "ended": [not c.truncated for c in every]} if lengths else {}),
         "difficulty": list(dataset["difficulty"]),
         "rate": [
             float(np.mean(word_problem_reward([c.text for c in row], [answer] * len(row))))
@@ -195,8 +208,19 @@ def environment() -> dict[str, Any]:
     }
 
 
-def make_trainer(arm: str, model, tokenizer, data: dict[str, Any], seed: int, steps: int, **extra: Any):
-    """The metered trainer of `arm` (timing TRL's generation and reward calls), and its step clock callback."""
+def make_trainer(
+    arm: str,
+    model,
+    tokenizer,
+    data: dict[str, Any],
+    seed: int,
+    steps: int,
+    settings: dict[str, Any] | None = None,
+    protocol: dict[str, Any] | None = None,
+    **extra: Any,
+):
+    """The metered trainer of `arm` (timing TRL's generation and reward calls), and its step clock callback; another
+    study passes its own arm `settings` and `protocol` (this study's `RUNS[arm]` and `PROTOCOL` otherwise)."""
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
@@ -212,15 +236,20 @@ def make_trainer(arm: str, model, tokenizer, data: dict[str, Any], seed: int, st
         generation_seconds = 0.0
         reward_seconds = 0.0
         generation_calls = 0
+        truncated_rollouts = 0  # generated in training without their end of sequence within max_completion_length
 
         def _generate(self, prompts):
             start = time.perf_counter()
             try:
-                return super()._generate(prompts)
+                result = super()._generate(prompts)
             finally:
                 if self.model.training:
                     self.generation_seconds += time.perf_counter() - start
                     self.generation_calls += 1
+            if self.model.training:
+                limit, eos = self.max_completion_length, set(self.eos_token_ids)  # TRL 1.16's list of end ids
+                self.truncated_rollouts += sum(len(c) >= limit and c[-1] not in eos for c in result[1])
+            return result
 
         def _calculate_rewards(self, *args, **kwargs):
             start = time.perf_counter()
@@ -259,15 +288,17 @@ def make_trainer(arm: str, model, tokenizer, data: dict[str, Any], seed: int, st
                     "load": os.getloadavg()[0],
                 }
             )
-            if state.global_step in PROTOCOL["eval_steps"]:
-                final = state.global_step == PROTOCOL["eval_steps"][-1]
+            if state.global_step in p["eval_steps"]:
+                final = state.global_step == p["eval_steps"][-1]
                 self.evaluations.append({"step": state.global_step, **measure(t.model, tokenizer, data, final)})
 
-    p, settings = PROTOCOL, {**RUNS[arm], **extra}
+    p = PROTOCOL if protocol is None else protocol
+    settings = {**(RUNS[arm] if settings is None else settings), **extra}
     num_generations = settings.pop("num_generations", p["num_generations"])
+    prompts_per_step = settings.pop("prompts_per_step", p["prompts_per_step"])
     args = LZEGRPOConfig(
         output_dir=f"/tmp/lze-smollm2-study/{arm}-{seed}",
-        per_device_train_batch_size=p["prompts_per_step"] * num_generations,
+        per_device_train_batch_size=prompts_per_step * num_generations,
         num_generations=num_generations,
         max_completion_length=p["max_completion_length"],
         temperature=p["temperature"],
