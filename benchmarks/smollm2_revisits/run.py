@@ -15,7 +15,9 @@ the work it did (generation calls, rollouts generated, tokens the update process
 trains at a constant learning rate (every evaluation is that of a valid shorter run) until its clock reaches the
 budget `T` and it has made `equal_steps` steps; it is evaluated when its clock first reaches `T / 2` and `T`, and at
 step `equal_steps`. Each run writes `runs/<arm>/seed_<k>.json` atomically when it has finished; finished runs are
-skipped, so the queue resumes across sessions. One torch thread a run (the package's policy on 2 cores).
+skipped, so the queue resumes across sessions. One torch thread a run (the package's policy on 2 cores). The runs
+can go from a git worktree of a fixed commit (`--results` pointing at this checkout's results), so that the code
+they run does not change under them.
 """
 
 from __future__ import annotations
@@ -84,9 +86,9 @@ FEATURES = ["generation_calls", "rollouts", "update_processed_tokens"]
 generated, and the prompt and completion tokens of the rows the update processed."""
 
 
-def protocol() -> dict[str, Any]:
-    """`PROTOCOL` with the completion length `start` chose (`start.json`), as the runs use it."""
-    start = json.loads((RESULTS / "start.json").read_text())
+def protocol(results: Path = RESULTS) -> dict[str, Any]:
+    """`PROTOCOL` with the completion length `start` chose (`results/start.json`), as the runs use it."""
+    start = json.loads((results / "start.json").read_text())
     return {**PROTOCOL, "max_completion_length": start["max_completion_length"]}
 
 
@@ -193,11 +195,11 @@ def make_run(arm: str, seed: int, data: dict[str, Any], p: dict[str, Any], steps
     return trainer, clock, tokenizer
 
 
-def speed(arm: str, data: dict[str, Any]) -> dict[str, Any]:
+def speed(arm: str, data: dict[str, Any], results: Path = RESULTS) -> dict[str, Any]:
     """`speed_steps` steps of `arm` (seed 0, no evaluation), each step's seconds and work; run alone on the machine."""
     from transformers import TrainerCallback
 
-    p = protocol()
+    p = protocol(results)
     trainer, clock, _ = make_run(arm, 0, data, p, p["speed_steps"])
     work: list[dict[str, float]] = []
 
@@ -248,14 +250,16 @@ def modelled_seconds(time_model: dict[str, Any], work: dict[str, float]) -> floa
     return c["intercept"] + sum(c[f] * work[f] for f in time_model["features"])
 
 
-def train(arm: str, seed: int, data: dict[str, Any]) -> dict[str, Any]:
+def train(arm: str, seed: int, data: dict[str, Any], results: Path = RESULTS) -> dict[str, Any]:
     """One run of `arm` to the time budget; its record (see the module's docstring)."""
+    import subprocess
+
     from transformers import TrainerCallback
 
     from lze_trl.demo import count_parameters
 
-    p = protocol()
-    time_model = json.loads((RESULTS / "time_model.json").read_text())
+    p = protocol(results)
+    time_model = json.loads((results / "time_model.json").read_text())
     budget = time_model["budget"]
     trainer, clock, tokenizer = make_run(arm, seed, data, p, p["step_cap"])
     steps: list[dict[str, Any]] = []
@@ -294,6 +298,9 @@ def train(arm: str, seed: int, data: dict[str, Any]) -> dict[str, Any]:
         "protocol": p,
         "time_model": {k: time_model[k] for k in ("coefficients", "budget")},
         "environment": study.environment(),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()[:12],
         "reached_budget": bool(steps and steps[-1]["clock"] >= budget),
         "steps": steps,
         "evaluations": evaluations,
@@ -338,13 +345,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.arm is None:
             parser.error("speed needs an ARM")
         if not path.exists():
-            study.write(path, speed(args.arm, data))
+            study.write(path, speed(args.arm, data, args.results))
     else:
         if args.arm is None or args.seed is None:
             parser.error("train needs an ARM and a SEED")
         path = args.results / "runs" / args.arm / f"seed_{args.seed}.json"
         if not path.exists():
-            study.write(path, train(args.arm, args.seed, data))
+            study.write(path, train(args.arm, args.seed, data, args.results))
     return 0
 
 
