@@ -1,0 +1,315 @@
+"""The SmolLM2 revisit study's report (BENCHMARKS.md section 13), rebuilt from its raw results.
+
+    python benchmarks/smollm2_revisits/report.py            # writes report.md
+    python benchmarks/smollm2_revisits/report.py --check    # fails if the committed report.md differs from a rebuild
+
+The order is the protocol's (`benchmarks/results/smollm2_revisits/protocol.md`): the time model, then the manipulation
+check, computed before any outcome, then the declared tests at the time budget T, the power analysis that sizes the
+seeds, and the secondary outcomes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
+from tabulate import tabulate
+
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.adaptive.report import report_main  # noqa: E402
+from benchmarks.fused.report import interval  # noqa: E402
+from benchmarks.smollm2_revisits.run import ARMS, PROTOCOL, RESULTS, SECONDARY, splits  # noqa: E402
+
+
+COMPARISONS = [
+    ("lze", "uniform_live", "the ranking"),
+    ("lze", "filter", "the 0.4 quota"),
+    ("filter", "grpo", "the filter"),
+]
+"""The declared tests: (arm, minus arm, what the difference isolates)."""
+ALPHA, POWER, SMALLEST = 0.05, 0.8, 0.03
+"""Family-wise level (Holm over the three), the power and the difference the seeds are sized to detect."""
+MAX_SEEDS = {"primary": 6, "secondary": 3}
+VISITS_NEEDED, HISTORY_SHARE_NEEDED = 4, 0.25
+
+
+def load_runs(results: Path) -> dict[str, dict[int, dict[str, Any]]]:
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
+    for path in sorted((results / "runs").glob("*/seed_*.json")):
+        record = json.loads(path.read_text())
+        runs.setdefault(record["arm"], {})[record["seed"]] = record
+    return runs
+
+
+def at(record: dict[str, Any], point: str) -> dict[str, Any] | None:
+    """The run's evaluation at `point` (`half`, `budget` or `equal_steps`)."""
+    return next((e for e in record["evaluations"] if point in e["points"]), None)
+
+
+def accuracy(record: dict[str, Any], point: str = "budget", split: str = "test", mask: np.ndarray | None = None):
+    evaluation = at(record, point)
+    if evaluation is None or split not in evaluation:
+        return math.nan
+    rates = np.asarray(evaluation[split]["rate"], dtype=float)
+    return float(rates[mask].mean() if mask is not None else rates.mean())
+
+
+def table(runs: dict, arm: str, value) -> pd.Series:
+    """`value(record)` of each seed of `arm`."""
+    return pd.Series({seed: value(record) for seed, record in sorted(runs.get(arm, {}).items())}, dtype=float)
+
+
+def paired(runs: dict, arm: str, other: str, value) -> pd.Series:
+    a, b = table(runs, arm, value), table(runs, other, value)
+    return (a - b).dropna()
+
+
+@cache
+def unseen_mask() -> np.ndarray:
+    return np.asarray(splits()["unseen"], dtype=bool)
+
+
+def budget_step(record: dict[str, Any]) -> int:
+    evaluation = at(record, "budget")
+    return evaluation["step"] if evaluation else record["steps"][-1]["step"]
+
+
+def selections(record: dict[str, Any]) -> pd.DataFrame:
+    """The run's selection log up to T: the batches decided before its update at T."""
+    log = pd.DataFrame(record["selection_log"])
+    return log[log["step"] < budget_step(record)]
+
+
+def history_changes(log: pd.DataFrame) -> tuple[int, int, int]:
+    """Selections against the uncertainty, selections, and selections in batches where not every live group was
+    selected. A batch's selections against the uncertainty are its `k` selected groups minus the most of them that a
+    top `k` of its live groups by `4p(1-p)` alone holds (ties broken either way): those no such ranking could make."""
+    changed = selected = chosen = 0
+    for _, batch in log.groupby("batch"):
+        live = batch[batch["live"]]
+        picked = (live["weight"] > 0).to_numpy()
+        k = int(picked.sum())
+        if k == 0:
+            continue
+        p = live["pass_rate"].to_numpy(dtype=float)
+        uncertainty = np.round(4 * p * (1 - p), 9)
+        kth = np.sort(uncertainty)[::-1][k - 1]
+        above, tied = uncertainty > kth, uncertainty == kth
+        shared = int((picked & above).sum()) + min(int((picked & tied).sum()), k - int(above.sum()))
+        changed += k - shared
+        selected += k
+        chosen += k if k < len(live) else 0
+    return changed, selected, chosen
+
+
+def manipulation(runs: dict) -> tuple[list[str], bool]:
+    """The manipulation check's section, and whether the ranking test stands."""
+    out = ["## Manipulation check (before any outcome)\n"]
+    rows, valid = [], True
+    for arm in ("lze", "lze_uncertainty", "uniform_live", "filter", "grpo"):
+        if arm not in runs:
+            continue
+        visits, changed, selected, chosen = [], 0, 0, 0
+        for record in runs[arm].values():
+            log = selections(record)
+            visits += log.groupby("prompt_key").size().tolist()
+            c, s, h = history_changes(log)
+            changed, selected, chosen = changed + c, selected + s, chosen + h
+        share = changed / selected if selected else math.nan
+        among = changed / chosen if chosen else math.nan
+        median = float(np.median(visits)) if visits else math.nan
+        rows.append([arm, len(runs[arm]), f"{median:g}", f"{min(visits, default=0)}", f"{share:.3f}", f"{among:.3f}"])
+        if arm == "lze":
+            valid = median >= VISITS_NEEDED and share >= HISTORY_SHARE_NEEDED
+    headers = ["arm", "seeds", "median visits a prompt by T", "fewest", "selected against the uncertainty",
+               "the same, in batches with a choice"]  # fmt: skip
+    out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
+    out.append(
+        f"Required in `lze` (declared): a median of at least {VISITS_NEEDED} visits and at least "
+        f"{HISTORY_SHARE_NEEDED} of its selections against the uncertainty ranking (`lze_uncertainty`, where only the "
+        "selection noise can do it, is the floor; the arms that do not rank show what random or no choice gives). "
+        + (
+            "**Met: the ranking test stands.**"
+            if valid
+            else "**Not met: the ranking test (LZE minus `uniform_live`) is void**; the other two tests stand."
+        )
+        + "\n"  # fmt: skip
+    )
+    return out, valid
+
+
+def seeds_needed(sd: float, family: int = len(COMPARISONS)) -> float:
+    """Paired seeds for `POWER` to detect a difference of `SMALLEST` with the two-sided paired t-test at the first Holm
+    level, when the differences have SD `sd`."""
+    if sd == 0 or math.isnan(sd):
+        return math.nan
+    effect = SMALLEST / sd
+    power = TTestPower()
+    return float(power.solve_power(effect_size=effect, nobs=None, alpha=ALPHA / family, power=POWER))
+
+
+def detectable(seeds: int, sd: float, family: int = len(COMPARISONS)) -> float:
+    """The smallest difference `seeds` paired seeds detect with `POWER` at the first Holm level."""
+    if seeds < 2 or math.isnan(sd):
+        return math.nan
+    return float(TTestPower().solve_power(effect_size=None, nobs=seeds, alpha=ALPHA / family, power=POWER) * sd)
+
+
+def tests(runs: dict, ranking_valid: bool) -> list[str]:
+    out = ["## The declared tests: test accuracy at T\n"]
+    differences = {name: paired(runs, a, b, accuracy) for a, b, name in COMPARISONS}
+    p = {}
+    for name, d in differences.items():
+        p[name] = float(stats.ttest_1samp(d, 0.0).pvalue) if len(d) >= 2 and d.nunique() > 1 else math.nan
+    family = [name for _, _, name in COMPARISONS if ranking_valid or name != "the ranking"]
+    tested = [p[name] if not math.isnan(p[name]) else 1.0 for name in family]
+    reject, adjusted = multipletests(tested, alpha=ALPHA, method="holm")[:2]
+    verdicts = dict(zip(family, zip(reject, adjusted)))
+    rows = []
+    for a, b, name in COMPARISONS:
+        d = differences[name]
+        if name in verdicts:
+            rejected, adj = verdicts[name]
+            verdict = "differs" if rejected else "no difference shown"
+            adjusted_p = f"{adj:.4f}"
+        else:
+            verdict, adjusted_p = "void (manipulation check)", "n/a"
+        sd = float(d.std(ddof=1)) if len(d) > 1 else math.nan
+        rows.append(
+            [f"`{a}` - `{b}` ({name})", len(d), interval(d), f"{sd:.4f}", f"{p[name]:.4f}", adjusted_p, verdict]
+        )
+    headers = ["comparison", "seeds", "mean [95% t interval]", "paired SD", "p", "Holm-adjusted p", "verdict"]
+    out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
+    out.append(
+        "Two-sided paired t-tests by seed, Holm over the comparisons at family-wise 0.05 (the ranking leaves the "
+        "family where the manipulation check voids it). Test accuracy: greedy, at the study's completion length, 400 "
+        "questions.\n"
+    )
+    return out + power_section(differences)
+
+
+def power_section(differences: dict[str, pd.Series]) -> list[str]:
+    out = ["## Power: the seeds each comparison needs\n"]
+    rows = []
+    for name, d in differences.items():
+        sd = float(d.std(ddof=1)) if len(d) > 1 else math.nan
+        needed = seeds_needed(sd)
+        ask = min(math.ceil(needed), MAX_SEEDS["primary"]) if not math.isnan(needed) else math.nan
+        rows.append([name, len(d), f"{sd:.4f}", f"{needed:.1f}", ask, f"{detectable(len(d), sd):.4f}",
+                     f"{detectable(MAX_SEEDS['primary'], sd):.4f}"])  # fmt: skip
+    headers = ["comparison", "seeds run", "paired SD", f"seeds for {POWER:.0%} power at {SMALLEST}",
+               f"seeds to run (cap {MAX_SEEDS['primary']})", "detectable with the seeds run",
+               "detectable at the cap"]  # fmt: skip
+    out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
+    out.append(
+        f"`TTestPower` (statsmodels), two-sided, level {ALPHA} / {len(COMPARISONS)} (the first Holm level), from the "
+        "paired SDs of the seeds run; a primary arm runs the largest number its comparisons ask, at most "
+        f"{MAX_SEEDS['primary']}.\n"
+    )
+    return out
+
+
+def spread(records: list[dict[str, Any]], value) -> str:
+    """`mean ± SD` of `value(record)` over `records` (the mean alone for one)."""
+    values = pd.Series([value(r) for r in records], dtype=float)
+    return f"{values.mean():.3f} ± {values.std(ddof=1):.3f}" if len(values) > 1 else f"{values.mean():.3f}"
+
+
+def truncated_share(record: dict[str, Any]) -> float:
+    """The share of the run's generated rollouts, up to T, that hit the completion length."""
+    steps = [s for s in record["steps"] if s["step"] <= budget_step(record)]
+    return sum(s["truncated_rollouts"] for s in steps) / sum(s["rollouts"] for s in steps)
+
+
+def rollouts_by_budget(record: dict[str, Any]) -> float:
+    return float(sum(s["rollouts"] for s in record["steps"] if s["step"] <= budget_step(record)))
+
+
+def arms_section(runs: dict) -> list[str]:
+    out = ["## Every arm at T, at T / 2 and after 16 steps\n"]
+    rows = []
+    for arm in [a for a in [*ARMS, *SECONDARY] if a in runs]:
+        records = list(runs[arm].values())
+        rows.append([
+            arm, len(records), spread(records, accuracy), spread(records, lambda r: accuracy(r, "half")),
+            spread(records, lambda r: accuracy(r, "equal_steps")),
+            spread(records, lambda r: accuracy(r, split="test_long")),
+            spread(records, lambda r: accuracy(r, mask=unseen_mask())),
+            spread(records, lambda r: accuracy(r, split="pool")), spread(records, budget_step),
+            spread(records, rollouts_by_budget), spread(records, truncated_share),
+        ])  # fmt: skip
+    headers = ["arm", "seeds", "test at T", "at T / 2", "after 16 steps", "at T, room for 96", "at T, unseen sums",
+               "pool pass rate at T", "steps by T", "rollouts by T", "rollouts truncated"]  # fmt: skip
+    out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
+    out.append("Mean ± SD over seeds. Every arm minus GRPO, paired by seed (descriptive):\n")
+    rows = []
+    for arm in [a for a in [*ARMS, *SECONDARY] if a != "grpo" and a in runs]:
+        rows.append([arm, interval(paired(runs, arm, "grpo", accuracy)),
+                     interval(paired(runs, arm, "grpo", lambda r: accuracy(r, "equal_steps"))),
+                     interval(paired(runs, arm, "grpo", lambda r: accuracy(r, split="test_long")))])  # fmt: skip
+    out.append(
+        tabulate(rows, headers=["arm", "at T", "after 16 steps", "at T, room for 96"], tablefmt="github") + "\n"
+    )
+    return out
+
+
+def time_section(results: Path) -> list[str]:
+    model = json.loads((results / "time_model.json").read_text())
+    c = model["coefficients"]
+    out = ["## The clock: the time model\n"]
+    out.append(
+        f"A step's seconds = {c['intercept']:.2f} + {c['generation_calls']:.2f} x generation calls + "
+        f"{c['rollouts']:.4f} x rollouts + {c['update_processed_tokens']:.5f} x update tokens "
+        f"(least squares on {len(model['steps'])} steps of the speed runs, R² {model['r_squared']:.3f}, residual SD "
+        f"{model['residual_sd']:.2f} s). GRPO's mean modelled step {model['grpo_step']:.1f} s; the budget T = "
+        f"{PROTOCOL['grpo_steps_at_budget']} of them = {model['budget']:.0f} s.\n"
+    )
+    rows = [[s["arm"], s["step"], f"{s['seconds']:.1f}", f"{s['predicted']:.1f}", s["generation_calls"], s["rollouts"],
+             s["update_processed_tokens"]] for s in model["steps"]]  # fmt: skip
+    headers = ["speed run", "step", "seconds", "modelled", "generation calls", "rollouts", "update tokens"]
+    out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
+    return out
+
+
+def build(results: Path = RESULTS, figures: bool = False) -> str:
+    """The report (Markdown) from `results` (`figures` is unused: the report has none yet)."""
+    runs = load_runs(results)
+    start = json.loads((results / "start.json").read_text())
+    done = {arm: sorted(seeds) for arm, seeds in runs.items()}
+    out = [
+        "# SmolLM2 revisit study: report\n",
+        "Rebuilt by `python benchmarks/smollm2_revisits/report.py` from `runs/`; the protocol is `protocol.md`.\n",
+        f"Completion length {start['max_completion_length']} tokens (`start.json`: the starting model's completions "
+        "on the pool are cut in "
+        + ", ".join(f"{v:.0%} at {k}" for k, v in start["cut_share"].items())
+        + f"). The starting model: test accuracy {np.mean(start['test']['rate']):.4f}, with room for 96 "
+        f"{np.mean(start['test_long']['rate']):.4f}, pool pass rate {np.mean(start['pool']['rate']):.4f}.\n",
+        "Runs: " + "; ".join(f"`{arm}` seeds {seeds}" for arm, seeds in done.items()) + ".\n",
+    ]
+    out += time_section(results)
+    check, valid = manipulation(runs)
+    out += check
+    out += tests(runs, valid)
+    out += arms_section(runs)
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return report_main(build, RESULTS, __doc__.splitlines()[0], argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
