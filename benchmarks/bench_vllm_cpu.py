@@ -16,15 +16,14 @@ field as `lze-trl grpo` types them (`true`/`false` for a flag, `+` between a lis
 Steps timed: each step records its seconds (all, generation, sync, scoring, update), its vLLM generation calls, its
 fresh rollouts (completions vLLM returned) and tokens, and what LZE logged (`lze/generation_calls`,
 `lze/rollout_staleness`, `lze/update_rows`); a run's figures are the means over its measured steps. The first
-`--skip_steps` steps (default 1: vLLM's and torch's caches warm up) are not measured. An arm with fused rounds
-(`generation_rounds` of R rounds and `fuse_rounds=True`) first makes R - 1 steps that complete no batch and
-update on one zero-weight row (the pipeline fills up): it trains R - 1 steps more and skips them too, so that every
-arm measures `--steps - --skip_steps` steady-state steps, and the first step with a full update is skipped in every
-arm. `--repeats N` runs every arm N times: each repeat runs every arm once, in the order given, so that a drift of the
-machine touches every arm alike; each run has a fresh trainer and vLLM engine. `results` are then per arm the median
-over the repeats of each figure, `runs` every run (with its steps), and the report gives per arm the medians and the
-ratios of the medians to the first arm's. E.g. GRPO, GRPO at half the group, the probe and the adaptive budget in
-serial and fused rounds, 3 times each (BENCHMARKS.md section 2's size):
+`--skip_steps` steps (default 1: vLLM's and torch's caches warm up; an arm with fused rounds of R rounds makes R
+generation calls in its first step, which starts the batches in flight) are not measured, nor are the R - 1 extra steps
+a fused arm runs after them (its last steps draw fewer batches ahead), so that every arm measures `--steps -
+--skip_steps` steady-state steps. `--repeats N` runs every arm N times: each repeat runs every arm once, in the order
+given, so that a drift of the machine touches every arm alike; each run has a fresh trainer and vLLM engine. `results`
+are then per arm the median over the repeats of each figure, `runs` every run (with its steps), and the report gives
+per arm the medians and the ratios of the medians to the first arm's. E.g. GRPO, GRPO at half the group, the probe and
+the adaptive budget in serial and fused rounds, 3 times each (BENCHMARKS.md section 2's size):
 
     .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --steps 6 --repeats 3 --output OUT.json --selectors none \
         none:num_generations=4,per_device_train_batch_size=64 \
@@ -67,12 +66,6 @@ def parse_run(spec: str) -> tuple[str, dict]:
     return selector, overrides
 
 
-def warm_up_steps(config) -> int:
-    """The steps an arm makes before its first update on a complete batch: R - 1 with fused rounds of R rounds."""
-    rounds = config.generation_rounds or [config.num_generations]
-    return len(rounds) - 1 if config.fuse_rounds else 0
-
-
 def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     """One run of the arm `spec`: its figures (means over its measured steps) and every step's (`per_step`)."""
     import numpy as np
@@ -109,8 +102,9 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
         seed=0,
     )
     config = config_class(**{**settings, **overrides})  # a run's overrides win, e.g. GRPO at half the batch
-    warm_up = warm_up_steps(config)  # fused rounds: steps that fill the pipeline, trained on top of --steps
-    config.max_steps += warm_up
+    # a fused arm's last R - 1 steps draw fewer batches ahead (smaller generation calls): it runs them more, unmeasured
+    drain = len(config.generation_rounds) - 1 if config.generation_rounds and config.fuse_rounds else 0
+    config.max_steps += drain
     trainer = trainer_class(
         model=model_dir,
         reward_funcs=mixed_reward,
@@ -189,13 +183,13 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
         step["update_rows"] = float(entry.get("lze/update_rows", np.nan))
         step["lze_generation_calls"] = float(entry.get("lze/generation_calls", np.nan))
         step["rollout_staleness"] = float(entry.get("lze/rollout_staleness", 0.0))
-    skipped = args.skip_steps + warm_up
-    measured = steps[skipped:]
+    skipped = args.skip_steps
+    measured = steps[skipped : len(steps) - drain]
     if not measured:
         raise SystemExit(f"{spec}: no step measured: --steps {args.steps} <= --skip_steps {args.skip_steps}")
     mean = {key: float(np.mean([s[key] for s in measured])) for key in measured[0] if key != "step"}
     release_vllm_engines()  # this trainer's vLLM engine and KV cache: the next run builds its own
-    result = {"selector": spec, "steps": len(measured), "skipped_steps": skipped, "warm_up_steps": warm_up}
+    result = {"selector": spec, "steps": len(measured), "skipped_steps": skipped}
     return {**result, **mean, "per_step": steps}
 
 
@@ -297,10 +291,13 @@ def main() -> None:
         "--steps",
         type=int,
         default=6,
-        help="training steps per run (fused rounds: R - 1 more), --skip_steps not timed",
+        help="training steps per run, --skip_steps not timed",
     )
     parser.add_argument(
-        *option("skip_steps"), type=int, default=1, help="first steps not timed (fused rounds: R - 1 more)"
+        *option("skip_steps"),
+        type=int,
+        default=1,
+        help="first steps not timed (a fused arm starts its batches in flight in its first)",
     )
     parser.add_argument("--repeats", type=int, default=1, help="runs of every arm; the results are their medians")
     parser.add_argument(*option("prompts_per_step"), type=int, default=16)

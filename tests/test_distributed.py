@@ -43,6 +43,9 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
         # both ranks completed the same groups, each its own half, and only those reached the update
         completed = [e["lze/completed_groups"] for e in infos[0]["log"] if "lze/completed_groups" in e]
         assert completed and all(c > 0 and c % 2 == 0 for c in completed)
+    if mode in ("probe", "rounds"):  # fused: the batches ahead read from the sampler as each rank is handed them
+        calls = [e["lze/generation_calls"] for e in infos[0]["log"] if "lze/generation_calls" in e]
+        assert calls == [{"probe": 2.0, "rounds": 3.0}[mode], 1.0, 1.0, 1.0]
     if mode in ("probe-environment", "rounds-tools"):  # the scripted caller's tools ran, in every round
         calls = [e["tools/call_frequency"] for e in infos[0]["log"] if "tools/call_frequency" in e]
         assert calls and all(c > 0 for c in calls)

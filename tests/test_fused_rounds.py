@@ -1,6 +1,8 @@
-"""Fused rounds (`fuse_rounds=True`): one generation call per step, counted on TRL's `_generate_single_turn`; with the
-weights held fixed, the rows, rewards and advantages of the serial rounds one step later; the rollouts in flight kept
-exactly across a resume, and refused when they are missing or were made by another number of processes."""
+"""Fused rounds (`fuse_rounds=True`): one generation call per step after the first, counted on TRL's
+`_generate_single_turn`, and an update from the first step; with the weights held fixed, the rows, rewards and
+advantages of the serial rounds at the same step; a look-ahead that drew other prompts than TRL's sampler handed is
+dropped; the rollouts in flight kept exactly across a resume, and refused when they are missing or were made by another
+number of processes."""
 
 import numpy as np
 import pytest
@@ -8,6 +10,7 @@ import torch
 from test_probe_agentic import UpdateRecorder, counting_rollout_func, rows_of
 from testing_utils import logged, make_trainer, mixed_reward, prompt_dataset
 
+from lze_trl import LZEGRPOTrainer
 from lze_trl.method.checkpoint import LZEStateError
 from lze_trl.method.errors import LZEWarning
 from lze_trl.rounds.fused import RoundPipeline, split_rollouts
@@ -46,24 +49,26 @@ def test_one_generation_call_per_step_where_serial_rounds_make_one_per_round(tmp
 
     fused, fused_calls = run(tmp_path / "fused", True)
     serial, calls = run(tmp_path / "serial", False)
-    assert len(fused_calls) == 5 and logged(fused, "lze/generation_calls") == [1.0] * 5
+    R = len(rounds["generation_rounds"])
+    # the first step starts the batches in flight (R calls: the step's batch and the R - 1 drawn ahead, one round
+    # more each call), every later step makes one
+    assert len(fused_calls) == R + 4 and logged(fused, "lze/generation_calls") == [float(R)] + [1.0] * 4
     assert len(calls) == 5 * serial_calls and logged(serial, "lze/generation_calls") == [float(serial_calls)] * 5
-    # every call holds the new batch's first round (4 prompts) and the next round of each batch in flight
+    # each call holds the first round of the batch drawn ahead (4 prompts) and the next round of each batch in flight
     first = rounds["generation_rounds"][0] * 4
-    assert fused_calls[0] == first and all(n > first for n in fused_calls[len(rounds["generation_rounds"]) - 1 :])
-    assert logged(fused, "lze/fresh_rollouts") == [float(n) for n in fused_calls]
-    # the first R - 1 steps complete nothing and update on nothing; every later one completes one batch
-    warm_up = len(rounds["generation_rounds"]) - 1
-    assert logged(fused, "lze/update_tokens")[:warm_up] == [0.0] * warm_up
-    assert logged(fused, "loss")[:warm_up] == [0.0] * warm_up
-    assert len(logged(fused, "lze/completed_groups")) == 5 - warm_up
-    # a rollout's age at the update: the first round's are R - 1 calls old, the last round's new
-    expected = {2: (2 * 1 + 2 * 0) / 4, 3: (1 * 2 + 1 * 1 + 2 * 0) / 4}[len(rounds["generation_rounds"])]
-    assert logged(fused, "lze/rollout_staleness") == [expected] * (5 - warm_up)
+    assert fused_calls[0] == first and all(n > first for n in fused_calls[R - 1 : -R])
+    assert sum(logged(fused, "lze/fresh_rollouts")) == sum(fused_calls)
+    # every step completes the batch TRL handed and trains on it, the first included
+    assert all(tokens > 0 for tokens in logged(fused, "lze/update_tokens"))
+    assert len(logged(fused, "lze/completed_groups")) == 5
+    # a rollout's age at the update, in steps: the first step's batch was started in it; with 3 rounds the second's
+    # first two rounds came from the first step; from then on a batch's round r is R - r steps old
+    expected = {2: [0.0] + [(2 * 1 + 2 * 0) / 4] * 4, 3: [0.0, (1 + 1) / 4] + [(1 * 2 + 1 * 1 + 2 * 0) / 4] * 3}[R]
+    assert logged(fused, "lze/rollout_staleness") == expected
     assert logged(serial, "lze/rollout_staleness") == [0.0] * 5
 
 
-def test_with_the_weights_fixed_fused_rounds_train_on_the_serial_rows_one_step_later(tmp_path):
+def test_with_the_weights_fixed_fused_rounds_train_on_the_serial_rows_at_the_same_step(tmp_path):
     def run(out, steps, fuse):
         calls = []
 
@@ -89,17 +94,17 @@ def test_with_the_weights_fixed_fused_rounds_train_on_the_serial_rows_one_step_l
         return trainer, calls
 
     serial, serial_calls = run(tmp_path / "serial", 4, False)
-    fused, fused_calls = run(tmp_path / "fused", 5, True)
+    fused, fused_calls = run(tmp_path / "fused", 4, True)
     assert len(fused_calls) == 5 and len(serial_calls) == 8
-    # each fused call after the first: the serial batch's completion, then the next batch's first round
-    assert fused_calls[1:] == [serial_calls[2 * t + 1] + serial_calls[2 * t + 2] for t in range(3)] + [
-        serial_calls[7] + 8
+    # the first batch's first round, then each batch's completion with the next batch's first round, then the last
+    # batch's completion (no batch is drawn past the run's last step)
+    assert fused_calls == [serial_calls[0]] + [serial_calls[2 * t + 1] + serial_calls[2 * t + 2] for t in range(3)] + [
+        serial_calls[7]
     ]
-    assert rows_of(fused.updates[:1]) == []  # the first step trains on nothing
-    for step in range(4):  # the same rows, completions, masks and TRL advantages, and the same loss, a step later
-        assert rows_of(fused.updates[step + 1 : step + 2]) == rows_of(serial.updates[step : step + 1])
+    for step in range(4):  # the same rows, completions, masks and TRL advantages, and the same loss, at each step
+        assert rows_of(fused.updates[step : step + 1]) == rows_of(serial.updates[step : step + 1])
         assert rows_of(serial.updates[step : step + 1])
-    assert logged(fused, "loss")[1:] == logged(serial, "loss")
+    assert logged(fused, "loss") == logged(serial, "loss")
     keys = ("lze/completed_groups", "lze/energy_mean", "lze/pass_rate_mean", "lze/selected_frac")
     for key in keys:  # the same choices and selections
         assert logged(fused, key) == logged(serial, key), key
@@ -109,8 +114,46 @@ def test_with_the_weights_fixed_fused_rounds_train_on_the_serial_rows_one_step_l
     np.testing.assert_array_equal(fused.prompt_table()["ema_pass_rate"], serial.prompt_table()["ema_pass_rate"])
 
 
+@pytest.mark.parametrize(("pruning", "calls"), [(False, [2, 1, 1, 1, 1, 1]), (True, [2, 1, 1, 1, 2, 1])])
+def test_the_look_ahead_crosses_an_epoch_unless_its_prompts_are_decided_at_its_start(tmp_path, pruning, calls):
+    # 16 prompts, 4 a step: 4 steps an epoch. Without pruning the next epoch's order is known (its permutation); with
+    # it, the pool is decided at the epoch's start, so the epoch's last step draws nothing ahead and the next one
+    # starts its batches in flight anew. Every step trains on the batch TRL handed.
+    trainer = make_trainer(
+        tmp_path, reward=mixed_reward, dataset=prompt_dataset(16), per_device_train_batch_size=16, max_steps=6,
+        fuse_rounds=True, prune_solved=pruning, **PROBE,
+    )  # fmt: skip
+    trainer.train()
+    assert logged(trainer, "lze/generation_calls") == [float(n) for n in calls]
+    assert all(tokens > 0 for tokens in logged(trainer, "lze/update_tokens"))
+
+
+def test_a_look_ahead_that_drew_other_prompts_is_dropped_with_a_warning(tmp_path):
+    from lze_trl.grpo.sampler import SamplerLookahead
+
+    class Astray(SamplerLookahead):  # draws the batch after the one it should
+        def batch(self, ahead):
+            return super().batch(ahead + 1)
+
+    class Trainer(LZEGRPOTrainer):
+        def _lookahead(self, handed):
+            return Astray(**vars(super()._lookahead(handed)))
+
+    trainer = make_trainer(
+        tmp_path, reward=mixed_reward, dataset=prompt_dataset(32), per_device_train_batch_size=16, max_steps=3,
+        fuse_rounds=True, trainer_class=Trainer, **PROBE,
+    )  # fmt: skip
+    with pytest.warns(LZEWarning, match="not the one TRL's sampler handed: its rounds in flight are dropped"):
+        trainer.train()
+    assert logged(trainer, "lze/generation_calls") == [2.0, 2.0, 2.0]  # each step starts anew
+    assert all(tokens > 0 for tokens in logged(trainer, "lze/update_tokens"))
+    keys = [int(k) for k in trainer.selection_log.to_pandas()["prompt_key"]]
+    assert len(keys) == 3 * 4 and len(set(keys)) == 12  # the handed batches were trained, nothing twice
+
+
 @pytest.mark.parametrize("rounds", [PROBE, BUDGET])
-def test_a_resumed_fused_run_continues_its_rollouts_in_flight_exactly(tmp_path, rounds):
+@pytest.mark.parametrize("at", [1, 3])
+def test_a_resumed_fused_run_continues_its_rollouts_in_flight_exactly(tmp_path, rounds, at):
     def trainer(out, **extra):
         return make_trainer(
             out, reward=mixed_reward, dataset=prompt_dataset(32), per_device_train_batch_size=16, max_steps=6,
@@ -120,16 +163,20 @@ def test_a_resumed_fused_run_continues_its_rollouts_in_flight_exactly(tmp_path, 
     full = trainer(tmp_path / "full")
     full_calls = count_generation_calls(full)
     full.train()
-    checkpoint = tmp_path / "full" / "out" / "checkpoint-3"
+    checkpoint = tmp_path / "full" / "out" / f"checkpoint-{at}"  # after the first step's R calls, or later
     assert (checkpoint / IN_FLIGHT_FILE.format(process=0)).exists()
     resumed = trainer(tmp_path / "full")
     resumed.args.output_dir = str(tmp_path / "resumed")
     resumed_calls = count_generation_calls(resumed)
     resumed.train(resume_from_checkpoint=str(checkpoint))
-    assert resumed_calls == full_calls[3:]  # nothing regenerated: the batches in flight came from the checkpoint
+    # nothing regenerated: the batches in flight came from the checkpoint (the first step made R calls)
+    assert resumed_calls == full_calls[len(rounds["generation_rounds"]) + at - 1 :]
     keys = ("loss", "lze/completed_groups", "lze/fresh_rollouts", "lze/energy_mean", "lze/rollout_staleness")
-    after = lambda t: [{k: e[k] for k in keys if k in e} for e in t.state.log_history if "loss" in e and e["step"] > 3]  # noqa: E731
-    assert len(after(full)) == 3 and after(full) == after(resumed)
+
+    def after(t):
+        return [{k: e[k] for k in keys if k in e} for e in t.state.log_history if "loss" in e and e["step"] > at]
+
+    assert len(after(full)) == 6 - at and after(full) == after(resumed)
     for a, b in zip(full.model.parameters(), resumed.model.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
@@ -153,7 +200,8 @@ def test_a_checkpoint_without_its_rollouts_in_flight_is_refused(tmp_path):
     fresh = trainer(tmp_path / "run", resume_lze_state="fresh")  # on purpose: a fresh LZE state, nothing in flight
     with pytest.warns(LZEWarning, match="resumes with a fresh LZE state"):
         fresh.train(resume_from_checkpoint=str(checkpoint))
-    assert logged(fresh, "lze/update_tokens")[-1] == 0.0  # its one step: a new batch's first round, nothing complete
+    # its one step starts the batches in flight anew (R calls) and trains on the batch TRL handed
+    assert logged(fresh, "lze/generation_calls")[-1] == 2.0 and logged(fresh, "lze/update_tokens")[-1] > 0
 
 
 def test_rollouts_in_flight_are_refused_by_another_number_of_processes(tmp_path):

@@ -173,3 +173,27 @@ def test_an_epoch_pruned_below_one_batch_says_why_it_yields_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert sorted(set(sampler)) == [8, 9, 10, 11]
+
+
+def test_the_batches_ahead_are_read_from_the_plan_and_the_next_permutations_unless_planned():
+    # fused rounds' look-ahead: 8 prompts, 4 a generation batch, 2 batches an epoch
+    sampler = LZERepeatSampler(8, mini_repeat_count=2, batch_size=4, seed=3)
+    sampler.set_epoch(0)
+    first = list(sampler)  # epoch 0's plan decided
+    ahead = [sampler.generation_batch(i).tolist() for i in range(6)]
+    expected = [sampler.permutation(e)[b * 4 : (b + 1) * 4] for e in range(3) for b in range(2)]
+    assert ahead == expected and first[::2] == expected[0] + expected[1]
+    assert sampler.generation_batch(4, last_epoch=1) is None and sampler.generation_batch(3, last_epoch=1) is not None
+    sampler.set_epoch(1)  # reading ahead drew nothing the epochs' own orders depend on
+    assert list(sampler)[::2] == expected[2] + expected[3]
+
+    class Planner:  # decides an epoch's prompts at its start (forward pruning): nothing past the epoch is known
+        plans_rollouts = True
+
+        def plan_epoch(self, epoch, order):
+            return order[:4]
+
+    planned = LZERepeatSampler(8, mini_repeat_count=2, batch_size=4, seed=3, planner=Planner())
+    planned.set_epoch(0)
+    list(planned)
+    assert planned.generation_batch(0) is not None and planned.generation_batch(1) is None

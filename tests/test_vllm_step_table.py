@@ -7,7 +7,6 @@ arm skips, the medians over the repeats and their report."""
 import copy
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -18,7 +17,6 @@ from benchmarks.bench_vllm_cpu import (
     report,
     report_table,
     step_table,
-    warm_up_steps,
 )
 
 
@@ -92,15 +90,6 @@ def test_a_run_spec_is_typed_by_the_config_fields():
     assert parse_run("none") == ("none", {})
     with pytest.raises(ValueError, match="not an LZEGRPOConfig field"):
         parse_run("lze:fuse_round=false")
-
-
-@pytest.mark.parametrize(
-    ("rounds", "fuse", "warm_up"),
-    [(None, True, 0), ([2, 8], True, 1), ([2, 4, 8], True, 2), ([2, 8], False, 0), ([2, 4, 8], False, 0)],
-)
-def test_fused_arms_skip_the_steps_that_fill_the_pipeline(rounds, fuse, warm_up):
-    config = SimpleNamespace(generation_rounds=rounds, fuse_rounds=fuse, num_generations=8)
-    assert warm_up_steps(config) == warm_up
 
 
 def synthetic_run(selector, total, generation, rollouts, calls):

@@ -63,13 +63,14 @@ class Arm:
         return ARMS[self.name].get("num_generations", size.num_generations)
 
     def skipped_steps(self, size: Size) -> int:
-        """The arm's first steps, not counted: `size.warmup_steps`, and at least the `R - 1` steps whose update a
-        fused arm of `R` rounds has nothing for (its pipeline filling)."""
-        fill = len(self.rounds) - 1 if self.fused else 0
-        return max(size.warmup_steps, fill)
+        """The arm's first steps, not counted: `size.warmup_steps`, and at least the first of a fused arm (whose `R`
+        generation calls start its batches in flight)."""
+        return max(size.warmup_steps, int(self.fused))
 
     def steps(self, size: Size) -> int:
-        return self.skipped_steps(size) + size.timed_steps
+        """The steps the arm runs: the skipped, the timed, and for a fused arm of `R` rounds `R - 1` more, not timed
+        (its last steps draw fewer batches ahead, so their generation calls are smaller than a steady step's)."""
+        return self.skipped_steps(size) + size.timed_steps + (len(self.rounds) - 1 if self.fused else 0)
 
 
 def plan(arms: list[str], backends: list[str]) -> list[Arm]:

@@ -94,7 +94,8 @@ def report(result: dict[str, Any]) -> str:
         f"{size['device']}, random weights. A step: {size['prompts_per_step']} prompts x {size['num_generations']} "
         f"rollouts (GRPO), completions up to {size['max_completion_length']} tokens (EOS forced with probability "
         f"{size['hazard']:.4f} a token), micro-batches of {size['micro_batch']} rows; per arm "
-        f"{size['warmup_steps']} step(s) not counted (a fused arm's pipeline filling never counted), then "
+        f"{size['warmup_steps']} step(s) not counted (nor a fused arm's first, which starts its batches in flight), "
+        "then "
         f"{size['timed_steps']} timed (medians of seconds, means of counts). Run: {result.get('seconds', 0):.0f} s.",
         "",
         tabulate(rows(result), headers=HEADER, tablefmt="github", disable_numparse=True),

@@ -100,8 +100,10 @@ class Budget:
         seen = self.seen.get(arm.backend) or next((s for s in self.seen.values() if s["call"]), None)
         if not seen or not seen["call"] or not seen["other"]:
             return None
-        step = arm.expected_calls * float(np.median(seen["call"])) + float(np.median(seen["other"]))
-        return float(np.median(seen["setup"] or [0.0])) + arm.steps(size) * step
+        call = float(np.median(seen["call"]))
+        step = arm.expected_calls * call + float(np.median(seen["other"]))
+        staircase = (len(arm.rounds) - 1) * call if arm.fused else 0.0  # a fused arm's first step makes R calls
+        return float(np.median(seen["setup"] or [0.0])) + arm.steps(size) * step + staircase
 
     def fits(self, predicted: float | None) -> bool:
         return predicted is None or self.elapsed() + predicted <= self.budget_s

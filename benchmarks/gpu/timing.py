@@ -185,7 +185,7 @@ def time_arm(arm: Arm, size: Size, tokenizer: Any, deadline: float | None = None
         record["train_seconds"] = time.perf_counter() - start - record["setup_seconds"]
         logged = lze_metrics(trainer.state.log_history)
         for i, step in enumerate(meter.steps):
-            step.update(timed=i >= skipped, lze=logged.get(step["step"], {}))
+            step.update(timed=skipped <= i < skipped + size.timed_steps, lze=logged.get(step["step"], {}))
         timed = [s for s in meter.steps if s["timed"]]
         lengths = [n for s, ls in zip(meter.steps, meter.lengths) if s["timed"] for n in ls]
         record.update(steps=meter.steps, timed_steps=len(timed), **summary(timed, lengths, size.max_completion_length))

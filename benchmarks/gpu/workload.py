@@ -41,8 +41,8 @@ class Size:
         max_completion_length (`int`): the truncation of completions.
         hazard (`float`): the probability that a decode step ends its sequence (mean length about 1 / hazard).
         prompt_tokens (`tuple[int, int]`): the shortest and longest prompt, in tokens.
-        warmup_steps (`int`): each arm's first steps, not counted (a fused arm's first `R - 1`, which train on
-            nothing, are never counted).
+        warmup_steps (`int`): each arm's first steps, not counted (a fused arm's first, which starts its batches
+            in flight, is never counted).
         timed_steps (`int`): the steps counted after them.
         budget_s (`float`): no arm starts that is predicted to end after this many seconds of the run.
         deadline_s (`float`): an arm running past this many seconds of the run stops after its current step.

@@ -88,14 +88,14 @@ class TRLAdapter:
         without the update's log-probabilities (those come only for the rows that reach
         [`~LZEGRPOTrainer.update_rows`]). The rows flagged `stale` (they will be trained after an optimizer step)
         keep the log-probabilities they were sampled with: the backend's, or TRL's forward of the current policy
-        where the backend returns none."""
+        where the backend returns none (`None` per token for the others, so that rounds served together agree)."""
         prompt_keys = self._gathered_prompt_keys(inputs)  # before a rollout_func's extra fields join the rows
         call = _TRLCall(stop_after_generation=True)
         with self._calling(call, num_rollouts), contextlib.suppress(_RolloutsGenerated):
             super()._generate_and_score_completions(inputs)
         if call.generated is None:
             raise RuntimeError("TRL's _generate_and_score_completions returned without calling _generate.")
-        if stale is not None and any(stale) and call.generated[4] is None:
+        if stale is not None and call.generated[4] is None:  # fused rounds: every round keeps them alike
             generated = list(call.generated)
             generated[4] = self._sampling_logprobs(generated[0], generated[1], stale)
             call.generated = tuple(generated)
@@ -168,6 +168,8 @@ class TRLAdapter:
         `stale` rows, and `None` per token for the others (as vLLM marks a token it could not score)."""
         rows = [i for i, flag in enumerate(stale) if flag]
         out: list[list] = [[None] * len(ids) for ids in completion_ids]
+        if not rows:
+            return out
         pad_id, device = self.processing_class.pad_token_id, self.accelerator.device
         if pad_id is None:  # a processor: its tokenizer pads
             pad_id = self.processing_class.tokenizer.pad_token_id

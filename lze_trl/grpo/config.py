@@ -113,10 +113,10 @@ class LZEGRPOConfig(GRPOConfig):
         fuse_rounds (`bool`, *optional*, defaults to `False`):
             With `generation_rounds`, `False` (serial rounds) generates the rounds one call after another, each batch
             complete before its update: one generation call per round, no stale rollout. `True` (fused rounds) makes
-            one generation call per generation batch, as GRPO does: the first round of this batch's prompts together
-            with the next round of the groups going on from the batches before, so that a batch of `R` rounds
-            completes `R - 1` generation batches after it was drawn and the update trains on the batch completed in
-            this call (the first `R - 1` updates train on nothing). Its rollouts are up to `R - 1` optimizer steps
+            one generation call per generation batch, as GRPO does: the last round of this batch's groups going on
+            together with the next round of the batches after it, already drawn from the sampler (the first step
+            starts them: `R` calls for `R` rounds), so that every step trains on its own batch, complete, from the
+            first step on. Its rollouts are up to `R - 1` optimizer steps
             old when they reach the update (`lze/rollout_staleness`), and are corrected by TRL's importance-sampling
             ratio (`vllm_importance_sampling_correction`, on every backend; `lze/stale_is_ratio_*`). Serial is the
             default: uncorrected, fused rounds lost accuracy against serial rounds, and with the correction they

@@ -1,9 +1,11 @@
-"""Train sampler: TRL's `RepeatSampler` order, made resumable, with each epoch's prompts asked of one planner."""
+"""Train sampler: TRL's `RepeatSampler` order, made resumable, with each epoch's prompts asked of one planner; and the
+look-ahead of fused rounds, the generation batches it will hand next."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,7 @@ import torch
 from trl.trainer.utils import RepeatSampler
 
 from ..method.errors import LZEWarning
+from ..method.prompt_keys import PromptKeys
 from ..method.run import DataPosition
 
 
@@ -97,6 +100,21 @@ class LZERepeatSampler(RepeatSampler):
             self._planned = epoch
         return position.plan.tolist()
 
+    def generation_batch(self, index: int, last_epoch: int | None = None) -> np.ndarray | None:
+        """The dataset indices (one per group) of generation batch `index` of the current epoch, counting on into the
+        next epochs where their prompts are already decided (their permutations; not where the planner decides them
+        at their start) and not past `last_epoch`; `None` where they are not decided or do not exist."""
+        order, epoch = self.position.plan, self.epoch
+        if order is None:
+            return None
+        planned = self.planner is not None and self.planner.plans_rollouts
+        while index >= len(order) // self.batch_size:
+            if planned or len(order) < self.batch_size or (last_epoch is not None and epoch + 1 > last_epoch):
+                return None
+            index, epoch = index - len(order) // self.batch_size, epoch + 1
+            order = self.permutation(epoch)
+        return np.asarray(order[index * self.batch_size : (index + 1) * self.batch_size], dtype=np.int64)
+
     def __iter__(self) -> Iterator[int]:
         order = self.epoch_order(self.epoch)
         skip, self.skip_batches = self.skip_batches, 0
@@ -127,3 +145,70 @@ class LZERepeatSampler(RepeatSampler):
                 for index in chunk:
                     for _ in range(self.mini_repeat_count):
                         yield index
+
+
+@dataclass
+class SamplerLookahead:
+    """
+    Fused rounds' [`~lze_trl.rounds.fused.Lookahead`] on [`LZERepeatSampler`]: the generation batches the sampler will
+    hand after the one TRL handed now, read from its epoch's plan, this process's share cut as TRL's data loader cuts
+    it (the processes' consecutive slices of the generation batch, checked against the batch handed now: where they
+    differ, no batch is drawn ahead).
+
+    Args:
+        sampler ([`LZERepeatSampler`]): The run's sampler.
+        dataset: The map-style train dataset.
+        keys ([`~lze_trl.method.prompt_keys.PromptKeys`]): The run's prompt keys.
+        handed (`list[dict]`): The inputs TRL handed now (this process's, each prompt `group_size` times).
+        group_size (`int`): Rollouts of a complete group.
+        process, processes (`int`): This process, and how many there are.
+        batches_left (`int`): Generation batches the run trains after this one.
+        last_epoch (`int` or `None`): The run's last epoch, where it ends by epochs.
+        warn (`Callable[[str], None]`, *optional*): Told when the batch handed now is not the sampler's as read here
+            (nothing is then drawn ahead: each step starts its batches anew, at the cost of serial rounds' calls).
+    """
+
+    sampler: LZERepeatSampler
+    dataset: Any
+    keys: PromptKeys
+    handed: list[dict]
+    group_size: int
+    process: int
+    processes: int
+    batches_left: int
+    last_epoch: int | None = None
+    warn: Callable[[str], None] | None = None
+
+    def _mine(self, groups: np.ndarray) -> np.ndarray:
+        return groups.reshape(self.processes, -1)[self.process]
+
+    def batch(self, ahead: int) -> list[dict] | None:
+        if ahead > self.batches_left:
+            return None
+        index = (self.sampler.position.batches_in_epoch - 1) // self.sampler.repeat_count  # the one handed now
+        now = self.sampler.generation_batch(index)
+        G = self.group_size
+        if now is None or len(now) % self.processes:
+            return None
+        handed = np.repeat(self.keys.dataset_keys[self._mine(now)], G)
+        if not np.array_equal(handed, self.keys.of(self.handed)):
+            if self.warn is not None:
+                self.warn(
+                    "Fused rounds cannot read the sampler's next generation batches: the batch TRL handed is not the "
+                    "one read from the sampler's plan (a data loader that cuts batches otherwise). Each step starts "
+                    "its batches anew, with as many generation calls as serial rounds make (lze/generation_calls)."
+                )
+            return None
+        groups = self.sampler.generation_batch(index + ahead, self.last_epoch)
+        if groups is None:
+            return None
+        columns = list(self.handed[0])  # what TRL's data loader hands of a row
+        rows = [self.dataset[int(i)] for i in self._mine(groups)]
+        return [{c: row[c] for c in columns} for row in rows for _ in range(G)]
+
+    def same(self, drawn: list[dict], handed: list[dict]) -> bool:
+        # the columns TRL handed: a drawn row has gained a rollout_func's extra fields since
+        columns = list(handed[0])
+        if len(drawn) != len(handed) or any(c not in drawn[0] for c in columns):
+            return False
+        return np.array_equal(self.keys.of([{c: row[c] for c in columns} for row in drawn]), self.keys.of(handed))

@@ -7,6 +7,7 @@ Every private TRL name used is listed, with its reason, in `lze_trl/grpo/couplin
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -37,7 +38,7 @@ from .adapter import TRLAdapter
 from .config import as_lze_config
 from .coupling import PRIVATE_NAMES, check_trl
 from .engines import apply_thread_policy, warn_if_not_sharded
-from .sampler import LZERepeatSampler
+from .sampler import LZERepeatSampler, SamplerLookahead
 from .state_owner import LZEStateOwner, SaveLZEState
 
 
@@ -118,13 +119,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         self.lze = LZERun(args, self.num_generations, self.prompt_keys.dataset_keys, names, correctness, warn)
         # fused rounds: the generation batches in flight, this process's own (saved per process with each checkpoint)
         self.round_pipeline = RoundPipeline() if args.generation_rounds and args.fuse_rounds else None
-        fill = self.lze.empty_update_guard.fill
-        if self.round_pipeline is not None and 0 < self.args.max_steps <= fill:
-            raise ValueError(
-                f"max_steps={self.args.max_steps} trains nothing with fuse_rounds=True and generation_rounds="
-                f"{args.generation_rounds}: fused rounds complete their first generation batch at step {fill + 1}. "
-                f"Set max_steps > {fill}, or fuse_rounds=False."
-            )
+        self._warn_once = functools.cache(self.lze.warn)  # a warning said again at every step: said once
         # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
         # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches
         # (`ignore_data_skip`, set on the trainer's copy of the config, which the user sees in `trainer.args`).
@@ -173,8 +168,23 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
             self.lze, self.num_generations, self.accelerator, self.args.steps_per_generation, self.state.global_step
         )
         if self.round_pipeline is not None:
-            return train_fused(self, context, self.round_pipeline, inputs)
+            return train_fused(self, context, self.round_pipeline, inputs, self._lookahead(inputs))
         return train_on_generation_batch(self, context, inputs)
+
+    def _lookahead(self, handed: list[dict]) -> SamplerLookahead:
+        """Fused rounds' look-ahead from the batch TRL `handed` now: the batches the sampler hands next, up to the
+        run's last generation batch."""
+        every = self.args.steps_per_generation * self.num_iterations  # micro-steps a generation batch serves
+        left, last_epoch = sys.maxsize, None
+        if self.args.max_steps > 0:
+            batches = math.ceil(self.args.max_steps * self.args.gradient_accumulation_steps / every)
+            left = batches - self._step // every - 1
+        else:
+            last_epoch = math.ceil(self.args.num_train_epochs) - 1
+        return SamplerLookahead(
+            self.train_sampler, self.train_dataset, self.prompt_keys, handed, self.num_generations,
+            self.accelerator.process_index, self.accelerator.num_processes, left, last_epoch, self._warn_once,
+        )  # fmt: skip
 
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray:
         """The total reward of each rollout (`rewards` shaped `(..., reward functions)`), weighted as TRL weighs it;

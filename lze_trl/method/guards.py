@@ -180,25 +180,22 @@ class UnscorableGuard:
 # ----------------------------------------------------------------------------------------------- empty updates
 class EmptyUpdateGuard:
     """
-    Says once (through `warn`) when `num_batches` updates in a row trained no token, beyond the first `fill` of the
-    run (fused rounds' pipeline fill, which completes no batch): the optimizer then steps on zero gradients, and a run
-    that goes on so learns nothing. Its count is saved with the run: a resumed run warns where the uninterrupted one
-    would.
+    Says once (through `warn`) when `num_batches` updates in a row trained no token: the optimizer then steps on zero
+    gradients, and a run that goes on so learns nothing. Its count is saved with the run: a resumed run warns where
+    the uninterrupted one would.
     """
 
-    def __init__(self, fill: int, warn: Callable[[str], None], num_batches: int = 3) -> None:
-        self.fill, self.warn, self.num_batches = fill, warn, num_batches
+    def __init__(self, warn: Callable[[str], None], num_batches: int = 3) -> None:
+        self.warn, self.num_batches = warn, num_batches
         self.updates = 0  # updates observed
         self.trained = 0  # updates that trained a token
-        self.empty = 0  # empty updates in a row after the fill
+        self.empty = 0  # empty updates in a row
         self.warned = False
 
     def observe(self, update_tokens: float, why: str) -> None:
         """Records one update of `update_tokens` loss tokens (all processes'); `why` says what left it empty."""
         self.updates += 1
         self.trained += int(update_tokens > 0)
-        if self.updates <= self.fill:
-            return
         self.empty = self.empty + 1 if update_tokens <= 0 else 0
         if self.empty >= self.num_batches and not self.warned:
             self.warned = True
@@ -210,9 +207,8 @@ class EmptyUpdateGuard:
     def at_end(self) -> None:
         """Says, at the end of training, when no update of the run trained a token."""
         if self.updates and not self.trained:
-            fill = f", the first {self.fill} by design (fused rounds' pipeline fill)" if self.fill else ""
             self.warn(
-                f"This run trained no token: all its {self.updates} updates were empty{fill}, so the model is where "
+                f"This run trained no token: all its {self.updates} updates were empty, so the model is where "
                 "it started. Train more steps, or check lze/dead_frac and lze/selected_frac."
             )
 

@@ -102,9 +102,7 @@ class LZERun:
         self.unscorable_guard = UnscorableGuard(reward_names, limit, self.warn)
         self.position = DataPosition()
         self.round_policy = make_round_policy(args, num_generations, self.warn)
-        # fused rounds complete their first batch `R - 1` updates after the first: those updates are empty by design
-        fill = len(self.round_policy.schedule) - 1 if args.fuse_rounds else 0
-        self.empty_update_guard = EmptyUpdateGuard(fill, self.warn)
+        self.empty_update_guard = EmptyUpdateGuard(self.warn)
         self.batches_recorded = 0
         self.energy_kwargs = {  # the energy's settings, as [`~lze_trl.method.energy.compute_energy`] takes them
             "d_init_min": args.energy_d_init_min,

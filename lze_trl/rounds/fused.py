@@ -1,22 +1,28 @@
 """Fused rounds (`fuse_rounds=True`): one generation call per generation batch, holding rounds of several batches.
 
-With `generation_rounds` of `R` rounds, each call of TRL's `_generate_and_score_completions` makes one generation
-call holding the first round of the generation batch it was given and the next round of each batch still in flight
-(the groups going on after that batch's last round), as SPEED fuses the next batch's screening into the current
-batch's completion. A batch is complete `R - 1` calls after it was drawn; its groups are then scored, selected and
-recorded, and TRL's update trains on its rows, exactly as for a batch generated in serial rounds
-([`~lze_trl.rounds.generation_batch.update_on`]). The rounds of a call are recorded oldest batch first, so that a
-complete batch is recorded before the newer batches' choices: with two rounds every choice sees the per-prompt state
-the serial rounds give it (a fused run trains on the serial run's rows, one step later); with more, a batch's earlier
-choices see that state one batch behind. The first `R - 1` calls complete nothing: their update has only zero-weight
-rows.
+With `generation_rounds` of `R` rounds, the generation call of each training generation batch holds the last round of
+the batch TRL hands now, the next round of each later batch already in flight, and the first round of the batch
+`R - 1` generation batches ahead, which the trainer's [`Lookahead`] draws from the sampler before TRL hands it: as
+SPEED fuses the next batch's screening into the current batch's completion. The batch TRL hands is then complete:
+its groups are scored, selected and recorded, and TRL's update trains on its rows, exactly as for a batch generated
+in serial rounds ([`~lze_trl.rounds.generation_batch.update_on`]), at the same step. The rounds of a call are recorded
+oldest batch first, so that a complete batch is recorded before the later batches' choices: with two rounds every
+choice sees the per-prompt state the serial rounds give it; with more, a batch's earlier choices see that state one
+batch behind.
+
+When no batch is in flight for the batch TRL hands (the run's first step, the first of an epoch whose prompts are
+decided at its start, a resume without rounds in flight), that batch and the look-ahead ones are started one
+generation call after another (`R` calls, "the staircase"), so that the run trains from its first step; a batch in
+flight that is not the one TRL hands (the look-ahead drew other prompts) is dropped with a warning, and the staircase
+starts again. Where the look-ahead cannot draw a batch (past the last step, or an epoch not yet planned), fewer
+batches are in flight and the calls hold fewer rounds.
 
 A rollout reaches the update up to `R - 1` generation batches after it was generated (`lze/rollout_staleness`, the
 mean over the update's rollouts). Its update row is corrected by TRL's importance-sampling ratio of the policy being
 trained to the one that sampled it (`vllm_importance_sampling_correction`, on by default, with TRL's mode and
 bounds): TRL applies it on vLLM, whose sampling log-probabilities the rows keep; on a backend that returns none
-(transformers generation), the rows of a batch's earlier rounds record them with TRL's forward right after generating,
-and lze-trl applies the same ratio (`lze_trl.rounds.off_policy`, logged as `lze/stale_is_ratio_*`).
+(transformers generation), the rows of the rounds of later batches record them with TRL's forward right after
+generating, and lze-trl applies the same ratio (`lze_trl.rounds.off_policy`, logged as `lze/stale_is_ratio_*`).
 
 The batches in flight are this process's rows: its [`RoundPipeline`] is saved with each checkpoint, one file per
 process ([`~lze_trl.rounds.in_flight.save_in_flight`]); a resumed run continues them exactly rather than regenerating
@@ -27,11 +33,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
 
-from .batching import Batch, pad_rows
+from .batching import Batch
 from .generation_batch import (
     InFlight,
     RoundsContext,
@@ -48,17 +55,29 @@ from .rollouts import Rollouts, gather_rows
 @dataclass
 class RoundPipeline:
     """
-    The generation batches in flight on this process, oldest first, and the generation calls made so far.
+    The generation batches in flight on this process, oldest first, and the training generation batches so far.
 
     Attributes:
         batches (`list[InFlight]`):
             The batches drawn and not yet complete.
         calls (`int`):
-            Generation calls made (a [`~lze_trl.method.round_policies.Round`]'s `call` is its index among them).
+            Training generation batches so far (a [`~lze_trl.method.round_policies.Round`]'s `call` is the one during
+            which it was generated: a round of an earlier one is stale, an optimizer step came between).
     """
 
     batches: list[InFlight] = field(default_factory=list)
     calls: int = 0
+
+
+class Lookahead(Protocol):
+    """What fused rounds ask of the trainer besides the [`TRLPort`]: the batches the sampler will hand next."""
+
+    def batch(self, ahead: int) -> list[dict] | None:
+        """This process's inputs of the generation batch `ahead` batches after the one handed now, or `None` where
+        the sampler has not decided it (an epoch planned at its start) or training ends before it."""
+
+    def same(self, drawn: list[dict], handed: list[dict]) -> bool:
+        """Whether the inputs `drawn` ahead are those TRL handed (the same prompts, in order, on this process)."""
 
 
 def split_rollouts(rollouts: Rollouts, sizes: list[int], processes: int) -> list[Rollouts]:
@@ -77,48 +96,67 @@ def split_rollouts(rollouts: Rollouts, sizes: list[int], processes: int) -> list
     ]
 
 
-def train_fused(port: TRLPort, context: RoundsContext, pipeline: RoundPipeline, inputs: list[dict]) -> Batch:
+def train_fused(
+    port: TRLPort, context: RoundsContext, pipeline: RoundPipeline, inputs: list[dict], lookahead: Lookahead
+) -> Batch:
     """
-    The rows this process hands TRL's update from one generation call: the first round of `inputs` (a new batch) and
-    the next round of every batch in flight in `pipeline`, recorded oldest batch first; the update trains on the batch
-    this call completes, or on zero-weight rows while none is complete.
+    The rows this process hands TRL's update for the generation batch of `inputs`, completed in this step: its last
+    round fused with the later batches' rounds in one generation call (the `R` calls of the staircase where it is not
+    in flight), recorded oldest batch first.
     """
+    run, R = context.run, len(context.run.round_policy.schedule)
+    pipeline.calls += 1
+    in_flight = bool(pipeline.batches) and lookahead.same(pipeline.batches[0].inputs, inputs)
+    in_flight = bool(context.accelerator.gather(torch.tensor([in_flight], device=context.accelerator.device)).all())
+    if pipeline.batches and not in_flight:  # every process drops them alike (a process's look-ahead may differ)
+        run.warn(
+            "Fused rounds drew a generation batch ahead that is not the one TRL's sampler handed: its rounds in "
+            "flight are dropped and the batch is generated again (a sampler or dataset the look-ahead does not read "
+            "as TRL's data loader does). Training goes on, at the cost of the dropped rollouts."
+        )
+        pipeline.batches = []
+    news = [lookahead.batch(R - 1)] if in_flight else [inputs, *(lookahead.batch(a) for a in range(1, R))]
+    metrics: dict[str, float] = {"lze/fresh_rollouts": 0, "lze/generation_calls": 0}
+    rows = None
+    for new in news:  # one call, or the R of the staircase
+        rows = _generation_call(port, context, pipeline, new, metrics) or rows
+    if rows is None:  # every batch in flight advances a round a call: the one handed is complete after R calls
+        raise RuntimeError("fused rounds: the generation batch TRL handed did not complete in its step")
+    return rows
+
+
+def _generation_call(
+    port: TRLPort, context: RoundsContext, pipeline: RoundPipeline, new: list[dict] | None, metrics: dict
+) -> Batch | None:
+    """One generation call: the first round of `new` (a batch to start, if any) and the next round of every batch in
+    flight, recorded oldest batch first; the update rows of the batch it completes (the one TRL handed), if any."""
     run, G, processes = context.run, context.num_generations, context.processes
-    schedule = run.round_policy.schedule
-    pipeline.batches.append(InFlight(schedule[0], inputs=inputs))
+    if new is not None:
+        pipeline.batches.append(InFlight(run.round_policy.schedule[0], inputs=new))
     requests = [round_request(batch, G, processes, context.process) for batch in pipeline.batches]
     # TRL's group size for the call (vLLM server's completions per prompt): one that divides every part's rollouts
     per_prompt = math.gcd(*[last - first for _, _, first, last in requests])
-    # a batch's rounds but its last are trained after this step's update: they keep their sampling log-probabilities
-    stale = [last < G for rows, _, _, last in requests for _ in rows]
+    # the rounds of the batches after the one TRL handed are trained in a later step: they keep their sampling
+    # log-probabilities (the first batch is the one handed, in flight since before this step or started in it)
+    stale = [i > 0 for i, (rows, _, _, _) in enumerate(requests) for _ in rows]
     rollouts = port.generate_rollouts([row for request in requests for row in request[0]], per_prompt, stale)
-    pipeline.calls += 1
     run.unscorable_guard.observe(rollouts.rewards)
-    metrics = {"lze/fresh_rollouts": len(rollouts.prompt_keys), "lze/generation_calls": 1}
+    metrics["lze/fresh_rollouts"] += len(rollouts.prompt_keys)
+    metrics["lze/generation_calls"] += 1
     parts = split_rollouts(rollouts, [len(request[0]) for request in requests], processes)
     rows = None
     for batch, part, (_, groups, first, last) in zip(pipeline.batches, parts, requests):
         start_state(batch, part, first, last, G, run.correctness_index)
         record_round(run, batch, part, groups, first, last, processes, pipeline.calls)
-        if last == G:  # complete: recorded before the newer batches' choices
+        if last == G:  # complete: recorded before the later batches' choices
             rounds_made = batch.state.rounds
             staleness = sum((r.last - r.first) * (pipeline.calls - r.call) for r in rounds_made) / G
-            metrics["lze/rollout_staleness"] = staleness
-            rows = update_on(port, context, batch.state, completed_rows(port, batch.state), metrics)
+            rows = update_on(
+                port,
+                context,
+                batch.state,
+                completed_rows(port, batch.state),
+                {**metrics, "lze/rollout_staleness": staleness},
+            )
     pipeline.batches = [batch for batch in pipeline.batches if not batch.complete]
-    if rows is None:
-        rows = _nothing_to_update(port, context, parts[-1], requests[-1][3], metrics)
-    return rows
-
-
-def _nothing_to_update(
-    port: TRLPort, context: RoundsContext, first_round: Rollouts, size: int, metrics: dict[str, float]
-) -> Batch:
-    """Zero-weight update rows (no loss token) for a call that completes no batch, made of TRL's rows of the new
-    batch's `first_round` (`size` rollouts per group)."""
-    rows, _ = port.update_rows(first_round.rows.inputs, (first_round.rows, first_round.rewards), size)
-    keep = torch.zeros(len(first_round.rows.prompts), dtype=torch.bool)
-    rows = pad_rows(rows, keep, 0, context.steps_per_generation, context.accelerator)
-    context.run.empty_update_guard.observe(0.0, "no generation batch was complete")
-    port.log_lze({**metrics, "lze/update_rows": 0.0, "lze/update_tokens": 0.0})
     return rows

@@ -1,0 +1,28 @@
+"""The confirmatory test of fused rounds (benchmarks/fused_confirm): its seeds, rebuilt from section 10's runs, and the
+order of its runs."""
+
+import sys
+from pathlib import Path
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.fused_confirm import jobs, power  # noqa: E402
+
+
+def test_the_committed_seeds_rebuild_from_section_10s_runs():
+    assert power.main(["--check"]) == 0
+    planned = power.seeds()
+    counts = {regime: len(s) for regime, s in planned.items()}
+    assert counts == {"carries": 18, "dead": 33, "arithmetic": 12, "solved": 40}
+    assert all(min(s) >= power.FIRST_SEED > 22 for s in planned.values())  # none of section 8's or 10's seeds
+
+
+def test_the_runs_interleave_the_regimes_and_skip_those_written(tmp_path):
+    order = jobs.pending(tmp_path)
+    assert order[:5] == [("carries", 100), ("dead", 100), ("arithmetic", 100), ("solved", 100), ("carries", 101)]
+    assert len(order) == 103
+    done = tmp_path / "runs" / "dead_s100" / "bench_train.json"
+    done.parent.mkdir(parents=True)
+    done.write_text("{}")
+    assert ("dead", 100) not in jobs.pending(tmp_path) and len(jobs.pending(tmp_path)) == 102
