@@ -175,7 +175,7 @@ def test_a_run_whose_rounds_complete_dead_groups_says_so_naming_the_setting(tmp_
         learning_zone_threshold=1e-9,  # every group goes on: every completed group is dead
         per_device_train_batch_size=16,
         fuse_rounds=True,
-        max_steps=5,  # fused rounds: a batch of three rounds completes two steps after it was drawn
+        max_steps=3,  # fused rounds: the first step starts the batches in flight (3 calls) and completes its own
     )
     with pytest.warns(
         LZEWarning,
@@ -183,8 +183,9 @@ def test_a_run_whose_rounds_complete_dead_groups_says_so_naming_the_setting(tmp_
     ):
         trainer.train()
     assert logged(trainer, "lze/completed_groups") == [4.0] * 3
-    # each step's call: the new batch's 4 rollouts, the 4 of the batch before, the 8 of the one before that
-    assert logged(trainer, "lze/fresh_rollouts") == [4.0, 8.0, 16.0, 16.0, 16.0]
+    # the first step: 4, then 4 + 4, then 8 + 4 + 4 (its own last round, the next batch's second, the one after's
+    # first); then each step its own last round and what is left of the run's batches: 8 + 4, then 8
+    assert logged(trainer, "lze/fresh_rollouts") == [4.0 + 8.0 + 16.0, 12.0, 8.0]
 
 
 @pytest.mark.parametrize(

@@ -311,7 +311,7 @@ def test_a_run_whose_probes_decide_badly_says_so(tmp_path):
         round_policy="probe",
         per_device_train_batch_size=16,
         fuse_rounds=True,
-        max_steps=4,  # fused rounds: 3 batches completed, the first a step after it was drawn
+        max_steps=3,  # fused rounds: a batch completed every step
     )
     with pytest.warns(LZEWarning, match="more than half of the completed groups came back dead"):
         trainer.train()
@@ -329,14 +329,14 @@ def test_probe_with_lora_trains_only_the_adapters(tmp_path):
         round_policy="probe",
         per_device_train_batch_size=16,
         fuse_rounds=True,
-        max_steps=3,  # fused rounds: the first step trains on nothing
+        max_steps=2,  # fused rounds: both steps train
         trainer_kwargs=dict(peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])),
     )
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
     changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(p, before[n])}
     assert changed and all("lora" in n for n in changed)
-    assert logged(trainer, "lze/first_round_rollouts") == [4.0, 4.0]
+    assert logged(trainer, "lze/first_round_rollouts") == [4.0, 4.0]  # each step's batch's first round
 
 
 @pytest.mark.parametrize(

@@ -168,8 +168,9 @@ def test_two_steps_of_training_on_the_cpu(model_and_tokenizer, tmp_path, rounds)
     assert trainer.state.global_step == 2 and len(logs) == 2
     if rounds is None:
         assert [entry["lze/fresh_rollouts"] for entry in logs] == [32, 32]
-    else:  # fused rounds: 4 groups of 2 rollouts, then with the next batch's 8, 6 more for each of the 2 chosen
-        assert [entry["lze/fresh_rollouts"] for entry in logs] == [8, 8 + 2 * 6]
+    else:  # fused rounds: 4 groups of 2 rollouts, then 6 more for each of the 2 chosen with the next batch's 8;
+        # the last step draws nothing ahead
+        assert [entry["lze/fresh_rollouts"] for entry in logs] == [8 + 2 * 6 + 8, 2 * 6]
         assert logs[1]["lze/first_round_rollouts"] == 8
     updated = any(entry["lze/update_rows"] > 0 and entry["reward_std"] > 0 for entry in logs)
     assert updated == (not torch.equal(before, model.model.layers[0].mlp.down_proj.weight))
