@@ -20,10 +20,11 @@ from testing_utils import (
 
 from benchmarks.peers.dapo import DAPOSelector
 from benchmarks.peers.reinforce_rej import ReinforceRejSelector
-from benchmarks.peers.uniform import UniformLiveSelector, UniformSelector
+from benchmarks.peers.uniform import UniformSelector
 from lze_trl.method.prompt_state import PromptState
 from lze_trl.method.selection import group_pass_rates, live_groups
 from lze_trl.method.selectors import SELECTORS, GroupBatch, Selector, get_selector
+from lze_trl.method.selectors.builtin import UniformLiveSelector  # the control of LZE's ranking, built in
 
 
 def settings(**overrides):

@@ -1,7 +1,7 @@
-"""The paper's peers and the random controls, outside the package (the peers lost their benchmarks, BENCHMARKS.md
-section 2; the controls only serve the benchmarks), kept working as selectors registered from outside it: importing
-this package registers `"uniform"` and `"uniform_live"` (the random controls), `"dapo"` (DAPO's dynamic filtering,
-without its refill rounds), `"reinforce_rej"` (online rejection), `"prefilter"`
+"""The paper's peers and the paper's random control, outside the package (the peers lost their benchmarks,
+BENCHMARKS.md section 2; the control only serves the benchmarks), kept working as selectors registered from outside
+it: importing this package registers `"uniform"` (the paper's random control; LZE's, `"uniform_live"`, is built in),
+`"dapo"` (DAPO's dynamic filtering, without its refill rounds), `"reinforce_rej"` (online rejection), `"prefilter"`
 (Pre-Filter) and `"softmax"` (the skill card's soft weighting) with [`~lze_trl.method.selectors.register_selector`].
 
 The prefilter and softmax read their settings from `args.selector_kwargs` (e.g. `PeerConfig(selector="softmax",

@@ -45,8 +45,9 @@ class LZEGRPOConfig(GRPOConfig):
         selector (`str`, *optional*, defaults to `"lze"`):
             How prompt groups are chosen for the update, by the name of a registered selector (see
             `lze_trl.method.selectors`): `"lze"` (top `selection_ratio` by energy; restrict `energy_terms` for the
-            paper's ablations), `"none"` (every group, exactly as `GRPOTrainer`), or a selector registered outside the
-            package (`lze_trl.method.selectors.register_selector`).
+            paper's ablations), `"none"` (every group, exactly as `GRPOTrainer`), `"uniform_live"` (as many groups as
+            `"lze"` keeps, at random among the live ones: the control of LZE's ranking), or a selector registered
+            outside the package (`lze_trl.method.selectors.register_selector`).
         selection_ratio (`float`, *optional*, defaults to `0.4`):
             Fraction of the generation batch's groups kept for the update, in (0, 1].
         selection_noise (`float`, *optional*, defaults to `0.05`):

@@ -1,10 +1,11 @@
-"""The two core selectors: `"lze"` (top-k by Learning-Zone Energy) and `"none"` (plain GRPO)."""
+"""The built-in selectors: `"lze"` (top-k by Learning-Zone Energy), `"none"` (plain GRPO) and `"uniform_live"`
+(LZE's quota at random among the live groups: the control of LZE's ranking, to run beside it on your own data)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..selection import select_top_k
+from ..selection import num_to_select, select_top_k
 from .base import GroupBatch, Selector, register_selector
 
 
@@ -32,3 +33,23 @@ class LZESelector(Selector):
         args = self.args
         mask = select_top_k(batch.energies, batch.eligible, args.selection_ratio, args.selection_noise, batch.rng)
         return mask.astype(np.float64)
+
+
+@register_selector
+class UniformLiveSelector(Selector):
+    """
+    `"uniform_live"`: LZE's quota drawn uniformly at random among the live groups, the control that separates LZE's
+    ranking from its removal of dead groups. It keeps as many groups as `"lze"` would on the same batch, `k =
+    min(max(int(n * selection_ratio), 1), n_live)` of the `n` groups, so the two differ only in which live groups they
+    keep: by energy, or at random. The draw uses the batch's generator, so every process keeps the same groups.
+    """
+
+    name = "uniform_live"
+
+    def select(self, batch: GroupBatch) -> np.ndarray:
+        live = np.flatnonzero(batch.eligible)
+        k = num_to_select(batch.num_groups, len(live), self.args.selection_ratio)
+        weights = np.zeros(batch.num_groups)
+        if k:
+            weights[batch.rng.choice(live, size=k, replace=False)] = 1.0
+        return weights
