@@ -26,3 +26,9 @@ def test_the_runs_interleave_the_regimes_and_skip_those_written(tmp_path):
     done.parent.mkdir(parents=True)
     done.write_text("{}")
     assert ("dead", 100) not in jobs.pending(tmp_path) and len(jobs.pending(tmp_path)) == 102
+
+
+def test_the_committed_report_rebuilds_from_the_raw_runs():
+    from benchmarks.fused_confirm import report
+
+    assert report.main(["--check"]) == 0

@@ -1,0 +1,103 @@
+"""The report of the confirmatory test of fused rounds (BENCHMARKS.md section 10), rebuilt from its raw runs:
+
+    python benchmarks/fused_confirm/report.py            # writes benchmarks/results/fused_confirm/report.md
+    python benchmarks/fused_confirm/report.py --check    # fails if the committed report.md differs from a rebuild
+
+The declared test (`protocol.md` beside the report): per regime, the corrected fused probe minus the serial probe in
+in-domain accuracy (the mean of the last 3 evaluations), paired by seed; one-sided paired t-test of non-inferiority,
+H0: mean difference <= -0.015; Holm over the 4 regimes at family-wise 0.05 (`benchmarks.fused.report.decide`). A
+regime whose seeds have not all run is reported with the seeds it has, and the verdict says the test is incomplete.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from benchmarks.adaptive.report import report_main  # noqa: E402
+from benchmarks.frontier.report import load  # noqa: E402
+from benchmarks.fused.power import MARGIN  # noqa: E402
+from benchmarks.fused.report import decide, interval, number  # noqa: E402
+from benchmarks.fused_confirm.power import RESULTS, seeds  # noqa: E402
+from benchmarks.stale_rollouts.power import ALPHA, CORRECTED, REGIMES, SERIAL, paired  # noqa: E402
+
+
+def build(results: Path = RESULTS, figures: bool = False) -> str:
+    """The report (Markdown) from `results/runs` (`figures` is unused: the report has none)."""
+    planned = seeds()
+    runs = {regime: load(sorted(str(p) for p in (results / "runs").glob(f"{regime}_s*"))) for regime in REGIMES}
+    decision = decide({regime: paired(arms, CORRECTED, SERIAL) for regime, arms in runs.items()}, ALPHA, MARGIN)
+    complete = all(decision[r]["seeds"] >= len(planned[r]) for r in REGIMES)
+    rows = [
+        [
+            REGIMES[r], f"{d['seeds']} of {len(planned[r])}", number(d["mean"], "+.4f"), number(d["sd"], ".4f"),
+            number(d["p"], ".4f"), f"{d['step']} ({d['level']:.4f})", number(d["lower"], "+.4f"),
+            "non-inferior" if d["passes"] else ("not tested (< 2 seeds)" if math.isnan(d["p"]) else "not shown"),
+        ]
+        for r, d in decision.items()
+    ]  # fmt: skip
+    passed = sum(d["passes"] for d in decision.values())
+    if not complete:
+        verdict = "the test is incomplete (not every declared seed has run): no verdict yet"
+    elif passed == len(decision):
+        verdict = "fused rounds pass in every regime"
+    else:
+        verdict = "fused rounds fail: serial rounds stay the default"
+    secondary = []
+    for regime, arms in runs.items():
+        common = sorted(set(arms.get(CORRECTED, {})) & set(arms.get(SERIAL, {})))
+        if len(common) < 2:
+            continue
+        ratio = np.mean(
+            [arms[CORRECTED][s]["summary"]["rollouts"] / arms[SERIAL][s]["summary"]["rollouts"] for s in common]
+        )
+        secondary.append([REGIMES[regime], str(len(common)), interval(paired(arms, CORRECTED, SERIAL)),
+                          interval(paired(arms, CORRECTED, SERIAL, "ood_accuracy")), f"{ratio:.3f}x"])  # fmt: skip
+    return (
+        "# The confirmatory test of fused rounds (BENCHMARKS.md section 10), rebuilt by "
+        "benchmarks/fused_confirm/report.py\n\n"
+        f"Fused, corrected: `{CORRECTED}`; serial: `{SERIAL}`. Both from one warm start per regime, in one process "
+        "per seed, at one commit (`protocol.md`).\n\n## The declared test\n\n"
+        f"Fused minus serial, in-domain accuracy (mean of the last 3 evaluations), paired by seed; one-sided paired "
+        f"t-test of H0: mean difference <= -{MARGIN}; Holm over the {len(REGIMES)} regimes at {ALPHA}; the lower "
+        "bound is the one-sided t bound at the level of the regime's Holm step.\n\n"
+        + tabulate(
+            rows,
+            [
+                "regime",
+                "seeds run",
+                "mean difference",
+                "paired SD",
+                "p",
+                "Holm step (level)",
+                "lower bound",
+                "verdict",
+            ],
+            tablefmt="github",
+            disable_numparse=True,
+        )  # fmt: skip
+        + f"\n\nNon-inferior in {passed} of {len(decision)} regimes: {verdict}.\n\n"
+        + "## Secondary (no test; 95% t intervals of the paired differences)\n\n"
+        + tabulate(
+            secondary,
+            ["regime", "seeds", "in-domain", "OOD", "fresh rollouts, ratio"],
+            tablefmt="github",
+            disable_numparse=True,
+        )  # fmt: skip
+        + "\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    return report_main(build, RESULTS, __doc__.splitlines()[0], argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
