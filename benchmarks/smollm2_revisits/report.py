@@ -284,10 +284,46 @@ def time_section(results: Path) -> list[str]:
     return out
 
 
+def figure(runs: dict, start: dict, results: Path, path: Path) -> None:
+    """Test accuracy against modelled training minutes (each run's evaluations at T / 2 and T, at their clocks; mean
+    over seeds, each seed a dot), and the steps each arm made by T."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    start_accuracy = float(np.mean(start["test"]["rate"]))
+    arms = [a for a in [*ARMS, *SECONDARY] if a in runs]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 3.9), gridspec_kw={"width_ratios": [1.4, 1]})
+    for arm in arms:
+        records = list(runs[arm].values())
+        points = [[(0.0, start_accuracy), *((at(r, p)["clock"] / 60, accuracy(r, p)) for p in ("half", "budget"))]
+                  for r in records]  # fmt: skip
+        mean = np.mean(points, axis=0)
+        left.plot(mean[:, 0], mean[:, 1], "-o", ms=4, label=f"{arm} ({len(records)} seeds)")
+        for run_points in points:
+            xs, ys = zip(*run_points[1:])
+            left.plot(xs, ys, ".", ms=4, color=left.lines[-1].get_color(), alpha=0.5)
+    left.set_xlabel("modelled training minutes (the time model; T / 2 and T)")
+    left.set_ylabel("greedy test accuracy (400 questions)")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=7)
+    right.barh(arms, [np.mean([budget_step(r) for r in runs[a].values()]) for a in arms])
+    right.invert_yaxis()
+    right.set_xlabel("steps made by T")
+    right.grid(alpha=0.3, axis="x")
+    fig.suptitle("SmolLM2-135M-Instruct, a pool of 32 prompts revisited, at equal time (BENCHMARKS.md section 13)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def build(results: Path = RESULTS, figures: bool = False) -> str:
-    """The report (Markdown) from `results` (`figures` is unused: the report has none yet)."""
+    """The report (Markdown) from `results`; with `figures`, its figure too (`accuracy_time.png`)."""
     runs = load_runs(results)
     start = json.loads((results / "start.json").read_text())
+    if figures and runs:
+        figure(runs, start, results, results / "accuracy_time.png")
     done = {arm: sorted(seeds) for arm, seeds in runs.items()}
     out = [
         "# SmolLM2 revisit study: report\n",
@@ -298,6 +334,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         + f"). The starting model: test accuracy {np.mean(start['test']['rate']):.4f}, with room for 96 "
         f"{np.mean(start['test_long']['rate']):.4f}, pool pass rate {np.mean(start['pool']['rate']):.4f}.\n",
         "Runs: " + "; ".join(f"`{arm}` seeds {seeds}" for arm, seeds in done.items()) + ".\n",
+        "![Test accuracy against modelled training time](accuracy_time.png)\n",
     ]
     out += time_section(results)
     check, valid = manipulation(runs)
