@@ -260,7 +260,9 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
         return self.accelerator.is_main_process  # the window and the run live on the main process
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
-        return super().train(resume_from_checkpoint=self.resume_lze(resume_from_checkpoint), **kwargs)
+        output = super().train(resume_from_checkpoint=self.resume_lze(resume_from_checkpoint), **kwargs)
+        self.lze.empty_update_guard.at_end()
+        return output
 
 
 __all__ = ["LZEAsyncGRPOConfig", "LZEAsyncGRPOTrainer", "check_async_lze_args"]

@@ -32,6 +32,7 @@ from ..method.guards import (
 )
 from ..method.prompt_keys import PromptKeys
 from ..method.run import LZERun
+from ..method.selection import total_rewards
 from ..rounds.fused import RoundPipeline, train_fused
 from ..rounds.generation_batch import RoundsContext, train_on_generation_batch
 from .adapter import TRLAdapter
@@ -188,10 +189,8 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
 
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray:
         """The total reward of each rollout (`rewards` shaped `(..., reward functions)`), weighted as TRL weighs it;
-        NaN where no function scored it."""
-        totals = np.nansum(rewards * self.reward_weights.float().cpu().numpy(), axis=-1)
-        totals[np.isnan(rewards).all(axis=-1)] = np.nan
-        return totals
+        NaN where no function scored it ([`~lze_trl.method.selection.total_rewards`])."""
+        return total_rewards(rewards, self.reward_weights.float().cpu().numpy())
 
     def training_step(self, model, inputs, num_items_in_batch):
         self.lze.position.batches_in_epoch += 1

@@ -210,7 +210,6 @@ class LZERun:
             "lze/dead_frac": float((~batch.eligible[scorable]).mean()) if scorable.any() else 0.0,
             "lze/unscorable_frac": float((~scorable).mean()),
             "lze/selected_frac": float(selected.mean()),
-            "lze/update_rows": int(selected.sum()) * self.num_generations,
         }
         metrics.update({f"lze/{k}": v for k, v in self.selector.metrics().items()})
         if self.dataset_keys is not None:

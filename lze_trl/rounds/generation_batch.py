@@ -118,6 +118,8 @@ def update_on(port: TRLPort, context: RoundsContext, state: RoundsState, rows: B
         rows["advantages"] = advantages * local.to(advantages.device).reshape(-1, *[1] * (advantages.dim() - 1))
         max_kept = int((every > 0).sum(axis=1).max())
         rows = pad_rows(rows, local > 0, max_kept, context.steps_per_generation, context.accelerator)
+    # the rollouts of the kept groups, every process's: the rows the update trains with a weight (not the padding)
+    metrics["lze/update_rows"] = int((np.repeat(weights[complete], G) > 0).sum())
     metrics["lze/update_tokens"] = rows["num_items_in_batch"].item()
     run.empty_update_guard.observe(metrics["lze/update_tokens"], "no complete group was selected")
     metrics["lze/update_tokens_saved_frac"] = 1.0 - metrics["lze/update_tokens"] / max(generated_tokens, 1.0)
