@@ -20,7 +20,7 @@ import trl
 from datasets import Dataset
 from packaging.specifiers import SpecifierSet
 
-from lze_trl.grpo.coupling import ASYNC_TRL
+from lze_trl.common.coupling import ASYNC_TRL
 
 
 if not SpecifierSet(ASYNC_TRL).contains(trl.__version__):  # lze_trl/async_grpo/upstream.py refuses it

@@ -30,7 +30,7 @@ class TRLPort(Protocol):
     The one port between the rounds and TRL: what a generation batch asks of the trainer, with explicit arguments and
     return values, implemented once by [`~lze_trl.grpo.adapter.TRLAdapter`] (generation and update rows, through TRL's
     `_generate_and_score_completions`), [`LZEGRPOTrainer`] (TRL's reward weights) and
-    [`~lze_trl.grpo.state_owner.LZEStateOwner`] (TRL's metric lists). The round logic reads and changes nothing else
+    [`~lze_trl.common.state_owner.LZEStateOwner`] (TRL's metric lists). The round logic reads and changes nothing else
     of the trainer: the run, the processes and TRL's step come in a [`RoundsContext`], fused rounds' batches in flight
     as a [`~lze_trl.rounds.fused.RoundPipeline`].
     """
