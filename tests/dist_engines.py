@@ -38,7 +38,7 @@ from testing_utils import end_distributed, prompt_dataset, restored_environ, sav
 from transformers import TrainerCallback  # noqa: E402
 
 from lze_trl import LZEGRPOConfig, LZEGRPOTrainer  # noqa: E402
-from lze_trl.grpo.engines import warn_if_not_sharded  # noqa: E402
+from lze_trl.common.engines import warn_if_not_sharded  # noqa: E402
 from lze_trl.tiny import char_tokenizer, tiny_qwen2  # noqa: E402
 
 

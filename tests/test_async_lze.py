@@ -20,7 +20,7 @@ import trl
 from datasets import Dataset
 from packaging.specifiers import SpecifierSet
 
-from lze_trl.grpo.coupling import ASYNC_TRL
+from lze_trl.common.coupling import ASYNC_TRL
 
 
 if not SpecifierSet(ASYNC_TRL).contains(trl.__version__):  # lze_trl/async_grpo/upstream.py refuses it
@@ -188,7 +188,18 @@ def test_a_batch_with_every_group_dead_hands_its_rows_on_at_zero_advantage(tmp_p
     assert len(forwarded) == 3 * G and all(r.advantage == 0.0 for r in forwarded)
     assert logged[0]["lze/update_rows"] == 0.0 and logged[0]["lze/selected_frac"] == 0.0
     feed(source, *[answer(o, [1, 0, 0, 0]) for o in orders[3:6]])  # a live batch: only its selected rows
-    assert {r.advantage != 0 for r in drain(window)} == {True}
+    live = drain(window)
+    assert {r.advantage != 0 for r in live} == {True}
+    assert logged[1]["lze/update_rows"] == len(live)  # the rows the update trains with a weight, as the sync trainer
+
+
+def test_updates_that_train_no_token_are_said_as_the_synchronous_trainer_says_them(tmp_path):
+    window, source, orders = window_of(config(tmp_path), 3, keys=(1, 2, 3), in_flight=3)
+    with pytest.warns(LZEWarning, match=r"The last 3 updates trained no token \(no complete group was selected\)"):
+        for batch in range(3):  # three batches whose groups all came back dead
+            feed(source, *[answer(o, [0, 0, 0, 0]) for o in orders[3 * batch : 3 * batch + 3]])
+            drain(window)
+    assert window.run.empty_update_guard.empty == 3
 
 
 def test_selected_rows_too_stale_to_train_are_counted_and_warned_about_once(tmp_path):

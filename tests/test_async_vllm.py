@@ -26,7 +26,7 @@ from vllm_cpu import (
     server_metadata_dir,
 )
 
-from lze_trl.grpo.coupling import ASYNC_TRL
+from lze_trl.common.coupling import ASYNC_TRL
 
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]

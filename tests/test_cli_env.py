@@ -9,8 +9,8 @@ import pytest
 
 import lze_trl
 from lze_trl.cli import main as cli_main
-from lze_trl.grpo.coupling import SUPPORTED
-from lze_trl.grpo.engines import thread_policy
+from lze_trl.common.coupling import SUPPORTED
+from lze_trl.common.engines import thread_policy
 
 
 def installed(distribution: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from testing_utils import make_trainer
 
-from lze_trl.grpo.engines import requested_engine
+from lze_trl.common.engines import requested_engine
 
 
 FSDP = {"fsdp": "full_shard auto_wrap", "fsdp_config": {"version": 2}}
@@ -25,14 +25,14 @@ def clean_environment(monkeypatch):
 
 def warnings_of(caplog) -> list[str]:
     return [
-        r.getMessage() for r in caplog.records if r.name == "lze_trl.grpo.engines" and r.levelno == logging.WARNING
+        r.getMessage() for r in caplog.records if r.name == "lze_trl.common.engines" and r.levelno == logging.WARNING
     ]
 
 
 def test_fsdp_from_accelerate_launch_on_cpu_warns_once_naming_both(tmp_path, caplog, monkeypatch):
     # `fsdp=...` in one process is rejected by transformers itself; two processes: tests/test_engines.py
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")  # what `accelerate launch` sets for an FSDP config
-    with caplog.at_level(logging.WARNING, logger="lze_trl.grpo.engines"):
+    with caplog.at_level(logging.WARNING, logger="lze_trl.common.engines"):
         trainer = make_trainer(tmp_path)
     assert not trainer.is_fsdp_enabled  # accelerate dropped FSDP: the model is not sharded
     messages = warnings_of(caplog)
@@ -41,7 +41,7 @@ def test_fsdp_from_accelerate_launch_on_cpu_warns_once_naming_both(tmp_path, cap
 
 
 def test_no_warning_without_a_request(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="lze_trl.grpo.engines"):
+    with caplog.at_level(logging.WARNING, logger="lze_trl.common.engines"):
         make_trainer(tmp_path)
     assert warnings_of(caplog) == []
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lze_trl import group_pass_rates, live_groups, select_top_k
-from lze_trl.method.selection import SPREAD_ENERGY_MAX, num_to_select, spread_energies
+from lze_trl.method.selection import SPREAD_ENERGY_MAX, num_to_select, spread_energies, total_rewards
 
 
 def test_group_pass_rates_threshold_and_nan():
@@ -113,3 +113,11 @@ def test_spread_energies_rank_after_every_learning_zone_group():
     energies = spread_energies(np.array([0.9, 0.0, 0.0, 0.0]), p, live, totals)
     assert energies[0] == 0.9 and energies[3] == 0.0
     assert energies[1] == pytest.approx(SPREAD_ENERGY_MAX) and 0 < energies[2] < energies[1]
+
+
+def test_total_rewards_weigh_the_functions_and_leave_an_unscored_rollout_nan():
+    # rollouts x reward functions; NaN where a function did not score the rollout
+    rewards = np.array([[1.0, 0.5], [np.nan, 2.0], [np.nan, np.nan], [0.0, 0.0]])
+    np.testing.assert_array_equal(total_rewards(rewards), [1.5, 2.0, np.nan, 0.0])  # TRL's async worker: weight 1
+    np.testing.assert_array_equal(total_rewards(rewards, np.array([2.0, -1.0])), [1.5, -2.0, np.nan, 0.0])
+    assert total_rewards(rewards.reshape(2, 2, 2)).shape == (2, 2)  # over the last axis, any leading shape

@@ -1,4 +1,4 @@
-"""Where lze-trl meets TRL: the private names it uses (`lze_trl.grpo.coupling`), the sampler, the config, the script
+"""Where lze-trl meets TRL: the private names it uses (`lze_trl.common.coupling`), the sampler, the config, the script
 arguments, each against the installed TRL, so that an upgrade that changes them fails here."""
 
 import ast
@@ -18,8 +18,7 @@ from transformers import Qwen2Config
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from lze_trl.grpo.config import as_lze_config, default_output_dir
-from lze_trl.grpo.coupling import (
+from lze_trl.common.coupling import (
     ASYNC_PRIVATE_NAMES,
     ASYNC_TRL,
     PRIVATE_NAMES,
@@ -28,6 +27,7 @@ from lze_trl.grpo.coupling import (
     missing_names,
     unsupported,
 )
+from lze_trl.grpo.config import as_lze_config, default_output_dir
 from lze_trl.grpo.sampler import LZERepeatSampler
 
 

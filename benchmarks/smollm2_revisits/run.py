@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "fit":
         study.write(args.results / "time_model.json", fit(args.results))
         return 0
-    from lze_trl.grpo.engines import apply_thread_policy
+    from lze_trl.common.engines import apply_thread_policy
 
     apply_thread_policy()
     data = splits()

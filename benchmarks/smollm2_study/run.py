@@ -469,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not run_path(args.results, arm, seed).exists():
                     print(arm, seed)
         return 0
-    from lze_trl.grpo.engines import apply_thread_policy
+    from lze_trl.common.engines import apply_thread_policy
 
     apply_thread_policy()
     data = splits()

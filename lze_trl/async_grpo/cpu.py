@@ -30,7 +30,8 @@ import numpy as np
 import torch
 from transformers import AttentionInterface
 
-from .samples import Order, group_advantages, tag_round, total_rewards
+from ..method.selection import total_rewards
+from .samples import Order, group_advantages, tag_round
 from .upstream import TREE_ATTENTION, RolloutSample, async_grpo_trainer
 
 

@@ -133,14 +133,6 @@ def empty_round(order: Order, rewards: Any, model_version: int) -> LZERolloutSam
     )
 
 
-def total_rewards(rewards: np.ndarray) -> np.ndarray:
-    """Each rollout's total reward as TRL's worker sums it (weight 1, `None` as NaN; NaN where all are NaN), over the
-    last axis of `rewards`."""
-    totals = np.nansum(rewards, axis=-1)
-    totals[np.isnan(rewards).all(axis=-1)] = np.nan
-    return totals
-
-
 def group_advantages(totals: np.ndarray) -> np.ndarray:
     """A group's advantages from its rollouts' total rewards, exactly as TRL's `_score_group` computes them:
     `(r - mean) / (std + 1e-8)` over the scorable rollouts, 0 for an unscorable (NaN) one."""

@@ -13,9 +13,9 @@ relies on in TRL's source is pinned by `tests/test_async_lze.py`; see `docs/sour
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,14 +23,14 @@ import torch
 from datasets import Dataset
 from trl.trainer.utils import get_callable_name
 
-from ..grpo.config import LZE_FIELDS, LZEGRPOConfig, as_config, parse_lze_lists, validate_lze_args
-from ..grpo.engines import apply_thread_policy
-from ..grpo.state_owner import LZEStateOwner, SaveLZEState
+from ..common.engines import apply_thread_policy
+from ..common.state_owner import LZEStateOwner, SaveLZEState
 from ..method.checkpoint import LZEStateError
 from ..method.errors import LZEWarning
 from ..method.guards import resolve_correctness_reward, warn_if_quota_below_two
 from ..method.prompt_keys import PromptKeys
 from ..method.run import LZERun
+from ..method.settings import LZE_FIELDS, LZESettings, as_config, parse_lze_lists, validate_lze_args
 from .cpu import cpu_construction, use_cpu_tree_attention
 from .samples import LZERolloutSample
 from .upstream import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer
@@ -38,39 +38,22 @@ from .window import GroupWindow
 from .worker import LZERolloutWorker
 
 
-def _lze_field(name: str) -> tuple[str, Any, dataclasses.Field]:
-    """The LZE setting `name` as [`LZEGRPOConfig`] defines it (one definition for both trainers), but `fuse_rounds`,
-    which is always `True` here: a group's rounds are requests in the worker's continuous batch."""
-    f = LZEGRPOConfig.__dataclass_fields__[name]
-    default = True if name == "fuse_rounds" else f.default
-    # the declared type (`HfArgumentParser` rewrites `f.type` of a config it has parsed, e.g. drops `| None`)
-    return (
-        name,
-        LZEGRPOConfig.__annotations__[name],
-        dataclasses.field(default=default, default_factory=f.default_factory, metadata=f.metadata),
-    )
+@dataclass
+class LZEAsyncGRPOConfig(LZESettings, AsyncGRPOConfig):
+    fuse_rounds: bool = True  # a group's rounds are requests in the worker's continuous batch: always fused
+    window_groups: int | None = None
+    batches_in_flight: int = 2
+
+    def __post_init__(self):
+        super().__post_init__()  # AsyncGRPOConfig's: the LZE settings define none
+        parse_lze_lists(self)
+        check_async_lze_args(self)
+        validate_lze_args(self)
 
 
-def _post_init(self) -> None:
-    AsyncGRPOConfig.__post_init__(self)
-    parse_lze_lists(self)
-    check_async_lze_args(self)
-    validate_lze_args(self)
-
-
-LZEAsyncGRPOConfig = dataclasses.make_dataclass(
-    "LZEAsyncGRPOConfig",
-    [
-        *(_lze_field(n) for n in LZE_FIELDS),
-        ("window_groups", "int | None", dataclasses.field(default=None)),
-        ("batches_in_flight", "int", dataclasses.field(default=2)),
-    ],
-    bases=(AsyncGRPOConfig,),
-    namespace={"__post_init__": _post_init, "__module__": __name__},
-)
 LZEAsyncGRPOConfig.__doc__ = """
-    Configuration of [`LZEAsyncGRPOTrainer`]: TRL's `AsyncGRPOConfig` plus the LZE settings of [`LZEGRPOConfig`]
-    (same names, defaults and checks), and:
+    Configuration of [`LZEAsyncGRPOTrainer`]: TRL's `AsyncGRPOConfig` plus the LZE settings
+    ([`~lze_trl.method.settings.LZESettings`]: the same names, defaults and checks as [`LZEGRPOConfig`]'s), and:
 
         window_groups (`int`, *optional*):
             Groups per generation batch (drawn together, chosen among after each round, selected among once
@@ -81,7 +64,7 @@ LZEAsyncGRPOConfig.__doc__ = """
             out (their choices and selection still wait for the batches before them).
 
     With `generation_rounds`, every round of a group is a set of requests in the worker's continuous batch: the rounds
-    are always fused there (`fuse_rounds=False` is refused).
+    are always fused there (`fuse_rounds` defaults to `True`, and `False` is refused).
     """
 
 
@@ -101,8 +84,8 @@ def check_async_lze_args(args: Any) -> None:
 
 
 def as_lze_async_config(args: AsyncGRPOConfig | None, model: Any) -> Any:
-    """A copy of `args` as an [`LZEAsyncGRPOConfig`] ([`~lze_trl.grpo.config.as_config`]): a plain `AsyncGRPOConfig`
-    gets the LZE defaults."""
+    """A copy of `args` as an [`LZEAsyncGRPOConfig`] ([`~lze_trl.method.settings.as_config`]): a plain
+    `AsyncGRPOConfig` gets the LZE defaults."""
     settings = (*LZE_FIELDS, "window_groups", "batches_in_flight")
     output_dir = f"{str(model).split('/')[-1]}-AsyncLZE"
     return as_config(args, LZEAsyncGRPOConfig, settings, output_dir, checks=(check_async_lze_args,))
@@ -260,7 +243,9 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
         return self.accelerator.is_main_process  # the window and the run live on the main process
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
-        return super().train(resume_from_checkpoint=self.resume_lze(resume_from_checkpoint), **kwargs)
+        output = super().train(resume_from_checkpoint=self.resume_lze(resume_from_checkpoint), **kwargs)
+        self.lze.empty_update_guard.at_end()
+        return output
 
 
 __all__ = ["LZEAsyncGRPOConfig", "LZEAsyncGRPOTrainer", "check_async_lze_args"]

@@ -4,7 +4,7 @@ other TRL is met with one line naming the installed version, the tested range an
 
 import trl
 
-from ..grpo.coupling import ASYNC_PRIVATE_NAMES, ASYNC_TRL, check_trl, unsupported
+from ..common.coupling import ASYNC_PRIVATE_NAMES, ASYNC_TRL, check_trl, unsupported
 
 
 try:

@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from ..method.round_policies import RoundsState
+from ..method.selection import total_rewards
 from ..method.selectors import GroupBatch
 from ..rounds.in_flight import BatchInFlight, round_done
-from .samples import TAGS, Order, group_advantages, rows_from_state, rows_state, total_rewards
+from .samples import TAGS, Order, group_advantages, rows_from_state, rows_state
 
 
 @dataclass
@@ -330,6 +331,7 @@ class GroupWindow:
         metrics["lze/window_versions"] = float(len(np.unique(versions)))
         metrics["lze/update_rows"] = float(rows_out)
         metrics["lze/update_tokens"] = float(tokens)
+        run.empty_update_guard.observe(tokens, "no complete group was selected")
         self.log(metrics)
         return weights
 

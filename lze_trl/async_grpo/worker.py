@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..method.guards import is_async_callable
 from .samples import Order, tag_round
 from .upstream import AsyncRolloutWorker, RolloutGroup, _AsyncRolloutLoop
 
@@ -56,8 +57,6 @@ class LZERolloutLoop(_AsyncRolloutLoop):
 
     def __init__(self, *, orders: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from trl.trainer.utils import is_async_callable
-
         self.orders = orders  # multiprocessing queue of lists of Orders, from the trainer
         self.reward_funcs = [(_RecordedAsync if is_async_callable(f) else _Recorded)(f) for f in self.reward_funcs]
         self._rounds: dict[int, Order] = {}  # group_id -> its round being rolled out or scored

@@ -76,8 +76,8 @@ def build_config(args: argparse.Namespace):
         config.eval_steps = args.eval_steps
     if args.threads is not None:
         config.torch_threads = args.threads
-    else:  # the package's thread policy (lze_trl.grpo.engines.thread_policy)
-        from lze_trl.grpo.engines import thread_policy
+    else:  # the package's thread policy (lze_trl.common.engines.thread_policy)
+        from lze_trl.common.engines import thread_policy
 
         config.torch_threads = thread_policy()[0]
     if args.no_prune:

@@ -33,8 +33,8 @@ def lze_env() -> dict[str, str]:
     from trl.scripts.utils import get_git_commit_hash
 
     from lze_trl import __version__
-    from lze_trl.grpo.coupling import SUPPORTED, installed, unsupported
-    from lze_trl.grpo.engines import thread_policy
+    from lze_trl.common.coupling import SUPPORTED, installed, unsupported
+    from lze_trl.common.engines import thread_policy
 
     commit = get_git_commit_hash("lze_trl")
     tested = {p: "tested" if unsupported(p, r, installed(p)) is None else "NOT tested" for p, r in SUPPORTED.items()}

@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
     except UsageError as error:
         print(f"lze-trl eval: error: {error}", file=sys.stderr)
         return 2
-    from lze_trl.grpo.engines import apply_thread_policy
+    from lze_trl.common.engines import apply_thread_policy
 
     apply_thread_policy()  # as training: one thread on a small CPU unless OMP_NUM_THREADS is set
     results = evaluate(args)

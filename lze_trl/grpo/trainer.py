@@ -2,7 +2,7 @@
 
 The class overrides TRL's hooks; a generation batch runs in `lze_trl/rounds/generation_batch.py`, the method's state
 lives in [`LZERun`], and the interception of TRL's `_generate_and_score_completions` in `lze_trl/grpo/adapter.py`.
-Every private TRL name used is listed, with its reason, in `lze_trl/grpo/coupling.py`.
+Every private TRL name used is listed, with its reason, in `lze_trl/common/coupling.py`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ import torch
 from datasets import IterableDataset
 from trl import GRPOConfig, GRPOTrainer
 
+from ..common.coupling import PRIVATE_NAMES, check_trl
+from ..common.engines import apply_thread_policy, warn_if_not_sharded
+from ..common.state_owner import LZEStateOwner, SaveLZEState
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
 from ..method.errors import LZEWarning
 from ..method.guards import (
@@ -32,14 +35,12 @@ from ..method.guards import (
 )
 from ..method.prompt_keys import PromptKeys
 from ..method.run import LZERun
+from ..method.selection import total_rewards
 from ..rounds.fused import RoundPipeline, train_fused
 from ..rounds.generation_batch import RoundsContext, train_on_generation_batch
 from .adapter import TRLAdapter
 from .config import as_lze_config
-from .coupling import PRIVATE_NAMES, check_trl
-from .engines import apply_thread_policy, warn_if_not_sharded
 from .sampler import LZERepeatSampler, SamplerLookahead
-from .state_owner import LZEStateOwner, SaveLZEState
 
 
 __all__ = ["LZEGRPOTrainer", "PROMPTS_PARQUET", "SELECTION_LOG_PARQUET"]
@@ -188,10 +189,8 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
 
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray:
         """The total reward of each rollout (`rewards` shaped `(..., reward functions)`), weighted as TRL weighs it;
-        NaN where no function scored it."""
-        totals = np.nansum(rewards * self.reward_weights.float().cpu().numpy(), axis=-1)
-        totals[np.isnan(rewards).all(axis=-1)] = np.nan
-        return totals
+        NaN where no function scored it ([`~lze_trl.method.selection.total_rewards`])."""
+        return total_rewards(rewards, self.reward_weights.float().cpu().numpy())
 
     def training_step(self, model, inputs, num_items_in_batch):
         self.lze.position.batches_in_epoch += 1

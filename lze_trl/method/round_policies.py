@@ -19,11 +19,10 @@ from .energy import expected_energy, fit_beta_prior, history_prior, learning_zon
 from .selection import group_pass_rates, in_learning_zone, pass_counts
 from .selectors import SELECTORS, GroupBatch
 from .selectors.base import check_setting
-from .settings import LZESettings
 
 
-if TYPE_CHECKING:  # the rows of a round are the rounds layer's; the method only holds them
-    from ..rounds.rollouts import Rollouts
+if TYPE_CHECKING:
+    from .settings import LZESettings
 
 
 PROBE_STREAM = 0x9B0BE
@@ -32,11 +31,12 @@ PROBE_STREAM = 0x9B0BE
 
 @dataclass
 class Round:
-    """One generation round on this process: its `rollouts`, the groups it generated (`groups`, indices among this
-    process's groups of the batch), the rollouts `first` to `last` of each of them, and the generation call that made
-    it (`call`, counted by the fused rounds; 0 in serial rounds)."""
+    """One generation round on this process: its `rollouts` (the rounds layer's `Rollouts`, or the async window's rows:
+    the method only holds them), the groups it generated (`groups`, indices among this process's groups of the
+    batch), the rollouts `first` to `last` of each of them, and the training generation batch during which it was
+    generated (`call`, counted by the fused rounds; 0 in serial rounds)."""
 
-    rollouts: Rollouts
+    rollouts: Any
     groups: np.ndarray
     first: int
     last: int

@@ -6,7 +6,7 @@ import dataclasses
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,7 +19,10 @@ from .round_policies import make_round_policy
 from .selection import group_pass_rates, live_groups, spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
-from .settings import LZESettings
+
+
+if TYPE_CHECKING:
+    from .settings import LZESettings
 
 
 @dataclass
@@ -210,7 +213,6 @@ class LZERun:
             "lze/dead_frac": float((~batch.eligible[scorable]).mean()) if scorable.any() else 0.0,
             "lze/unscorable_frac": float((~scorable).mean()),
             "lze/selected_frac": float(selected.mean()),
-            "lze/update_rows": int(selected.sum()) * self.num_generations,
         }
         metrics.update({f"lze/{k}": v for k, v in self.selector.metrics().items()})
         if self.dataset_keys is not None:

@@ -15,6 +15,16 @@ def pass_counts(correctness: Any, pass_threshold: float) -> tuple[np.ndarray, np
     return (np.where(scorable, correctness, -np.inf) >= pass_threshold).sum(axis=1), scorable.sum(axis=1)
 
 
+def total_rewards(rewards: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Each rollout's total reward, over the last axis of `rewards` (reward functions; NaN where a function did not
+    score it): their sum weighted by `weights` (TRL's `reward_weights`; 1 each by default, as TRL's async worker sums
+    them), NaN where no function scored it."""
+    rewards = np.asarray(rewards, dtype=np.float64)
+    totals = np.nansum(rewards if weights is None else rewards * np.asarray(weights, dtype=np.float64), axis=-1)
+    totals[np.isnan(rewards).all(axis=-1)] = np.nan
+    return totals
+
+
 def group_pass_rates(rewards: Any, num_generations: int, pass_threshold: float) -> np.ndarray:
     """Pass rate of each group of `num_generations` consecutive rollouts (`rewards`, a tensor or an array of the
     correctness rewards, NaN where unscorable): its correct over its scorable rollouts ([`pass_counts`]), NaN for a

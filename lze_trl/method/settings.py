@@ -1,56 +1,261 @@
-"""[`LZESettings`]: the settings the method reads, as typed attributes of the trainer's config.
+"""[`LZESettings`]: every LZE setting of a run, defined once (its type, default, check and `--help`), for both
+trainers' configs.
 
-[`~lze_trl.LZEGRPOConfig`] defines each setting once (its default, its check, its `--help`), and
-[`~lze_trl.async_grpo.trainer.LZEAsyncGRPOConfig`] takes the same fields; this protocol names what the method layer
-reads of either, with its type, so that a reader (or a type checker) can follow a setting such as `selection_ratio`
-from the config to the code that acts on it: [`~lze_trl.method.run.LZERun`], the selectors and the round policies
-take an `LZESettings`. `tests/test_config.py` checks that both configs provide every attribute with this type.
+[`~lze_trl.LZEGRPOConfig`] and [`~lze_trl.async_grpo.trainer.LZEAsyncGRPOConfig`] are TRL's configs with these
+fields mixed in (`class LZEGRPOConfig(LZESettings, GRPOConfig)`); the method layer ([`~lze_trl.method.run.LZERun`],
+the selectors, the round policies) reads them as an `LZESettings`, so that a reader can follow a setting such as
+`selection_ratio` from the config to the code that acts on it. [`validate_lze_args`] checks them (both configs'
+`__post_init__`), naming the setting and the fix; it also reads the TRL settings it depends on (`num_generations`,
+`per_device_train_batch_size`, `steps_per_generation`), and the method reads the run's `seed`. Plain Python, no TRL.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import copy
+import math
+import re
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+from .checkpoint import RESUME_MODES
+from .energy import ENERGY_TERMS, MOMENTUM_MODES
+from .round_policies import check_round_settings
+from .selectors import SELECTORS
+from .selectors.base import check_setting as _check
+from .selectors.base import is_finite_number as _finite
+from .selectors.base import is_integer_at_least, within
 
 
-class LZESettings(Protocol):
+@dataclass
+class LZESettings:
+    r"""
+    The settings of Learning-Zone Energy (LZE): which prompt groups of a generation batch take part in the policy
+    update (backward selection), which prompts are still rolled out (forward pruning, off by default), and how groups
+    are generated in rounds. Defaults are those of the authors' release.
+
+    Parameters:
+        > Parameters that control which groups take part in the update (backward selection)
+
+        selector (`str`, *optional*, defaults to `"lze"`):
+            How prompt groups are chosen for the update, by the name of a registered selector (see
+            `lze_trl.method.selectors`): `"lze"` (top `selection_ratio` by energy; restrict `energy_terms` for the
+            paper's ablations), `"none"` (every group, exactly as `GRPOTrainer`), `"uniform_live"` (as many groups as
+            `"lze"` keeps, at random among the live ones: the control of LZE's ranking), or a selector registered
+            outside the package (`lze_trl.method.selectors.register_selector`).
+        selection_ratio (`float`, *optional*, defaults to `0.4`):
+            Fraction of the generation batch's groups kept for the update, in (0, 1].
+        selection_noise (`float`, *optional*, defaults to `0.05`):
+            Scale of the Gumbel exploration noise added to the energies, relative to their range; 0 ranks by energy.
+        > Parameters that control the energy
+
+        energy_ema_decay (`float`, *optional*, defaults to `0.9`):
+            Decay of the per-prompt pass-rate EMA (`ema <- decay * ema + (1 - decay) * p`), in [0, 1): the one EMA of
+            the per-prompt table, read by the energy, the selectors and the round policies' priors.
+        energy_momentum_weight (`float`, *optional*, defaults to `0.3`):
+            Weight of the momentum term of the energy, >= 0.
+        energy_momentum_mode (`str`, *optional*, defaults to `"abs"`):
+            `"abs"`: momentum `min(2|p - ema|, 1)` (the release); `"improve"`: `min(2 max(p - ema, 0), 1)` (the
+            paper's wording).
+        energy_d_init_min (`float`, *optional*, defaults to `0.05`):
+            Floor of the difficulty anchor `max(1 - p0, energy_d_init_min)`, in [0, 1].
+        energy_terms (`list[str]`, *optional*, defaults to `["anchor", "uncertainty", "momentum"]`):
+            Terms of the energy to use; a term left out takes its neutral value (ablations of the paper's Fig. 3).
+        > Parameters that control what counts as correct
+
+        pass_threshold (`float`, *optional*, defaults to `0.5`):
+            A rollout is correct when the correctness reward is `>= pass_threshold`; one whose reward is `None` is left
+            out of its group's pass rate (a group with none scorable has no pass rate and energy 0). With a non-binary
+            correctness reward, a group all on one side of the threshold whose total rewards still differ is live,
+            with a small energy below every learning-zone group (`lze_trl.method.selection.live_groups`).
+        correctness_reward (`str` or `int`, *optional*):
+            Name or index of the reward function that defines correctness. Defaults to the first one.
+        max_unscorable_batches (`int`, *optional*, defaults to `0`):
+            Generation batches in a row in which every reward function returned `None` (or NaN) for every rollout
+            after which training stops with an error naming them (their zero advantages teach nothing, and LZE then
+            selects on nothing), e.g. 3; 0 never stops: the run says once which reward function scored nothing, logs
+            `lze/unscorable_frac`, and trains on as stock `GRPOTrainer` does. With `selector="none"` it never stops.
+        > Parameters that control forward pruning
+
+        prune_solved (`bool`, *optional*, defaults to `False`):
+            Stop rolling out prompts that stay fully solved (forward pruning), revisiting a few each epoch. Needs a
+            map-style train dataset.
+        prune_solved_after (`int`, *optional*, defaults to `2`):
+            Consecutive fully-solved observations of a prompt (one per epoch while it is rolled out) after which it is
+            pruned, >= 1.
+        prune_revisit_fraction (`float`, *optional*, defaults to `0.1`):
+            Fraction of the prune pool revisited (rolled out again) at the start of each epoch (at least one prompt
+            when > 0), in [0, 1].
+        > Parameters that control generation in rounds (generating less)
+
+        generation_rounds (`list[int]` or `None`, *optional*, defaults to `None`):
+            Generate each generation batch in rounds: the rollouts a group has after each round, strictly increasing
+            and ending at `num_generations`, e.g. `[2, 8]` or `[2, 4, 8]`. Every group gets the first round; after
+            each round `round_policy` chooses the groups that go on; only complete groups can reach the update. `None`
+            generates every rollout in one round, as `GRPOTrainer`. Needs whole groups per process.
+        round_policy (`str`, *optional*, defaults to `"adaptive"`):
+            Which groups go on after a round of `generation_rounds`, by the name of a registered round policy (see
+            `lze_trl.method.round_policies`): `"adaptive"` (the adaptive rollout budget: a group goes on while the
+            probability that it ends in the learning zone is at least `learning_zone_threshold`; needs a selector that
+            reads pass rates) or `"probe"` (probe-then-complete: the groups the selector would keep by the energy each
+            is expected to have once complete, [`~lze_trl.method.energy.expected_energy`]; not with `selector="none"`).
+        history_prior_strength (`float`, *optional*, defaults to `4.0`):
+            Weight, in rollouts, of a prompt's pass-rate history (its EMA) in the round policies' prior of its pass
+            rate, >= 0 (a new prompt's prior: the batch's pooled pass rate for the probe, a prior fitted to the first
+            round for the adaptive budget).
+        learning_zone_threshold (`float`, *optional*, defaults to `0.5`):
+            The probability of ending in the learning zone a group needs to go on to the next round under
+            `round_policy="adaptive"` ([`~lze_trl.method.energy.learning_zone_probability`]), in (0, 1].
+        fuse_rounds (`bool`, *optional*, defaults to `False`):
+            With `generation_rounds`, `False` (serial rounds) generates the rounds one call after another, each batch
+            complete before its update: one generation call per round, no stale rollout. `True` (fused rounds) makes
+            one generation call per generation batch, as GRPO does: the last round of this batch's groups going on
+            together with the next round of the batches after it, already drawn from the sampler (the first step
+            starts them: `R` calls for `R` rounds), so that every step trains on its own batch, complete, from the
+            first step on. Its rollouts are up to `R - 1` optimizer steps
+            old when they reach the update (`lze/rollout_staleness`), and are corrected by TRL's importance-sampling
+            ratio (`vllm_importance_sampling_correction`, on every backend; `lze/stale_is_ratio_*`). Serial is the
+            default: uncorrected, fused rounds lost accuracy against serial rounds, and with the correction they
+            were not shown non-inferior in every regime of the pre-declared test (BENCHMARKS.md section 10).
+        > Parameters that control the logs and the saved state
+
+        selection_log_max_rows (`int`, *optional*, defaults to `100000`):
+            Rows (one per prompt group and generation batch) kept in the selection log, oldest dropped first; 0
+            disables it. Saved as `lze_selection_log.parquet` with each checkpoint and at the end of training.
+        resume_lze_state (`str`, *optional*, defaults to `"strict"`):
+            What a resumed run does when its checkpoint has no usable LZE state (`lze_state.npz` or the selection log
+            missing or corrupt, or recorded on another train dataset): `"strict"` raises an error naming the cause, so
+            per-prompt pass rates are never lost silently nor mapped onto other prompts; `"fresh"` resumes with a fresh
+            LZE state after a warning. Where the state decides nothing (`selector="none"`, no pruning) it only warns.
     """
-    The LZE settings of a run, as the method reads them (each documented in [`~lze_trl.LZEGRPOConfig`]).
 
-    Attributes:
-        selector (`str`): Which registered selector weighs the complete groups.
-        selection_ratio (`float`): The share of the groups the selector keeps.
-        selection_noise (`float`): Exploration noise on the energies before the top-k.
-        energy_ema_decay (`float`): Decay of each prompt's pass-rate moving average.
-        energy_momentum_weight (`float`), energy_momentum_mode (`str`): The momentum term's weight and form.
-        energy_d_init_min (`float`): Floor of the difficulty anchor.
-        energy_terms (`list[str]`): The energy's factors.
-        pass_threshold (`float`): The correctness reward at or above which a rollout passes.
-        learning_zone_threshold (`float`): The adaptive budget's probability of a group being in the learning zone.
-        history_prior_strength (`float`): Weight of a prompt's history in the round policies' priors.
-        max_unscorable_batches (`int`): Batches in a row with nothing scored before the run stops.
-        prune_solved (`bool`), prune_solved_after (`int`), prune_revisit_fraction (`float`): Forward pruning.
-        generation_rounds (`list[int]` or `None`), round_policy (`str`), fuse_rounds (`bool`): Generating in rounds.
-        selection_log_max_rows (`int`): Rows the selection log keeps.
-        seed (`int`): The run's seed (the selectors', round policies' and pruning's random streams).
+    selector: str = "lze"
+    selection_ratio: float = 0.4
+    selection_noise: float = 0.05
+    energy_ema_decay: float = 0.9
+    energy_momentum_weight: float = 0.3
+    energy_momentum_mode: str = field(default="abs", metadata={"choices": list(MOMENTUM_MODES)})
+    energy_d_init_min: float = 0.05
+    energy_terms: list[str] = field(default_factory=lambda: list(ENERGY_TERMS))
+    pass_threshold: float = 0.5
+    correctness_reward: str | None = None
+    max_unscorable_batches: int = 0
+    prune_solved: bool = False
+    prune_solved_after: int = 2
+    prune_revisit_fraction: float = 0.1
+    generation_rounds: list[int] | None = None
+    round_policy: str = "adaptive"
+    history_prior_strength: float = 4.0
+    learning_zone_threshold: float = 0.5
+    fuse_rounds: bool = False
+    selection_log_max_rows: int = 100_000
+    resume_lze_state: str = field(default="strict", metadata={"choices": list(RESUME_MODES)})
+
+
+LZE_FIELDS = tuple(f.name for f in fields(LZESettings))
+"""The names of the LZE settings, in order."""
+
+# Each field's `--help` (`lze-trl grpo --help`, TRL's `TrlParser`) is its entry of the class docstring, said once.
+_ENTRY = re.compile(r"^        (\w+) \(.*\):\n((?:            .*\n)+)", re.MULTILINE)
+for _name, _text in _ENTRY.findall(LZESettings.__doc__):
+    _field = LZESettings.__dataclass_fields__[_name]
+    _field.metadata = MappingProxyType({**_field.metadata, "help": " ".join(_text.split())})
+
+
+def _count(low: int) -> Callable[[Any], bool]:
+    return lambda v: is_integer_at_least(v, low)
+
+
+_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    # (setting, whether a value is valid, the fix), checked in this order after `selector`
+    ("selection_ratio", within(0, 1, closed_low=False), "use a fraction in (0, 1], e.g. 0.4 (1.0: every live group)."),
+    ("selection_noise", within(0, math.inf), "use a finite value >= 0 (0 disables exploration noise)."),
+    ("energy_ema_decay", within(0, 1, closed_high=False), "use a decay in [0, 1), e.g. 0.9."),
+    ("energy_momentum_weight", within(0, math.inf), "use a finite weight >= 0, e.g. 0.3."),
+    ("energy_momentum_mode", lambda v: v in MOMENTUM_MODES, f"use one of {list(MOMENTUM_MODES)}."),
+    ("energy_d_init_min", within(0, 1), "use a value in [0, 1], e.g. 0.05."),
+    ("pass_threshold", _finite, "use a finite reward threshold."),
+    ("prune_solved_after", _count(1), "use an integer >= 1, e.g. 2."),
+    ("max_unscorable_batches", _count(0), "use an integer >= 0, e.g. 3 (0 trains on however long nothing is scored)."),
+    ("selection_log_max_rows", _count(0), "use an integer >= 0 (0 disables the log)."),
+    ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
+    ("learning_zone_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
+    ("history_prior_strength", within(0, math.inf), "use a weight >= 0, e.g. 4 (0: the rollouts alone)."),
+    ("fuse_rounds", lambda v: isinstance(v, bool), "use True or False (False: one generation call per round)."),
+    (
+        "resume_lze_state",
+        lambda v: v in RESUME_MODES,
+        f"use one of {list(RESUME_MODES)} ('fresh': a fresh state, on purpose).",
+    ),
+)
+
+
+def parse_lze_lists(args: LZESettings) -> None:
+    """Parses the list settings given as text (a command line or a recipe: `generation_rounds="2,4,8"`,
+    `energy_terms="anchor,uncertainty"`) into lists, as `TrainingArguments.__post_init__` parses its own: the one
+    place that rewrites a config's LZE values (both configs' `__post_init__`)."""
+    if isinstance(args.energy_terms, str):
+        args.energy_terms = [t.strip() for t in args.energy_terms.split(",")]
+    if isinstance(args.generation_rounds, str):
+        text = args.generation_rounds
+        try:
+            args.generation_rounds = [int(v) for v in text.replace("+", ",").split(",")]
+        except ValueError:
+            _check(False, "generation_rounds", text, "use rollout counts separated by commas, e.g. '2,8' or '2,4,8'.")
+
+
+def validate_lze_args(args: LZESettings) -> None:
+    """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting; changes nothing."""
+    _check(args.selector in SELECTORS, "selector", args.selector, f"use one of {sorted(SELECTORS)}.")
+    for name, valid, fix in _CHECKS:
+        _check(valid(getattr(args, name)), name, getattr(args, name), fix)
+    terms = list(args.energy_terms)
+    fix = f"use a non-empty subset of {list(ENERGY_TERMS)}."
+    _check(len(terms) > 0 and set(terms) <= set(ENERGY_TERMS), "energy_terms", args.energy_terms, fix)
+    for selector in SELECTORS.values():  # each selector validates its own settings
+        selector.check_args(args)
+    G, needs_pass_rates = args.num_generations, SELECTORS[args.selector].needs_pass_rates
+    if G is not None and G < 2 and (needs_pass_rates or args.prune_solved):
+        raise ValueError(
+            f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
+            "prompt; set num_generations >= 2 (the paper uses 8)."
+        )
+    rounds = args.generation_rounds
+    if rounds is not None:
+        counts = len(rounds) >= 2 and all(is_integer_at_least(r, 1) for r in rounds)
+        increasing = counts and all(a < b for a, b in zip(rounds, rounds[1:])) and (G is None or rounds[-1] == G)
+        fix = f"use strictly increasing rollout counts >= 1 ending at num_generations={G}, e.g. [2, {G}] or "
+        _check(increasing, "generation_rounds", rounds, fix + f"[2, 4, {G}] (None: one round).")
+        steps = getattr(args, "steps_per_generation", None)  # None: the async trainer, which keeps groups whole
+        rows = args.per_device_train_batch_size * (steps or 1)
+        if steps is not None and rows % G != 0:
+            raise ValueError(
+                f"generation_rounds={rounds} cannot run: every process needs whole groups: "
+                f"per_device_train_batch_size x steps_per_generation = {rows} rows is not a multiple of "
+                f"num_generations={G}. Set generation_rounds=None, or change that."
+            )
+    check_round_settings(args)
+
+
+def as_config(
+    args: Any, config_class: type, settings: tuple[str, ...], output_dir: str, checks: tuple[Callable, ...] = ()
+) -> Any:
     """
-
-    selector: str
-    selection_ratio: float
-    selection_noise: float
-    energy_ema_decay: float
-    energy_momentum_weight: float
-    energy_momentum_mode: str
-    energy_d_init_min: float
-    energy_terms: list[str]
-    pass_threshold: float
-    learning_zone_threshold: float
-    history_prior_strength: float
-    max_unscorable_batches: int
-    prune_solved: bool
-    prune_solved_after: int
-    prune_revisit_fraction: float
-    generation_rounds: list[int] | None
-    round_policy: str
-    fuse_rounds: bool
-    selection_log_max_rows: int
-    seed: int
+    A copy of `args` as a `config_class` (the trainer's own: the caller's object is never changed), for both
+    trainers: a `config_class` is copied; `None` gives `config_class(output_dir)`; another config of TRL's keeps its
+    values and gets `config_class`'s defaults of `settings` (LZE's), then `validate_lze_args` and `checks`.
+    """
+    if isinstance(args, config_class):
+        return copy.copy(args)
+    if args is None:
+        return config_class(output_dir)
+    # Copy the already post-initialised values: running TRL's __post_init__ twice is not idempotent.
+    converted = config_class.__new__(config_class)
+    converted.__dict__.update(args.__dict__)
+    for f in fields(config_class):
+        if f.name in settings:
+            setattr(converted, f.name, f.default_factory() if f.default is MISSING else f.default)
+    for check in (*checks, validate_lze_args):
+        check(converted)
+    return converted

@@ -30,7 +30,7 @@ class TRLPort(Protocol):
     The one port between the rounds and TRL: what a generation batch asks of the trainer, with explicit arguments and
     return values, implemented once by [`~lze_trl.grpo.adapter.TRLAdapter`] (generation and update rows, through TRL's
     `_generate_and_score_completions`), [`LZEGRPOTrainer`] (TRL's reward weights) and
-    [`~lze_trl.grpo.state_owner.LZEStateOwner`] (TRL's metric lists). The round logic reads and changes nothing else
+    [`~lze_trl.common.state_owner.LZEStateOwner`] (TRL's metric lists). The round logic reads and changes nothing else
     of the trainer: the run, the processes and TRL's step come in a [`RoundsContext`], fused rounds' batches in flight
     as a [`~lze_trl.rounds.fused.RoundPipeline`].
     """
@@ -118,6 +118,8 @@ def update_on(port: TRLPort, context: RoundsContext, state: RoundsState, rows: B
         rows["advantages"] = advantages * local.to(advantages.device).reshape(-1, *[1] * (advantages.dim() - 1))
         max_kept = int((every > 0).sum(axis=1).max())
         rows = pad_rows(rows, local > 0, max_kept, context.steps_per_generation, context.accelerator)
+    # the rollouts of the kept groups, every process's: the rows the update trains with a weight (not the padding)
+    metrics["lze/update_rows"] = int((np.repeat(weights[complete], G) > 0).sum())
     metrics["lze/update_tokens"] = rows["num_items_in_batch"].item()
     run.empty_update_guard.observe(metrics["lze/update_tokens"], "no complete group was selected")
     metrics["lze/update_tokens_saved_frac"] = 1.0 - metrics["lze/update_tokens"] / max(generated_tokens, 1.0)

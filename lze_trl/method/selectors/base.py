@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..settings import LZESettings
+
+if TYPE_CHECKING:
+    from ..settings import LZESettings
 
 
 @dataclass
