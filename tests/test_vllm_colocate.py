@@ -256,8 +256,9 @@ def record_vllm_outputs(trainer):
 
 
 def test_fused_rounds_make_one_vllm_call_per_step_and_keep_the_stale_rollouts_sampling_logps(tmp_path, model_dir):
-    # 4 prompts x 4 rollouts per step in two rounds of 2, fused: each vLLM call holds the new batch's probe (8 rows)
-    # and the 2 missing rollouts of each group the previous batch completes; step 1 completes nothing
+    # 4 prompts x 4 rollouts per step in two rounds of 2, fused: step 1 starts batch 1 (its probe, 8 rows) and makes
+    # a second call that completes it and starts batch 2; every later call completes the batch TRL hands (the 2
+    # missing rollouts of each completed group) and starts the next one, and the last step starts none past the run
     trainer = vllm_trainer(
         tmp_path,
         model_dir,
@@ -278,23 +279,27 @@ def test_fused_rounds_make_one_vllm_call_per_step_and_keep_the_stale_rollouts_sa
 
     trainer.compute_loss = recording_compute_loss
     trainer.train()
-    completed = logged(trainer, "lze/completed_groups")
-    assert len(completed) == 2 and min(completed) > 0
-    assert [len(p) for p in calls["prompts"]] == [8] + [8 + 2 * int(c) for c in completed]
-    assert logged(trainer, "lze/generation_calls") == [1.0] * 3
-    assert logged(trainer, "lze/fresh_rollouts") == [float(len(p)) for p in calls["prompts"]]
-    assert calls["syncs"] == 3  # one weight sync per step, before its one generation call
-    for before, now in zip(calls["prompts"], calls["prompts"][1:]):
-        # the oldest batch first: the completed groups' 2 missing rollouts, then the new batch's probe
-        completion = now[: len(now) - 8]
-        assert set(completion) <= set(before[-8:]) and all(completion.count(p) == 2 for p in set(completion))
-    # each update's rollouts: half from the call before (one batch old), half from this step's call
-    assert logged(trainer, "lze/rollout_staleness") == [0.5, 0.5]
-    assert logged(trainer, "lze/update_tokens")[0] == 0.0 and logged(trainer, "loss")[0] == 0.0
-    assert len(batches) == 3 and not batches[0]["completion_mask"].any()  # step 1: zero-weight rows only
-    for step, batch in enumerate(batches[1:], start=2):
-        # every row that reaches the loss carries vLLM's log-probs of its own sampling (this call's or the call
-        # before's), and TRL's importance sampling ratio is taken against them
+    completed = [int(c) for c in logged(trainer, "lze/completed_groups")]
+    assert len(completed) == 3 and min(completed) > 0
+    sizes = [len(p) for p in calls["prompts"]]
+    assert sizes == [8, 8 + 2 * completed[0], 8 + 2 * completed[1], 2 * completed[2]]
+    assert logged(trainer, "lze/generation_calls") == [2.0, 1.0, 1.0]
+    assert logged(trainer, "lze/fresh_rollouts") == [float(sizes[0] + sizes[1]), float(sizes[2]), float(sizes[3])]
+    assert calls["syncs"] == 3  # one weight sync per step: the first step's two calls share the initial weights
+    for call in (1, 2, 3):
+        # the oldest batch first: the completed groups' 2 missing rollouts (of the call before's probe), then the new
+        # batch's probe (none in the last call)
+        now = calls["prompts"][call]
+        completion = now[: 2 * completed[call - 1]]
+        assert set(completion) <= set(calls["prompts"][call - 1][-8:])
+        assert all(completion.count(p) == 2 for p in set(completion))
+    # step 1 trains on rollouts made in it; from step 2 on, half of an update's rollouts are one batch old
+    assert logged(trainer, "lze/rollout_staleness") == [0.0, 0.5, 0.5]
+    assert all(tokens > 0 for tokens in logged(trainer, "lze/update_tokens"))
+    assert len(batches) == 3 and all(batch["completion_mask"].any() for batch in batches)
+    for step, batch in enumerate(batches, start=1):
+        # every row that reaches the loss carries vLLM's log-probs of its own sampling (step s trains on the probe of
+        # call s and the completion of call s + 1), and TRL's importance sampling ratio is taken against them
         mask = batch["completion_mask"].bool()
         rows = torch.nonzero(mask.any(1)).flatten().tolist()
         assert rows and len(rows) % 4 == 0
@@ -310,16 +315,16 @@ def test_fused_rounds_make_one_vllm_call_per_step_and_keep_the_stale_rollouts_sa
             assert matches, "a row's sampling log-probs are not those vLLM returned for it"
             made_by.append(matches[-1])
             token_gaps.append((batch["old_per_token_logps"][row][mask[row]] - sampling).abs().max().item())
-        assert sorted(made_by) == sorted([step - 1, step] * (len(rows) // 2))
+        assert sorted(made_by) == sorted([step, step + 1] * (len(rows) // 2))
         gap = ((batch["old_per_token_logps"] - batch["sampling_per_token_logps"]) * mask).sum(1, keepdim=True)
         ratio = torch.exp(gap).masked_fill(torch.exp(gap) > 3.0, 0.0)
         torch.testing.assert_close(batch["importance_sampling_ratio"][rows], ratio[rows])
-        fresh = [g for g, call in zip(token_gaps, made_by) if call == step]
-        stale = [g for g, call in zip(token_gaps, made_by) if call == step - 1]
-        assert max(fresh) < SYNC_TOLERANCE  # this step's rollouts: sampled with the trainer's weights
-        if step == 2:  # step 1's zero-weight update moved no weight: the call before sampled with them too
+        fresh = [g for g, call in zip(token_gaps, made_by) if call == step + 1]
+        stale = [g for g, call in zip(token_gaps, made_by) if call == step]
+        assert max(fresh) < SYNC_TOLERANCE  # the completion: sampled with the weights this step trains
+        if step == 1:  # both of step 1's calls ran before any update
             assert max(stale) < SYNC_TOLERANCE
-        else:  # step 2's update moved them: the one-batch-old rollouts are off-policy, as the ratio says
+        else:  # the step before's update moved the weights: the probe one batch old is off-policy, as the ratio says
             assert max(stale) > 4 * SYNC_TOLERANCE
     gaps = logged(trainer, "sampling/sampling_logp_difference/max")
-    assert len(gaps) == 3 and max(gaps[:2]) < SYNC_TOLERANCE < gaps[2]
+    assert len(gaps) == 3 and gaps[0] < SYNC_TOLERANCE < min(gaps[1:])

@@ -135,8 +135,9 @@ def test_server_probe_then_complete(tmp_path, server):
 
 
 def test_server_fused_rounds(tmp_path, server):
-    # fused rounds: one request per step holding the new batch's probe (2 completions of each of its 4 prompts) and
-    # the 2 missing completions of each group the previous batch completes, all asked as n=2 per prompt
+    # fused rounds: step 1 asks the first batch's probe (2 completions of each of its 4 prompts), then its 2 missing
+    # completions of each completed group with the second batch's probe; every later step one request, the last
+    # holding no probe (no batch past the run), all asked as n=2 per prompt
     trainer = server_trainer(
         tmp_path,
         server,
@@ -159,12 +160,13 @@ def test_server_fused_rounds(tmp_path, server):
     rows = count_grad_rows(trainer.model)
     trainer.train()
     assert trainer.state.global_step == 3
-    completed = logged(trainer, "lze/completed_groups")
-    assert len(completed) == 2 and min(completed) > 0
-    assert logged(trainer, "lze/generation_calls") == [1.0] * 3
-    assert logged(trainer, "lze/fresh_rollouts") == [8.0] + [8 + 2 * c for c in completed]
-    assert requests_made == [(4, 2)] + [(4 + int(c), 2) for c in completed]  # one request per step
-    assert logged(trainer, "lze/rollout_staleness") == [0.5, 0.5]
-    # step 2's update trains on rollouts sampled before any update: the server had the trainer's weights
-    assert logged(trainer, "sampling/sampling_logp_difference/max")[1] < SYNC_TOLERANCE
-    assert rows["rows"] == 1 + expected_forward_rows(trainer.selection_log.to_pandas())  # step 1: one padding row
+    completed = [int(c) for c in logged(trainer, "lze/completed_groups")]
+    assert len(completed) == 3 and min(completed) > 0
+    assert logged(trainer, "lze/generation_calls") == [2.0, 1.0, 1.0]
+    assert requests_made == [(4, 2), (4 + completed[0], 2), (4 + completed[1], 2), (completed[2], 2)]
+    expected = [8 + 8 + 2 * completed[0], 8 + 2 * completed[1], 2 * completed[2]]  # rollouts, n=2 per prompt asked
+    assert logged(trainer, "lze/fresh_rollouts") == [float(n) for n in expected]
+    assert logged(trainer, "lze/rollout_staleness") == [0.0, 0.5, 0.5]
+    # step 1's update trains on rollouts sampled before any update: the server had the trainer's weights
+    assert logged(trainer, "sampling/sampling_logp_difference/max")[0] < SYNC_TOLERANCE
+    assert rows["rows"] == expected_forward_rows(trainer.selection_log.to_pandas())  # every step trains, none padded
