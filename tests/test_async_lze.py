@@ -30,6 +30,7 @@ from testing_utils import decided
 from trl.experimental.async_grpo import AsyncGRPOTrainer, async_grpo_trainer
 from trl.experimental.async_grpo.async_rollout_worker import RolloutGroup, RolloutSample, _AsyncRolloutLoop
 from trl.experimental.async_grpo.packing import TREE_ATTENTION, TreeRow, register_tree_attention, tree_attention
+from trl.trainer.utils import RepeatSampler
 
 from lze_trl.async_grpo.cpu import (
     InProcessWeightTransfer,
@@ -40,6 +41,7 @@ from lze_trl.async_grpo.cpu import (
 from lze_trl.async_grpo.samples import LZERolloutSample, Order, group_advantages, tag_round
 from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
 from lze_trl.async_grpo.window import GroupWindow
+from lze_trl.common.epochs import EpochOrders
 from lze_trl.method import checkpoint as checkpoint_files
 from lze_trl.method.checkpoint import LZEStateError
 from lze_trl.method.errors import LZEWarning
@@ -119,7 +121,8 @@ def test_the_window_draws_the_seeded_permutation_and_keeps_the_selectors_quota(t
     args = config(tmp_path, selection_ratio=0.5)
     window, source, sent = window_of(args, 6)
     orders = list(sent)  # the first batch's
-    order = np.random.default_rng([args.seed, 0]).permutation(6)  # epoch 0's draw
+    order = EpochOrders(6, args.seed)(0)  # epoch 0's draw: the synchronous sampler's, TRL's RepeatSampler order
+    assert order == list(RepeatSampler(range(6), mini_repeat_count=1, seed=args.seed))
     assert [o.index for o in orders] == list(order) and all((o.first, o.last) == (0, G) for o in orders)
     assert [o.prompt_key for o in orders] == [10 + i for i in order]
     correct = {0: [0, 0, 0, 0], 1: [1, 1, 1, 1], 2: [1, 0, 0, 0], 3: [1, 1, 0, 0], 4: [1, 1, 1, 0], 5: [0, 1, 0, 1]}

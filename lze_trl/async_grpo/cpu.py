@@ -39,7 +39,8 @@ from .upstream import TREE_ATTENTION, RolloutSample, async_grpo_trainer
 @contextlib.contextmanager
 def cpu_construction() -> Iterator[None]:
     """While it lasts, TRL's async trainer finds no peak FLOPs for its device (as for a GPU it does not know) instead
-    of asking `torch.cuda` for a device name."""
+    of asking `torch.cuda` for a device name. Why a bend of TRL: TRL 1.16's constructor asks CUDA unconditionally,
+    which fails on a machine without a GPU."""
     original = async_grpo_trainer.get_peak_flops_per_device
     async_grpo_trainer.get_peak_flops_per_device = lambda accelerator, dtype: None
     try:

@@ -123,7 +123,8 @@ def check_async_inputs(args: Any, train_dataset: Any, rollout_worker: Any, envir
 @contextlib.contextmanager
 def _builds(worker_class: type) -> Iterator[None]:
     """While it lasts, TRL's async trainer builds `worker_class` where it builds its `AsyncRolloutWorker` (with the
-    same arguments)."""
+    same arguments). Why a bend of TRL: its constructor names the class itself and takes no worker class, and a worker
+    passed in would have to be built without the arguments TRL computes for it."""
     original = async_grpo_trainer.AsyncRolloutWorker
     async_grpo_trainer.AsyncRolloutWorker = worker_class
     try:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..common.epochs import EpochOrders
 from ..method.round_policies import RoundsState
 from ..method.selection import total_rewards
 from ..method.selectors import GroupBatch
@@ -133,6 +134,7 @@ class GroupWindow:
         self.partial: dict[tuple[int, int], list[Any]] = {}  # (group, round's first rollout): rows so far
         self.next_group = 0
         self.drawn_in_epoch = 0  # dataset rows of the epoch's plan drawn so far
+        self.orders = EpochOrders(len(run.dataset_keys), run.args.seed)  # the synchronous sampler's epoch orders
         self.newest_version: dict[int, int] = {}  # per prompt, the newest policy version scored into its state
         self.resend = False  # after a resume: the open rounds' orders are sent again
         self.decisions: deque[tuple[int, int, int, float]] = deque(maxlen=100_000)
@@ -242,7 +244,8 @@ class GroupWindow:
         self._send(self._orders(batch))
 
     def _draw(self, n: int) -> np.ndarray:
-        """The next `n` dataset rows of the epochs' plans (each epoch a seeded permutation, planned by the run)."""
+        """The next `n` dataset rows of the epochs' plans (each epoch TRL's `RepeatSampler` order, as the synchronous
+        trainer's sampler draws it: `EpochOrders`, planned by the run)."""
         run, position = self.run, self.run.position
         size, drawn = len(run.dataset_keys), []
         while len(drawn) < n:
@@ -250,7 +253,7 @@ class GroupWindow:
                 if position.plan is not None:
                     position.skipped_groups = position.groups_skipped(size)
                     position.epoch += 1
-                order = np.random.default_rng([run.args.seed, position.epoch]).permutation(size)
+                order = np.asarray(self.orders(position.epoch), dtype=np.int64)
                 position.plan = np.asarray(run.plan_epoch(position.epoch, order), dtype=np.int64)
                 self.drawn_in_epoch = 0
                 if len(position.plan) == 0:

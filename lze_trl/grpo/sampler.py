@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 from trl.trainer.utils import RepeatSampler
 
+from ..common.epochs import EpochOrders
 from ..method.errors import LZEWarning
 from ..method.prompt_keys import PromptKeys
 from ..method.run import DataPosition
@@ -54,17 +54,15 @@ class LZERepeatSampler(RepeatSampler):
         resuming: bool = False,
     ) -> None:
         # TRL's fields (`num_samples`, `batch_size`, ... read by its `__len__`); its own generator is not used: the
-        # permutations come from `self._generator`, rewound per epoch (see `permutation`).
+        # permutations come from `EpochOrders`, TRL's order as a function of (seed, epoch).
         super().__init__(range(num_samples), mini_repeat_count, batch_size, repeat_count, shuffle, seed)
+        self.orders = EpochOrders(num_samples, seed, shuffle)
         self.planner = planner
         self.position = position if position is not None else DataPosition()
         self.redraw_after_resume = resuming
         self.epoch_offset: int | None = None if resuming else 0  # set by the first `set_epoch` after a resume
         self.skip_batches = self.position.batches_in_epoch if resuming else 0
         self._planned = self.position.epoch if resuming and self.position.plan is not None else None
-        self._generator = torch.Generator()
-        self._generator.manual_seed(seed)
-        self._epochs_drawn = 0
 
     @property
     def epoch(self) -> int:
@@ -79,15 +77,7 @@ class LZERepeatSampler(RepeatSampler):
 
     def permutation(self, epoch: int) -> list[int]:
         """The permutation TRL's `RepeatSampler` draws for `epoch`: its `epoch`-th `randperm` from `seed`."""
-        if not self.shuffle:
-            return list(range(self.num_samples))
-        if self._epochs_drawn > epoch:
-            self._generator.manual_seed(self.seed)
-            self._epochs_drawn = 0
-        while self._epochs_drawn <= epoch:
-            perm = torch.randperm(self.num_samples, generator=self._generator).tolist()
-            self._epochs_drawn += 1
-        return perm
+        return self.orders(epoch)
 
     def epoch_order(self, epoch: int) -> list[int]:
         """The dataset indices of `epoch` in sampling order (one entry per group), decided now (or restored)."""
