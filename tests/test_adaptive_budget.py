@@ -74,7 +74,7 @@ def test_a_new_prompt_s_prior_is_fitted_to_the_batch_and_a_known_one_s_is_its_hi
     later = np.concatenate([alike, np.where(np.arange(16)[:, None] >= 12, 1.0, np.nan) * np.ones((16, 2))], axis=1)
     assert policy.new_prompt_prior(run, later) == policy.new_prompt_prior(run, alike)
     # a known prompt's prior is its EMA, weighed history_prior_strength rollouts, whatever the batch
-    run.prompts.observe(np.array([0]), np.array([0.5]), 0)
+    run.prompts.record_pass_rates(np.array([0]), np.array([0.5]), 0)
     ema_prior = learning_zone_probability([0], [2], 6, [0.5 + 4 * 0.5], [0.5 + 4 * 0.5])
     np.testing.assert_allclose(policy.learning_zone_probability(run, state(alike))[:1], ema_prior)
     assert ema_prior > 0.5

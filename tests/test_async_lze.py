@@ -605,6 +605,8 @@ def test_what_lze_relies_on_in_trls_async_trainer():
     ]  # fmt: skip
     score = inspect.getsource(_AsyncRolloutLoop._score_group)
     assert "for reward_func in self.reward_funcs" in score and "for seq in sequences:" in score
+    # group_advantages copies TRL's advantage formula (NaN rewards get 0, the rest are standardized)
+    assert "advantages[scored_mask] = (scored - scored.mean()) / (scored.std() + 1e-8)" in score
     assert list(inspect.signature(_AsyncRolloutLoop._generate_one).parameters) == [
         "self", "prompt", "tool_dict", "tools", "group_id",
     ]  # fmt: skip

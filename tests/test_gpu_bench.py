@@ -144,7 +144,7 @@ def test_budget_predicts_from_the_measured_steps():
     budget = gpu_run.Budget(start=0.0, budget_s=1e12)
     assert budget.predict(Arm("grpo", "transformers"), TINY) is None  # nothing measured yet: the arm runs
     step = {"seconds": 5.0, "generation_seconds": 4.0, "generation_calls": 2}
-    budget.observe({"backend": "transformers", "setup_seconds": 1.0, "steps": [step]})
+    budget.add({"backend": "transformers", "setup_seconds": 1.0, "steps": [step]})
     # 2 s a call, 1 s outside generation a step; the serial adaptive arm: 3 calls a step, 2 steps
     assert budget.predict(Arm("adaptive_serial", "transformers"), TINY) == 1.0 + 2 * (3 * 2.0 + 1.0)
     # the fused one: 1 call a step but 3 in its first (not counted), 1 timed, and 2 last ones not timed

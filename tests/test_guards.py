@@ -86,21 +86,21 @@ def test_unscorable_guard_names_each_function_once_and_stops_a_run_that_scores_n
     said = []
     guard = UnscorableGuard(["accuracy", "format"], max_unscorable_batches=3, warn=said.append)
     nan = np.nan
-    guard.observe(np.array([[1.0, nan], [0.0, nan]]))  # "format" scored nothing: named once
-    guard.observe(np.array([[1.0, nan], [nan, nan]]))
+    guard.check(np.array([[1.0, nan], [0.0, nan]]))  # "format" scored nothing: named once
+    guard.check(np.array([[1.0, nan], [nan, nan]]))
     assert len(said) == 1 and "'format'" in said[0] and guard.unscorable_batches == 0
-    guard.observe(np.full((4, 2), nan))
-    guard.observe(np.full((4, 2), nan))
+    guard.check(np.full((4, 2), nan))
+    guard.check(np.full((4, 2), nan))
     assert len(said) == 2 and "'accuracy'" in said[1] and guard.unscorable_batches == 2
     restored = UnscorableGuard(["accuracy", "format"], 3, said.append)
     restored.load_state_dict(guard.state_dict())  # the count travels with a checkpoint
     with pytest.raises(
         RuntimeError, match=r"3 generation batches in a row.*'accuracy', 'format'.*max_unscorable_batches=0"
     ):
-        restored.observe(np.full((4, 2), nan))
+        restored.check(np.full((4, 2), nan))
     never = UnscorableGuard(["accuracy"], 0, said.append)
     for _ in range(5):
-        never.observe(np.full((2, 1), nan))  # 0: trains on
+        never.check(np.full((2, 1), nan))  # 0: trains on
     assert never.unscorable_batches == 5
 
 

@@ -143,7 +143,7 @@ def test_softmax_allocates_each_epochs_groups_in_proportion():
     state = PromptState()
     assert plan(selector, np.arange(6), state=state) == list(range(6))  # nothing seen yet: one group each
     p = np.array([0.0, 0.5, 1.0, 0.375])
-    state.observe(np.arange(4), p, batch_index=0)
+    state.record_pass_rates(np.arange(4), p, batch_index=0)
     order = plan(selector, [5, 3, 1, 0, 2, 4], state=state)
     z = -np.abs(p - 0.5) / 0.2
     share = 4 * np.exp(z) / np.exp(z).sum()  # the 4 prompts seen share 4 groups: 0.19, 2.35, 0.19, 1.26

@@ -99,7 +99,7 @@ class Planner:
 def pruning_planner(pruned_rows, revisit_fraction=0.0, num_prompts=20):
     """Forward pruning of `pruned_rows` through the real pruner and table (ids are the rows)."""
     state, pruner = PromptState(), PromptPruner(solved_after=1, revisit_fraction=revisit_fraction, seed=0)
-    state.observe(np.asarray(pruned_rows), np.ones(len(pruned_rows)), batch_index=0)
+    state.record_pass_rates(np.asarray(pruned_rows), np.ones(len(pruned_rows)), batch_index=0)
     return Planner(lambda epoch, order: pruner.plan_epoch(epoch, order, order, state)), pruner
 
 

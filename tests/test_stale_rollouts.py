@@ -184,7 +184,7 @@ def test_empty_updates_are_said_once_and_a_run_that_trained_nothing_at_its_end()
     said = []
     guard = EmptyUpdateGuard(warn=said.append)
     for tokens in (0, 5, 0, 0, 3, 0, 0, 0, 0):
-        guard.observe(tokens, "why")
+        guard.check(tokens, "why")
     assert len(said) == 1 and "last 3 updates trained no token (why)" in said[0]
     state = guard.state_dict()
     restored = EmptyUpdateGuard(warn=said.append)
@@ -194,7 +194,7 @@ def test_empty_updates_are_said_once_and_a_run_that_trained_nothing_at_its_end()
     assert len(said) == 1  # it trained
     nothing = EmptyUpdateGuard(warn=said.append)
     for _ in range(2):
-        nothing.observe(0, "why")
+        nothing.check(0, "why")
     nothing.at_end()
     assert "This run trained no token: all its 2 updates were empty, so the model" in said[-1]
 

@@ -87,7 +87,7 @@ class Budget:
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
-    def observe(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, Any]) -> None:
         seen = self.seen.setdefault(record["backend"], {"call": [], "other": [], "setup": []})
         for step in record.get("steps", []):
             if step["generation_calls"]:
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             record = time_arm(arm, size, tokenizer, deadline)
             record["predicted_seconds"] = predicted
-            budget.observe(record)
+            budget.add(record)
             result.setdefault("parameters", record.get("parameters"))
         result["arms"].append(record)
         result["seconds"] = budget.elapsed()

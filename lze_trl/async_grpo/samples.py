@@ -135,7 +135,9 @@ def empty_round(order: Order, rewards: Any, model_version: int) -> LZERolloutSam
 
 def group_advantages(totals: np.ndarray) -> np.ndarray:
     """A group's advantages from its rollouts' total rewards, exactly as TRL's `_score_group` computes them:
-    `(r - mean) / (std + 1e-8)` over the scorable rollouts, 0 for an unscorable (NaN) one."""
+    `(r - mean) / (std + 1e-8)` over the scorable rollouts, 0 for an unscorable (NaN) one. A copy, because TRL computes
+    them inline in `_score_group` (which also calls the reward functions) and has no function to call; a test pins
+    TRL's line."""
     totals = np.asarray(totals, dtype=np.float64)
     advantages = np.zeros_like(totals)
     scored = ~np.isnan(totals)

@@ -290,7 +290,7 @@ class GroupWindow:
         run, G, state = self.run, self.num_generations, batch.state
         complete, rewards = state.going_on, state.rewards
         generated = np.arange(G)[None, :] < batch.through[:, None]
-        run.unscorable_guard.observe(rewards[generated])
+        run.unscorable_guard.check(rewards[generated])
         totals = total_rewards(rewards)
         order = np.argsort(batch.versions, kind="stable")  # oldest policy first; draw order within a version
         keys, versions = state.prompt_keys, batch.versions
@@ -334,7 +334,7 @@ class GroupWindow:
         metrics["lze/window_versions"] = float(len(np.unique(versions)))
         metrics["lze/update_rows"] = float(rows_out)
         metrics["lze/update_tokens"] = float(tokens)
-        run.empty_update_guard.observe(tokens, "no complete group was selected")
+        run.empty_update_guard.check(tokens, "no complete group was selected")
         self.log(metrics)
         return weights
 

@@ -95,7 +95,7 @@ def checked_reward_func(func: Callable, name: str) -> Callable:
 class LearningZoneGuard:
     """
     Notices when the first `num_batches` generation batches hold no group in the learning zone, most likely because
-    `pass_threshold` does not fit the correctness reward `reward_name`: [`LearningZoneGuard.observe`] then returns,
+    `pass_threshold` does not fit the correctness reward `reward_name`: [`LearningZoneGuard.check`] then returns,
     once, a message naming the settings, the function and the range of its rewards.
     """
 
@@ -104,7 +104,7 @@ class LearningZoneGuard:
         self.seen, self.done = 0, False
         self.low, self.high = math.inf, -math.inf
 
-    def observe(self, pass_rates: np.ndarray, rewards: np.ndarray) -> str | None:
+    def check(self, pass_rates: np.ndarray, rewards: np.ndarray) -> str | None:
         """Records one generation batch; returns the warning the first time the run is found unable to learn."""
         finite = np.asarray(rewards, dtype=np.float64)
         finite = finite[np.isfinite(finite)]
@@ -150,7 +150,7 @@ class UnscorableGuard:
         self.warned: set[str] = set()
         self.unscorable_batches = 0  # generation batches in a row with no scorable rollout
 
-    def observe(self, rewards: np.ndarray) -> None:
+    def check(self, rewards: np.ndarray) -> None:
         """Records the rewards of one generation batch's rollouts (all processes'), shape `(rollouts, reward
         functions)`, NaN where a function returned `None`."""
         generated = np.asarray(rewards, dtype=np.float64).reshape(-1, len(self.reward_names))
@@ -192,7 +192,7 @@ class EmptyUpdateGuard:
         self.empty = 0  # empty updates in a row
         self.warned = False
 
-    def observe(self, update_tokens: float, why: str) -> None:
+    def check(self, update_tokens: float, why: str) -> None:
         """Records one update of `update_tokens` loss tokens (all processes'); `why` says what left it empty."""
         self.updates += 1
         self.trained += int(update_tokens > 0)

@@ -36,7 +36,7 @@ class PromptState:
     Example:
     ```python
     >>> state = PromptState()
-    >>> state.observe([7, 8], [0.5, 1.0], batch_index=0)
+    >>> state.record_pass_rates([7, 8], [0.5, 1.0], batch_index=0)
     >>> state.get([7, 8, 9])["saturated_streak"]
     array([0, 1, 0])
     ```
@@ -81,7 +81,7 @@ class PromptState:
             out[name] = values
         return out
 
-    def observe(
+    def record_pass_rates(
         self,
         keys: Sequence[int] | np.ndarray,
         pass_rates: Sequence[float] | np.ndarray,

@@ -141,7 +141,7 @@ class RoundPolicy:
         """The policy's own metrics of a generation batch (logged as given, identical on every process)."""
         return {}
 
-    def observe(self, run: Any, state: RoundsState, groups: GroupBatch) -> dict[str, float]:
+    def round_metrics(self, run: Any, state: RoundsState, groups: GroupBatch) -> dict[str, float]:
         """
         The metrics of a generation batch generated in rounds, once its groups are scored (`groups`, whose
         `eligible` groups are the live ones): the rollouts of each round, the completed groups and the share of the

@@ -161,9 +161,9 @@ class LZERun:
             ema_pass_rates=ema,
             rng=np.random.default_rng([args.seed, self.batches_recorded]),
         )
-        self.prompts.observe(keys, pass_rates, self.batches_recorded, complete)
+        self.prompts.record_pass_rates(keys, pass_rates, self.batches_recorded, complete)
         batch.ema_pass_rates = self.prompts.get(keys)["ema_pass_rate"]
-        message = self.learning_zone_guard.observe(pass_rates, correctness)
+        message = self.learning_zone_guard.check(pass_rates, correctness)
         if message is not None:
             self.warn(message)
         return batch
@@ -191,7 +191,7 @@ class LZERun:
             then the given `metrics`, then the record's.
         """
         weights = self.select(dataclasses.replace(batch, eligible=batch.eligible & complete))
-        out = {} if rounds is None else dict(self.round_policy.observe(self, rounds, batch))
+        out = {} if rounds is None else dict(self.round_policy.round_metrics(self, rounds, batch))
         out.update(metrics or {})
         out.update(self.record(batch, weights, global_step))
         return weights, out
@@ -200,7 +200,7 @@ class LZERun:
         """Closes a generation batch (all its groups in `batch`): records the selections and the log, advances
         `batches_recorded`, and returns the batch's `lze/` metrics."""
         selected = weights > 0
-        self.prompts.record(batch.prompt_keys, batch.energies, selected)
+        self.prompts.record_pass_rates(batch.prompt_keys, batch.energies, selected)
         live = batch.eligible  # a scored batch: its live groups
         self.selection_log.append(
             global_step, self.batches_recorded, batch.prompt_keys, batch.pass_rates, batch.energies, weights, live

@@ -140,7 +140,7 @@ def _generation_call(
     # log-probabilities (the first batch is the one handed, in flight since before this step or started in it)
     stale = [i > 0 for i, (rows, _, _, _) in enumerate(requests) for _ in rows]
     rollouts = port.generate_rollouts([row for request in requests for row in request[0]], per_prompt, stale)
-    run.unscorable_guard.observe(rollouts.rewards)
+    run.unscorable_guard.check(rollouts.rewards)
     metrics["lze/fresh_rollouts"] += len(rollouts.prompt_keys)
     metrics["lze/generation_calls"] += 1
     parts = split_rollouts(rollouts, [len(request[0]) for request in requests], processes)

@@ -88,11 +88,11 @@ def train_on_generation_batch(port: TRLPort, context: RoundsContext, inputs: lis
         rows, rollouts = port.update_rows(inputs)
         prompt_keys, rewards = rollouts.groups(G)
         state = RoundsState(prompt_keys, rewards, run.correctness_index, np.ones(len(prompt_keys), dtype=bool), G)
-        run.unscorable_guard.observe(rollouts.rewards)
+        run.unscorable_guard.check(rollouts.rewards)
         metrics = {"lze/fresh_rollouts": len(rollouts.prompt_keys), "lze/generation_calls": 1}
         return update_on(port, context, state, rows, metrics)
     state = generate_in_rounds(port, context, inputs)
-    run.unscorable_guard.observe(np.concatenate([r.rollouts.rewards for r in state.rounds]))
+    run.unscorable_guard.check(np.concatenate([r.rollouts.rewards for r in state.rounds]))
     metrics = {"lze/generation_calls": len(state.rounds), "lze/rollout_staleness": 0.0}
     return update_on(port, context, state, completed_rows(port, state), metrics)
 
@@ -121,7 +121,7 @@ def update_on(port: TRLPort, context: RoundsContext, state: RoundsState, rows: B
     # the rollouts of the kept groups, every process's: the rows the update trains with a weight (not the padding)
     metrics["lze/update_rows"] = int((np.repeat(weights[complete], G) > 0).sum())
     metrics["lze/update_tokens"] = rows["num_items_in_batch"].item()
-    run.empty_update_guard.observe(metrics["lze/update_tokens"], "no complete group was selected")
+    run.empty_update_guard.check(metrics["lze/update_tokens"], "no complete group was selected")
     metrics["lze/update_tokens_saved_frac"] = 1.0 - metrics["lze/update_tokens"] / max(generated_tokens, 1.0)
     port.log_lze(metrics)
     return rows
