@@ -433,14 +433,28 @@ def test_the_async_probe_rolls_out_fewer_rollouts_and_trains_only_completed_grou
 def test_the_async_trainer_prunes_solved_prompts_from_what_it_draws(tmp_path, setup):
     trainer = make_trainer(tmp_path, setup, max_steps=6, prune_solved=True, prune_solved_after=1,
                            prune_revisit_fraction=0.0, selector="none")  # fmt: skip
-    trainer.train()
     _, _, dataset = setup
-    solved = [int(trainer.prompt_keys.dataset_keys[i]) for i, r in enumerate(dataset["pass_rate"]) if r == 1.0]
-    drawn = [(g, key) for g, _, key, _ in trainer.lze_window.decisions]
+    solved = [i for i, r in enumerate(dataset["pass_rate"]) if r == 1.0]
+    solved_keys = trainer.prompt_keys.dataset_keys[solved]
+    plans, plan_epoch = [], trainer.lze.plan_epoch
+
+    def recording_plan_epoch(epoch, order):
+        # an epoch is planned when the window draws past the last one: with batches in flight, possibly before every
+        # group of the last epoch is recorded
+        recorded = trainer.lze.prompts.get(solved_keys)["last_pass_rate"] == 1.0
+        plan = plan_epoch(epoch, order)
+        plans.append((epoch, set(np.asarray(solved)[recorded].tolist()), set(plan.tolist())))
+        return plan
+
+    trainer.lze.plan_epoch = recording_plan_epoch
+    trainer.train()
     pruned = [e["lze/pruned_prompts"] for e in trainer.state.log_history if "lze/pruned_prompts" in e]
-    assert pruned and max(pruned) >= 1 and trainer.lze.position.epoch >= 1
-    # the always-solved prompt is drawn in epoch 0 (8 groups) and never after it is pruned
-    assert any(key in solved for g, key in drawn if g < 8) and not any(key in solved for g, key in drawn if g >= 8)
+    assert pruned and max(pruned) >= 1 and trainer.lze.position.epoch >= 2
+    assert set(solved) <= plans[0][2]  # the always-solved prompt is drawn in epoch 0...
+    # ... and left out of every epoch planned once its group was recorded (solved once: pruned), which some were
+    assert all(not (known & plan) for _, known, plan in plans) and any(known for _, known, _ in plans)
+    drawn = [key for _, _, key, _ in trainer.lze_window.decisions]
+    assert sum(key in set(solved_keys.tolist()) for key in drawn) < len(plans)
 
 
 @pytest.mark.slow

@@ -200,7 +200,7 @@ class LZERun:
         """Closes a generation batch (all its groups in `batch`): records the selections and the log, advances
         `batches_recorded`, and returns the batch's `lze/` metrics."""
         selected = weights > 0
-        self.prompts.record_pass_rates(batch.prompt_keys, batch.energies, selected)
+        self.prompts.record(batch.prompt_keys, batch.energies, selected)
         live = batch.eligible  # a scored batch: its live groups
         self.selection_log.append(
             global_step, self.batches_recorded, batch.prompt_keys, batch.pass_rates, batch.energies, weights, live
