@@ -46,7 +46,7 @@ class FakePort:
         rows = GeneratedRows(list(inputs), [r["prompt"] for r in inputs], (generated, generated, *[None] * 6), {})
         return Rollouts(rows, np.array(keys), np.array(rewards))
 
-    def update_rows(self, inputs, served=None, group_size=None, stale=None):
+    def update_rows(self, inputs, served=None, stale=None):
         n = len(inputs)
         batch = {
             "prompt_ids": torch.tensor([[r["prompt"]] for r in inputs]),

@@ -117,20 +117,18 @@ class TRLAdapter:
         self,
         inputs: list[dict],
         served: tuple[GeneratedRows, np.ndarray] | None = None,
-        group_size: int | None = None,
         stale: np.ndarray | None = None,
     ) -> tuple[dict, Rollouts | None]:
         """TRL's update rows of `inputs` (`_generate_and_score_completions`), made from the `served` rollouts
-        ([`GeneratedRows`], every process's rewards) with TRL's advantages over groups of `group_size` rows (by default
-        `num_generations`), the `stale` ones (generated before an optimizer step) corrected by TRL's
-        importance-sampling ratio; without `served`, TRL generates and rewards the rollouts, which are returned as
-        [`Rollouts`] too."""
+        ([`GeneratedRows`], every process's rewards) with TRL's advantages over groups of `num_generations` rows, the
+        `stale` ones (generated before an optimizer step) corrected by TRL's importance-sampling ratio; without
+        `served`, TRL generates and rewards the rollouts, which are returned as [`Rollouts`] too."""
         # the prompt keys before TRL adds a rollout_func's extra fields to the rows
         prompt_keys = self._gathered_prompt_keys(inputs) if served is None else None
         call = _TRLCall(served=served)
         if served is not None:  # the values reward functions logged for these rows, in their order
             self._pending_extra_logs.update(served[0].extra_logs)
-        with self._calling(call, group_size):
+        with self._calling(call):
             rows = super()._generate_and_score_completions(inputs)
         if served is not None:
             return (rows if stale is None else self._corrected(rows, stale)), None
@@ -232,11 +230,11 @@ class TRLAdapter:
         return rows
 
     @contextlib.contextmanager
-    def _calling(self, call: _TRLCall, group_size: int | None = None):
+    def _calling(self, call: _TRLCall, rollouts_per_prompt: int | None = None):
         """`call` for our overrides of TRL's methods inside, and TRL's group size `num_generations` (which sets vLLM
-        server's completions per prompt) `group_size`."""
+        server's completions per prompt) `rollouts_per_prompt` (a round's)."""
         saved, self._call = self.num_generations, call
-        self.num_generations = group_size or saved
+        self.num_generations = rollouts_per_prompt or saved
         try:
             yield
         finally:

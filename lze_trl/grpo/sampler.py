@@ -149,8 +149,8 @@ class SamplerLookahead:
         sampler ([`LZERepeatSampler`]): The run's sampler.
         dataset: The map-style train dataset.
         keys ([`~lze_trl.method.prompt_keys.PromptKeys`]): The run's prompt keys.
-        handed (`list[dict]`): The inputs TRL handed now (this process's, each prompt `group_size` times).
-        group_size (`int`): Rollouts of a complete group.
+        handed (`list[dict]`): The inputs TRL handed now (this process's, each prompt `num_generations` times).
+        num_generations (`int`): Rollouts of a complete group (TRL's group size).
         process, processes (`int`): This process, and how many there are.
         batches_left (`int`): Generation batches the run trains after this one.
         last_epoch (`int` or `None`): The run's last epoch, where it ends by epochs.
@@ -162,7 +162,7 @@ class SamplerLookahead:
     dataset: Any
     keys: PromptKeys
     handed: list[dict]
-    group_size: int
+    num_generations: int
     process: int
     processes: int
     batches_left: int
@@ -177,7 +177,7 @@ class SamplerLookahead:
             return None
         index = (self.sampler.position.batches_in_epoch - 1) // self.sampler.repeat_count  # the one handed now
         now = self.sampler.generation_batch(index)
-        G = self.group_size
+        G = self.num_generations
         if now is None or len(now) % self.processes:
             return None
         handed = np.repeat(self.keys.dataset_keys[self._mine(now)], G)

@@ -43,7 +43,6 @@ class TRLPort(Protocol):
         self,
         inputs: list[dict],
         served: tuple[GeneratedRows, np.ndarray] | None = None,
-        group_size: int | None = None,
         stale: np.ndarray | None = None,
     ) -> tuple[Batch, Any]: ...  # TRL's update rows of these rollouts
 
