@@ -266,6 +266,38 @@ def arms_section(runs: dict) -> list[str]:
     return out
 
 
+def zero_spread_share(record: dict[str, Any]) -> float:
+    """The share of the run's groups, up to T, whose rollouts all scored alike (no live group): what TRL logs as
+    `frac_reward_zero_std` under this binary reward."""
+    return float(1.0 - selections(record)["live"].astype(float).mean())
+
+
+def signals_section(runs: dict, results: Path) -> list[str]:
+    """What a user can read in their own run's TRL logs: the dead groups and where a step's time goes."""
+    out = ["## The signals in TRL's logs\n"]
+    rows = [[arm, len(runs[arm]), spread(list(runs[arm].values()), zero_spread_share)]
+            for arm in [a for a in [*ARMS, *SECONDARY] if a in runs]]  # fmt: skip
+    headers = ["arm", "seeds", "groups with zero reward spread, to T"]
+    out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
+    rows = []
+    for path in sorted((results / "speed").glob("*.json")):
+        steps = json.loads(path.read_text())["steps"][1:]  # the first step left out, as the time model does
+        seconds = np.mean([s["seconds"] for s in steps])
+        generation, update = (np.mean([s[k] for s in steps]) for k in ("generation", "update"))
+        rows.append([path.stem, len(steps), f"{seconds:.1f}", f"{generation:.1f}", f"{update:.1f}",
+                     f"{generation / seconds:.2f}"])  # fmt: skip
+    headers = ["speed run", "steps", "s/step", "generation s", "update s", "generation share"]
+    out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
+    out.append(
+        "Groups with zero reward spread: mean ± SD over seeds of each run's share up to T (TRL logs it per step as "
+        "`frac_reward_zero_std`). The step split: the speed runs (alone on the idle machine, one torch thread), the "
+        "seconds in the generation calls (TRL logs them as `profiling/Time taken: <Trainer>.transformers.generate`, "
+        "or `vLLM.generate`) and the update (the rest of the step; reward and selection take under a tenth of a "
+        "second).\n"
+    )
+    return out
+
+
 def time_section(results: Path) -> list[str]:
     model = json.loads((results / "time_model.json").read_text())
     c = model["coefficients"]
@@ -341,6 +373,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     out += check
     out += tests(runs, valid)
     out += arms_section(runs)
+    out += signals_section(runs, results)
     return "\n".join(out)
 
 
