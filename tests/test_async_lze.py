@@ -457,6 +457,20 @@ def test_the_async_trainer_prunes_solved_prompts_from_what_it_draws(tmp_path, se
     assert sum(key in set(solved_keys.tolist()) for key in drawn) < len(plans)
 
 
+def test_an_epoch_left_empty_by_pruning_ends_the_async_run_with_a_warning(tmp_path, setup):
+    # every prompt always solved: once recorded, forward pruning leaves the next epoch planned empty (epoch 2: epoch 1
+    # was planned before epoch 0's second batch was recorded); the run ends at the end of that step, as the
+    # synchronous trainer's does at an epoch without a generation batch
+    path, tokenizer, dataset = setup
+    solved = dataset.map(lambda row: {"pass_rate": 1.0})
+    trainer = make_trainer(tmp_path, (path, tokenizer, solved), max_steps=50, prune_solved=True,
+                           prune_solved_after=1, prune_revisit_fraction=0.0, selector="none")  # fmt: skip
+    with pytest.warns(LZEWarning, match=r"Epoch 2 has no prompt to roll out.*training stops at this step"):
+        trainer.train()
+    assert trainer.lze_window.exhausted and 0 < trainer.state.global_step < 50
+    assert trainer.lze.position.epoch == 2
+
+
 @pytest.mark.slow
 def test_the_lze_state_is_saved_with_each_checkpoint_and_resumed(tmp_path, setup):
     trainer = make_trainer(tmp_path, setup, max_steps=2, save_strategy="steps", save_steps=2)

@@ -18,6 +18,7 @@ from testing_utils import (
     text_reward,
 )
 
+from lze_trl.method.errors import LZEWarning
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
@@ -259,3 +260,15 @@ def test_a_small_cpu_trains_on_one_thread_unless_omp_num_threads_is_set(tmp_path
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_an_epoch_left_empty_by_pruning_ends_the_run_with_a_warning(tmp_path):
+    # every prompt always solved: once recorded, forward pruning leaves the next epoch without a generation batch;
+    # the run ends there with a warning that names the fix, as the async trainer's does at an epoch with no prompt
+    trainer = make_trainer(
+        tmp_path, selector="none", reward=always_right, dataset=prompt_dataset(8), per_device_train_batch_size=16,
+        max_steps=50, prune_solved=True, prune_solved_after=1, prune_revisit_fraction=0.0,
+    )  # fmt: skip
+    with pytest.warns(LZEWarning, match=r"Epoch 1 has no generation batch.*training stops at this epoch"):
+        trainer.train()
+    assert 0 < trainer.state.global_step < 50 and trainer.train_sampler.epoch == 1

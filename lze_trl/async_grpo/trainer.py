@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 from datasets import Dataset
+from transformers import TrainerCallback
 from trl.trainer.utils import get_callable_name
 
 from ..common.engines import apply_thread_policy
@@ -133,6 +134,23 @@ def _builds(worker_class: type) -> Iterator[None]:
         async_grpo_trainer.AsyncRolloutWorker = original
 
 
+class _StopWhenExhausted(TrainerCallback):
+    """Ends training at the end of the step in which the window found an epoch without a prompt (forward pruning left
+    none), on every process alike (the window lives on the main process), as the synchronous trainer's sampler ends
+    it at an epoch without a generation batch."""
+
+    def __init__(self, trainer: LZEAsyncGRPOTrainer) -> None:
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        accelerator = self.trainer.accelerator
+        exhausted = accelerator.is_main_process and self.trainer.lze_window.exhausted
+        flag = torch.tensor([int(exhausted)], device=accelerator.device)
+        if accelerator.reduce(flag, reduction="sum").item() > 0:
+            control.should_training_stop = True
+        return control
+
+
 class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
     """
     TRL's experimental `AsyncGRPOTrainer` with Learning-Zone Energy (LZE): the trainer draws each generation batch of
@@ -212,6 +230,7 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
             self.lze_window.send = self.rollout_worker.send_orders
             self.rollout_queue = self.lze_window
         self.add_callback(SaveLZEState(self))
+        self.add_callback(_StopWhenExhausted(self))
 
     # ----------------------------------------------------------------------------------------------- checkpoints
     def lze_state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

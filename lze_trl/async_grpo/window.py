@@ -100,6 +100,9 @@ class GroupWindow:
             The trainer's optimizer step, for the selection log.
 
     Attributes:
+        exhausted (`bool`):
+            Set when forward pruning left an epoch without a prompt to roll out: the window opens no more batches, and
+            the trainer stops at the end of the step (the rows of the batches in flight serve it).
         decisions (`collections.deque`):
             `(group_id, model_version, prompt_key, weight)` of the last 100,000 complete groups decided, for
             inspection (not saved with the state).
@@ -137,6 +140,8 @@ class GroupWindow:
         self.orders = EpochOrders(len(run.dataset_keys), run.args.seed)  # the synchronous sampler's epoch orders
         self.newest_version: dict[int, int] = {}  # per prompt, the newest policy version scored into its state
         self.resend = False  # after a resume: the open rounds' orders are sent again
+        self.exhausted = False  # an epoch had no prompt to roll out: no batch opens any more
+        self.exhausted_message = ""
         self.decisions: deque[tuple[int, int, int, float]] = deque(maxlen=100_000)
 
     # ----------------------------------------------------------------------------------------------- the queue
@@ -146,6 +151,10 @@ class GroupWindow:
         deadline = None if timeout is None else time.monotonic() + timeout
         self.advance()
         while not self.ready:
+            if self.exhausted and not self.batches:
+                raise RuntimeError(
+                    f"{self.exhausted_message} The batches in flight did not fill the step before training could stop."
+                )
             if not block:
                 self.put(self.source.get_nowait())
             elif deadline is None:
@@ -226,12 +235,14 @@ class GroupWindow:
                     self._send(self._orders(batch))  # the next round's orders
                     continue
             self.close(self.batches.popleft())
-        while len(self.batches) < self.batches_in_flight:
+        while len(self.batches) < self.batches_in_flight and not self.exhausted:
             self._open()
 
     def _open(self) -> None:
         run, n, G = self.run, self.window_groups, self.num_generations
         indices = self._draw(n)
+        if indices is None:  # an epoch with no prompt: the run ends at this step
+            return
         keys = np.asarray(run.dataset_keys[indices], dtype=np.int64)
         rewards = np.full((n, G, len(run.unscorable_guard.reward_names)), np.nan)
         state = AsyncRounds(keys, rewards, self.correctness_index, np.ones(n, dtype=bool))
@@ -243,9 +254,10 @@ class GroupWindow:
         self.batches.append(batch)
         self._send(self._orders(batch))
 
-    def _draw(self, n: int) -> np.ndarray:
+    def _draw(self, n: int) -> np.ndarray | None:
         """The next `n` dataset rows of the epochs' plans (each epoch TRL's `RepeatSampler` order, as the synchronous
-        trainer's sampler draws it: `EpochOrders`, planned by the run)."""
+        trainer's sampler draws it: `EpochOrders`, planned by the run); `None` when an epoch has no prompt, which
+        sets `exhausted` and warns."""
         run, position = self.run, self.run.position
         size, drawn = len(run.dataset_keys), []
         while len(drawn) < n:
@@ -257,12 +269,15 @@ class GroupWindow:
                 position.plan = np.asarray(run.plan_epoch(position.epoch, order), dtype=np.int64)
                 self.drawn_in_epoch = 0
                 if len(position.plan) == 0:
-                    raise RuntimeError(
-                        f"Epoch {position.epoch} has no prompt to roll out: forward pruning left none of the "
-                        f"{size} prompts in its pool. Train on more prompts, prune later (a larger "
-                        "`prune_solved_after`), revisit more (`prune_revisit_fraction`), or turn pruning "
+                    self.exhausted = True
+                    self.exhausted_message = (
+                        f"Epoch {position.epoch} has no prompt to roll out: forward pruning left none of the {size} "
+                        "prompts in its pool, so training stops at this step. Train on more prompts, prune later (a "
+                        "larger `prune_solved_after`), revisit more (`prune_revisit_fraction`), or turn pruning "
                         "(`prune_solved`) off."
                     )
+                    run.warn(self.exhausted_message)
+                    return None
             take = position.plan[self.drawn_in_epoch : self.drawn_in_epoch + n - len(drawn)]
             drawn.extend(int(i) for i in take)
             self.drawn_in_epoch += len(take)

@@ -80,7 +80,8 @@ class LZESettings:
 
         prune_solved (`bool`, *optional*, defaults to `False`):
             Stop rolling out prompts that stay fully solved (forward pruning), revisiting a few each epoch. Needs a
-            map-style train dataset.
+            map-style train dataset. An epoch that pruning leaves without a generation batch (in the async trainer,
+            without a prompt) ends training with a warning.
         prune_solved_after (`int`, *optional*, defaults to `2`):
             Consecutive fully-solved observations of a prompt (one per epoch while it is rolled out) after which it is
             pruned, >= 1.
