@@ -32,3 +32,27 @@ def test_the_committed_report_rebuilds_from_the_raw_runs():
     from benchmarks.fused_confirm import report
 
     assert report.main(["--check"]) == 0
+
+
+def test_the_step_times_are_the_median_over_repeats_of_the_steady_steps(tmp_path):
+    import json
+
+    from benchmarks.fused_confirm import report
+
+    def write(repeat, arm, seconds):
+        # 4 steps: the first (the staircase) and the last (no batch drawn ahead) are left out
+        steps = [{"seconds": s, "generation": s / 2, "scoring": 1.0} for s in (99.0, seconds, seconds, 1.0)]
+        path = tmp_path / "smollm2" / f"repeat_{repeat}" / "speed" / f"{arm}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"steps": steps}))
+
+    for repeat, (serial, fused) in enumerate([(10.0, 9.0), (12.0, 6.0), (30.0, 8.0)], start=1):
+        write(repeat, "probe", serial)
+        write(repeat, "probe_fused", fused)
+    lines = [line for line in report.timing_section(tmp_path).splitlines() if line.startswith("| transformers")]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    # per arm the median over repeats (12.0 and 8.0); no vLLM runs, no vLLM rows
+    assert rows == [
+        ["transformers", "serial", "3", "12.0", "6.0", "1.0", "1.00x"],
+        ["transformers", "fused", "3", "8.0", "4.0", "1.0", "0.67x"],
+    ]

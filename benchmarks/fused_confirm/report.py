@@ -11,6 +11,7 @@ regime whose seeds have not all run is reported with the seeds it has, and the v
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -88,6 +89,52 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         + tabulate(
             secondary,
             ["regime", "seeds", "in-domain", "OOD", "fresh rollouts, ratio"],
+            tablefmt="github",
+            disable_numparse=True,
+        )  # fmt: skip
+        + "\n"
+        + timing_section(results)
+    )
+
+
+STEADY = slice(1, 3)
+"""The steps of a 4-step speed run that time the steady state: the first (a fused run's staircase of calls) and the
+last (a fused run draws no batch past the run) left out, for every arm alike."""
+
+
+def timing_section(results: Path) -> str:
+    """Seconds a step of the SmolLM2 probe, serial and fused, on each generation backend (`smollm2/repeat_*/speed/`):
+    per arm, the median over the repeats of a run's mean over its steady steps."""
+    repeats = sorted((results / "smollm2").glob("repeat_*/speed"))
+    if not repeats:
+        return ""
+    rows = []
+    for backend, suffix in (("transformers", ""), ("vLLM colocate, CPU build", "_vllm")):
+        medians = {}
+        for arm in ("probe", "probe_fused"):
+            paths = [speed / f"{arm}{suffix}.json" for speed in repeats if (speed / f"{arm}{suffix}.json").exists()]
+            steps = [json.loads(path.read_text())["steps"][STEADY] for path in paths]
+            if steps:
+                medians[arm] = {k: float(np.median([np.mean([st[k] for st in run]) for run in steps]))
+                                for k in ("seconds", "generation", "scoring")}  # fmt: skip
+                medians[arm]["runs"] = len(steps)
+        if len(medians) < 2:
+            continue
+        for arm, m in medians.items():
+            ratio = m["seconds"] / medians["probe"]["seconds"]
+            rows.append([backend, "fused" if arm == "probe_fused" else "serial", str(m["runs"]), f"{m['seconds']:.1f}",
+                         f"{m['generation']:.1f}", f"{m['scoring']:.1f}", f"{ratio:.2f}x"])  # fmt: skip
+    return (
+        "\n## Seconds a step, by generation backend (SmolLM2-135M-Instruct, the probe)\n\n"
+        "`python benchmarks/smollm2_study/run.py speed probe|probe_fused --results benchmarks/results/fused_confirm/"
+        "smollm2/repeat_K` (transformers, `.venv`) and the same with `--generation vllm --model_dir DIR` "
+        "(`.venv-vllm`), one torch thread each, the two backends side by side on the two cores of the otherwise idle "
+        "machine, serial then fused in each repeat; per arm the median over the repeats of a run's mean over steps "
+        "2-3 of 4 (the first and the last left out). Scoring holds the correction: on transformers a forward of the "
+        "fused run's stale rows; on vLLM TRL's importance-sampling forward of every row, serial and fused alike.\n\n"
+        + tabulate(
+            rows,
+            ["backend", "rounds", "runs", "s/step", "generation s", "scoring s", "/ serial"],
             tablefmt="github",
             disable_numparse=True,
         )  # fmt: skip

@@ -114,11 +114,13 @@ class LZESettings:
             one generation call per generation batch, as GRPO does: the last round of this batch's groups going on
             together with the next round of the batches after it, already drawn from the sampler (the first step
             starts them: `R` calls for `R` rounds), so that every step trains on its own batch, complete, from the
-            first step on. Its rollouts are up to `R - 1` optimizer steps
-            old when they reach the update (`lze/rollout_staleness`), and are corrected by TRL's importance-sampling
-            ratio (`vllm_importance_sampling_correction`, on every backend; `lze/stale_is_ratio_*`). Serial is the
-            default: uncorrected, fused rounds lost accuracy against serial rounds, and with the correction they
-            were not shown non-inferior in every regime of the pre-declared test (BENCHMARKS.md section 10).
+            first step on. Its rollouts are up to `R - 1` optimizer steps old when they reach the update
+            (`lze/rollout_staleness`), and are corrected by TRL's importance-sampling ratio
+            (`vllm_importance_sampling_correction`, on every backend; `lze/stale_is_ratio_*`). With the correction,
+            fused rounds passed a confirmatory non-inferiority test against serial rounds in all 4 regimes on
+            transformers generation, and take 0.97x serial's step there and 0.93x on vLLM's CPU build (SmolLM2's
+            probe; BENCHMARKS.md section 10). Serial stays the default until fused rounds' accuracy on vLLM, where
+            they save most, is measured.
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
