@@ -144,7 +144,7 @@ class _StopWhenExhausted(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         accelerator = self.trainer.accelerator
-        exhausted = accelerator.is_main_process and self.trainer.lze_window.exhausted
+        exhausted = accelerator.is_main_process and bool(self.trainer.lze_window.exhausted)
         flag = torch.tensor([int(exhausted)], device=accelerator.device)
         if accelerator.reduce(flag, reduction="sum").item() > 0:
             control.should_training_stop = True

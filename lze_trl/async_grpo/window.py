@@ -100,8 +100,8 @@ class GroupWindow:
             The trainer's optimizer step, for the selection log.
 
     Attributes:
-        exhausted (`bool`):
-            Set when forward pruning left an epoch without a prompt to roll out: the window opens no more batches, and
+        exhausted (`str`):
+            Why the window opens no more batches (forward pruning left an epoch without a prompt), empty until then:
             the trainer stops at the end of the step (the rows of the batches in flight serve it).
         decisions (`collections.deque`):
             `(group_id, model_version, prompt_key, weight)` of the last 100,000 complete groups decided, for
@@ -140,8 +140,7 @@ class GroupWindow:
         self.orders = EpochOrders(len(run.dataset_keys), run.args.seed)  # the synchronous sampler's epoch orders
         self.newest_version: dict[int, int] = {}  # per prompt, the newest policy version scored into its state
         self.resend = False  # after a resume: the open rounds' orders are sent again
-        self.exhausted = False  # an epoch had no prompt to roll out: no batch opens any more
-        self.exhausted_message = ""
+        self.exhausted = ""  # why no batch opens any more (an epoch had no prompt to roll out), once it is so
         self.decisions: deque[tuple[int, int, int, float]] = deque(maxlen=100_000)
 
     # ----------------------------------------------------------------------------------------------- the queue
@@ -152,9 +151,7 @@ class GroupWindow:
         self.advance()
         while not self.ready:
             if self.exhausted and not self.batches:
-                raise RuntimeError(
-                    f"{self.exhausted_message} The batches in flight did not fill the step before training could stop."
-                )
+                raise RuntimeError(f"{self.exhausted} The batches in flight could not fill the step.")
             if not block:
                 self.put(self.source.get_nowait())
             elif deadline is None:
@@ -269,14 +266,13 @@ class GroupWindow:
                 position.plan = np.asarray(run.plan_epoch(position.epoch, order), dtype=np.int64)
                 self.drawn_in_epoch = 0
                 if len(position.plan) == 0:
-                    self.exhausted = True
-                    self.exhausted_message = (
+                    self.exhausted = (
                         f"Epoch {position.epoch} has no prompt to roll out: forward pruning left none of the {size} "
                         "prompts in its pool, so training stops at this step. Train on more prompts, prune later (a "
                         "larger `prune_solved_after`), revisit more (`prune_revisit_fraction`), or turn pruning "
                         "(`prune_solved`) off."
                     )
-                    run.warn(self.exhausted_message)
+                    run.warn(self.exhausted)
                     return None
             take = position.plan[self.drawn_in_epoch : self.drawn_in_epoch + n - len(drawn)]
             drawn.extend(int(i) for i in take)
