@@ -56,3 +56,17 @@ def test_the_step_times_are_the_median_over_repeats_of_the_steady_steps(tmp_path
         ["transformers", "serial", "3", "12.0", "6.0", "1.0", "1.00x"],
         ["transformers", "fused", "3", "8.0", "4.0", "1.0", "0.67x"],
     ]
+
+
+def test_the_vllm_tests_seeds_rebuild_from_the_transformers_tests_runs(tmp_path):
+    from benchmarks.fused_confirm import on_vllm
+
+    assert on_vllm.main(["power", "--check"]) == 0
+    counts = {regime: len(s) for regime, s in on_vllm.seeds().items()}
+    assert counts == {"carries": 12, "dead": 23, "arithmetic": 16, "solved": 24}
+    assert all(min(s) >= on_vllm.FIRST_SEED > 139 for s in on_vllm.seeds().values())  # fresh: none of 100-139
+    order = jobs.pending(tmp_path, on_vllm.seeds())
+    assert order[:4] == [("carries", 200), ("dead", 200), ("arithmetic", 200), ("solved", 200)] and len(order) == 75
+    # the arms differ in fuse_rounds alone, both on vLLM with TRL's correction
+    assert on_vllm.SERIAL.replace("fuse_rounds=false", "fuse_rounds=true") == on_vllm.CORRECTED
+    assert "use_vllm=true" in on_vllm.SERIAL and "vllm_importance_sampling_correction=true" in on_vllm.SERIAL

@@ -7,6 +7,7 @@ set -euo pipefail
 regime=$1 seed=$2 out=$3
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
+BENCH=${BENCH:-benchmarks/bench.py}  # benchmarks/fused_confirm/on_vllm.py: the same runs on vLLM's CPU build
 arms=(grpo "grpo:per_device_train_batch_size=256" "grpo:per_device_train_batch_size=128"
   "grpo:num_generations=4,per_device_train_batch_size=256" "grpo:num_generations=2,per_device_train_batch_size=128"
   lze "lze:probe_generations=2,selection_ratio=0.33" "lze:rollout_rounds=2+4+8")
@@ -18,7 +19,7 @@ case $regime in
   solved) task=(--demo train_levels=0,0,3,3,1,2 --demo test_levels=1,2) ;;  # most prompts soon solved (section 10)
   *) echo "regime: dead, carries, arithmetic or solved" >&2; exit 2 ;;
 esac
-$PY benchmarks/bench.py train --steps 240 --eval_steps 20 --seeds "$seed" "${task[@]}" --selectors "${arms[@]}" \
+$PY "$BENCH" train --steps 240 --eval_steps 20 --seeds "$seed" "${task[@]}" --selectors "${arms[@]}" \
   --output_dir "$out/${regime}_s$seed"
 gzip -f "$out/${regime}_s$seed/seed_$seed/demo_results.json"
 rm -rf "$out/${regime}_s$seed/seed_$seed/runs"

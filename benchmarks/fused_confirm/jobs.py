@@ -18,9 +18,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.fused_confirm.power import RESULTS, seeds  # noqa: E402
 
 
-def pending(results: Path = RESULTS) -> list[tuple[str, int]]:
-    """`(regime, seed)` of the runs not yet written, the regimes' seeds interleaved (every regime's 100 first)."""
-    planned = seeds()
+def pending(results: Path = RESULTS, planned: dict[str, list[int]] | None = None) -> list[tuple[str, int]]:
+    """`(regime, seed)` of the runs not yet written under `results/runs`, the `planned` seeds (default: this test's)
+    interleaved across regimes (every regime's first seed first)."""
+    planned = planned or seeds()
     order = itertools.zip_longest(*[[(regime, s) for s in planned[regime]] for regime in planned])
     done = lambda regime, s: (results / "runs" / f"{regime}_s{s}" / "bench_train.json").exists()  # noqa: E731
     return [job for row in order for job in row if job is not None and not done(*job)]

@@ -32,9 +32,19 @@ from benchmarks.stale_rollouts.power import ALPHA, CORRECTED, REGIMES, SERIAL, p
 
 def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The report (Markdown) from `results/runs` (`figures` is unused: the report has none)."""
-    planned = seeds()
+    return (
+        "# The confirmatory test of fused rounds (BENCHMARKS.md section 10), rebuilt by "
+        "benchmarks/fused_confirm/report.py\n\n"
+        + declared_test(results, seeds(), CORRECTED, SERIAL)
+        + timing_section(results)
+    )
+
+
+def declared_test(results: Path, planned: dict[str, list[int]], corrected: str, serial: str) -> str:
+    """The declared test and the secondary table of the runs in `results/runs` of the arms `corrected` (fused) and
+    `serial`, whose `planned` seeds (per regime) the verdict waits for."""
     runs = {regime: load(sorted(str(p) for p in (results / "runs").glob(f"{regime}_s*"))) for regime in REGIMES}
-    decision = decide({regime: paired(arms, CORRECTED, SERIAL) for regime, arms in runs.items()}, ALPHA, MARGIN)
+    decision = decide({regime: paired(arms, corrected, serial) for regime, arms in runs.items()}, ALPHA, MARGIN)
     complete = all(decision[r]["seeds"] >= len(planned[r]) for r in REGIMES)
     rows = [
         [
@@ -53,18 +63,16 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         verdict = "fused rounds fail: serial rounds stay the default"
     secondary = []
     for regime, arms in runs.items():
-        common = sorted(set(arms.get(CORRECTED, {})) & set(arms.get(SERIAL, {})))
+        common = sorted(set(arms.get(corrected, {})) & set(arms.get(serial, {})))
         if len(common) < 2:
             continue
         ratio = np.mean(
-            [arms[CORRECTED][s]["summary"]["rollouts"] / arms[SERIAL][s]["summary"]["rollouts"] for s in common]
+            [arms[corrected][s]["summary"]["rollouts"] / arms[serial][s]["summary"]["rollouts"] for s in common]
         )
-        secondary.append([REGIMES[regime], str(len(common)), interval(paired(arms, CORRECTED, SERIAL)),
-                          interval(paired(arms, CORRECTED, SERIAL, "ood_accuracy")), f"{ratio:.3f}x"])  # fmt: skip
+        secondary.append([REGIMES[regime], str(len(common)), interval(paired(arms, corrected, serial)),
+                          interval(paired(arms, corrected, serial, "ood_accuracy")), f"{ratio:.3f}x"])  # fmt: skip
     return (
-        "# The confirmatory test of fused rounds (BENCHMARKS.md section 10), rebuilt by "
-        "benchmarks/fused_confirm/report.py\n\n"
-        f"Fused, corrected: `{CORRECTED}`; serial: `{SERIAL}`. Both from one warm start per regime, in one process "
+        f"Fused, corrected: `{corrected}`; serial: `{serial}`. Both from one warm start per regime, in one process "
         "per seed, at one commit (`protocol.md`).\n\n## The declared test\n\n"
         f"Fused minus serial, in-domain accuracy (mean of the last 3 evaluations), paired by seed; one-sided paired "
         f"t-test of H0: mean difference <= -{MARGIN}; Holm over the {len(REGIMES)} regimes at {ALPHA}; the lower "
@@ -93,7 +101,6 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
             disable_numparse=True,
         )  # fmt: skip
         + "\n"
-        + timing_section(results)
     )
 
 
