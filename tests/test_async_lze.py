@@ -493,7 +493,7 @@ def test_the_lze_state_is_saved_with_each_checkpoint_and_resumed(tmp_path, setup
     os.rename(os.path.join(folder, IN_FLIGHT_FILE.format(process=0)), os.path.join(folder, "away.pt"))
     with pytest.raises(LZEStateError, match=r"lze_in_flight_0\.pt' is missing.*LZEAsyncGRPOTrainer's window"):
         make_trainer(tmp_path, setup, max_steps=3).train(resume_from_checkpoint=folder)
-    save_in_flight(folder, 0, 1, RoundPipeline())  # the synchronous fused rounds', not a window's
+    save_in_flight(folder, 0, 1, RoundPipeline(calls=2).state_dict())  # the synchronous fused rounds', not a window's
     with pytest.raises(LZEStateError, match="does not fit this run"):
         make_trainer(tmp_path, setup, max_steps=3).train(resume_from_checkpoint=folder)
     os.replace(os.path.join(folder, "away.pt"), os.path.join(folder, IN_FLIGHT_FILE.format(process=0)))

@@ -73,6 +73,16 @@ def test_the_tables_name_functions_that_exist():
             assert re.search(rf"def {name}\b", source), f"{file} has no {function}"
 
 
+def test_both_trainers_batches_live_through_the_same_rounds_layer_functions():
+    shared = "lze_trl/rounds/in_flight.py"
+    sync = [function for file, function in hops("`LZEGRPOTrainer`") if file == shared]
+    asynchronous = [function for file, function in hops("`LZEAsyncGRPOTrainer`") if file == shared]
+    life = ["BatchInFlight.start", "BatchInFlight.record", "round_done", "BatchInFlight.decide", "BatchInFlight.close"]
+    # the one life of a batch, in this order, in both tables (the sync table also names even_out and a second round)
+    assert missing_in_order([(shared, f) for f in life], [(shared, f) for f in sync]) == []
+    assert asynchronous == life
+
+
 @pytest.mark.slow
 def test_the_sync_walk_follows_a_real_step(tmp_path):
     trainer = make_trainer(

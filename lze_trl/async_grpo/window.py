@@ -25,37 +25,23 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..common.epochs import EpochOrders
-from ..method.round_policies import RoundsState
 from ..method.selection import total_rewards
-from ..method.selectors import GroupBatch
 from ..rounds.in_flight import BatchInFlight, round_done
 from .samples import TAGS, Order, group_advantages, rows_from_state, rows_state
-
-
-@dataclass
-class AsyncRounds(RoundsState):
-    """A generation batch's [`RoundsState`] on the async path, where the rounds' rollouts are counted, not held
-    (`fresh`: the rollouts of each round so far)."""
-
-    fresh: list[int] = field(default_factory=list)
-
-    @property
-    def fresh_rollouts(self) -> list[int]:
-        return list(self.fresh)
 
 
 @dataclass(kw_only=True)
 class OpenBatch(BatchInFlight):
     """
-    A generation batch in flight in the window ([`~lze_trl.rounds.in_flight.BatchInFlight`]: `state`, an
-    [`AsyncRounds`] whose `rollouts_so_far` counts the rounds arrived, and `round_last`, the end of the round in
-    flight), with its rows as the worker sends them.
+    A generation batch in flight in the window ([`~lze_trl.rounds.in_flight.BatchInFlight`]: `state`, whose
+    `rollouts_so_far` counts the rounds arrived, and `round_last`, the end of the round in flight), with its rows as
+    the worker sends them.
 
     Attributes:
         indices (`np.ndarray`): Each group's train dataset row.
@@ -202,7 +188,7 @@ class GroupWindow:
                 f"The worker sent rollouts {first}-{last} of group {rows[0].group_id}, which were not ordered (it has "
                 f"{batch.through[g]} rollouts, the round in flight ends at {batch.round_last})."
             )
-        batch.state.rewards[g, first:last] = rewards
+        batch.record(np.array([g]), first, last, rewards[None])
         batch.through[g] = last
         if first == 0:
             batch.versions[g] = rows[0].model_version
@@ -226,8 +212,6 @@ class GroupWindow:
         while self.batches and self.batches[0].round_arrived():
             batch = self.batches[0]
             if not batch.complete:  # its round in flight has arrived whole: the round policy moves it on
-                state = batch.state
-                state.fresh.append(int(state.going_on.sum()) * (batch.round_last - state.rollouts_so_far))
                 if not round_done(batch, self.run, 1):
                     self._send(self._orders(batch))  # the next round's orders
                     continue
@@ -240,14 +224,12 @@ class GroupWindow:
         indices = self._draw(n)
         if indices is None:  # an epoch with no prompt: the run ends at this step
             return
-        keys = np.asarray(run.dataset_keys[indices], dtype=np.int64)
-        rewards = np.full((n, G, len(run.unscorable_guard.reward_names)), np.nan)
-        state = AsyncRounds(keys, rewards, self.correctness_index, np.ones(n, dtype=bool))
         group_ids = np.arange(self.next_group, self.next_group + n, dtype=np.int64)
         self.next_group += n
-        batch = OpenBatch(self.schedule[0], state, indices=indices, group_ids=group_ids,
+        batch = OpenBatch(self.schedule[0], indices=indices, group_ids=group_ids,
                           through=np.zeros(n, dtype=np.int64), versions=np.full(n, -1, dtype=np.int64),
                           rows=[[] for _ in range(n)])  # fmt: skip
+        batch.start(run.dataset_keys[indices], G, len(run.unscorable_guard.reward_names), self.correctness_index)
         self.batches.append(batch)
         self._send(self._orders(batch))
 
@@ -298,28 +280,16 @@ class GroupWindow:
     def close(self, batch: OpenBatch) -> np.ndarray:
         """Scores a complete batch in version order, selects among its complete groups, records it, queues the selected
         rows (advantages over the whole group, scaled by the weight); returns each group's weight, in draw order."""
-        run, G, state = self.run, self.num_generations, batch.state
-        complete, rewards = state.going_on, state.rewards
-        generated = np.arange(G)[None, :] < batch.through[:, None]
+        run, state = self.run, batch.state
+        complete, rewards, keys, versions = state.going_on, state.rewards, state.prompt_keys, batch.versions
+        generated = np.arange(self.num_generations)[None, :] < batch.through[:, None]
         run.unscorable_guard.check(rewards[generated])
         totals = total_rewards(rewards)
-        order = np.argsort(batch.versions, kind="stable")  # oldest policy first; draw order within a version
-        keys, versions = state.prompt_keys, batch.versions
         late = sum(self.newest_version.get(int(k), -1) > v for k, v in zip(keys, versions))
-        parts = []
-        for version, members in itertools.groupby(order, key=lambda i: versions[i]):
-            m = np.fromiter(members, dtype=np.int64)
-            parts.append(run.score(keys[m], rewards[m, :, self.correctness_index], totals[m], complete[m]))
-            for key in keys[m]:
-                self.newest_version[int(key)] = max(self.newest_version.get(int(key), -1), int(version))
-        groups, in_order = GroupBatch.concatenate(parts), None
-        if len(self.schedule) > 1:
-            in_order = AsyncRounds(keys[order], rewards[order], self.correctness_index, complete[order], G,
-                                   fresh=state.fresh)  # fmt: skip
+        for key, version in zip(keys, versions):
+            self.newest_version[int(key)] = max(self.newest_version.get(int(key), -1), int(version))
         fresh = {"lze/fresh_rollouts": float(sum(state.fresh))}
-        weights_in_order, metrics = run.decide(groups, complete[order], in_order, self.global_step(), fresh)
-        weights = np.empty(len(keys))
-        weights[order] = weights_in_order
+        weights, metrics = batch.decide(run, totals, self.global_step(), fresh, versions)
         rows_out, tokens = 0, 0
         for g, weight in enumerate(weights):
             self.decisions.append((int(batch.group_ids[g]), int(versions[g]), int(keys[g]), float(weight)))
@@ -343,10 +313,7 @@ class GroupWindow:
         metrics["lze/stale_rows"] = float(stale)
         metrics["lze/late_groups"] = float(late)
         metrics["lze/window_versions"] = float(len(np.unique(versions)))
-        metrics["lze/update_rows"] = float(rows_out)
-        metrics["lze/update_tokens"] = float(tokens)
-        run.empty_update_guard.check(tokens, "no complete group was selected")
-        self.log(metrics)
+        batch.close(run, metrics, rows_out, tokens, self.log)
         return weights
 
     # ----------------------------------------------------------------------------------------------- state
@@ -360,12 +327,11 @@ class GroupWindow:
         arrays["window.newest_versions"] = np.array(list(self.newest_version.values()), dtype=np.int64)
         batches = []
         for i, b in enumerate(self.batches):
-            arrays[f"window.batch{i}.rewards"] = b.state.rewards
+            batch_arrays, saved = b.state_dict(f"window.batch{i}.")
+            arrays.update(batch_arrays)
             batches.append({
-                "indices": b.indices.tolist(), "group_ids": b.group_ids.tolist(), "round_last": b.round_last,
-                "through": b.through.tolist(), "versions": b.versions.tolist(), "going_on": b.state.going_on.tolist(),
-                "rollouts_so_far": b.state.rollouts_so_far, "fresh": b.state.fresh,
-                "rows": [len(group) for group in b.rows],
+                **saved, "indices": b.indices.tolist(), "group_ids": b.group_ids.tolist(),
+                "through": b.through.tolist(), "versions": b.versions.tolist(), "rows": [len(g) for g in b.rows],
             })  # fmt: skip
         counters = {"window_rows": text, "window_ready": len(self.ready), "window_batches": json.dumps(batches)}
         counters.update(window_next_group=self.next_group, window_drawn_in_epoch=self.drawn_in_epoch)
@@ -379,16 +345,13 @@ class GroupWindow:
         self.ready, rest = deque(rows[:ready]), iter(rows[ready:])
         self.batches = deque()
         for i, b in enumerate(json.loads(counters["window_batches"])):
-            rewards = np.asarray(arrays[f"window.batch{i}.rewards"], dtype=np.float64)
-            keys = np.asarray(self.run.dataset_keys[np.asarray(b["indices"], dtype=np.int64)], dtype=np.int64)
-            state = AsyncRounds(keys, rewards, self.correctness_index, np.array(b["going_on"], dtype=bool),
-                                int(b["rollouts_so_far"]), fresh=list(b["fresh"]))  # fmt: skip
             self.batches.append(OpenBatch(
-                int(b["round_last"]), state, indices=np.asarray(b["indices"], dtype=np.int64),
+                0, indices=np.asarray(b["indices"], dtype=np.int64),
                 group_ids=np.asarray(b["group_ids"], dtype=np.int64), through=np.asarray(b["through"], dtype=np.int64),
                 versions=np.asarray(b["versions"], dtype=np.int64),
                 rows=[list(itertools.islice(rest, n)) for n in b["rows"]],
             ))  # fmt: skip
+            self.batches[-1].load_state_dict(arrays, b, f"window.batch{i}.")
         self.partial = {}
         self.next_group, self.drawn_in_epoch = (
             int(counters["window_next_group"]),

@@ -209,12 +209,14 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         """Takes back the run's state and this process's rollouts in flight (fused rounds) from `checkpoint`."""
         pipeline = None
         if self.round_pipeline is not None:
-            pipeline = self.load_in_flight(checkpoint, "a run with fuse_rounds=True")
-            if not isinstance(pipeline, RoundPipeline):
+            saved, pipeline = self.load_in_flight(checkpoint, "a run with fuse_rounds=True"), RoundPipeline()
+            try:
+                pipeline.load_state_dict(*saved)
+            except (KeyError, TypeError, ValueError) as error:
                 raise LZEStateError(
-                    f"The batches in flight in {checkpoint!r} are not fused rounds' ({type(pipeline).__name__}): the "
-                    "checkpoint is another kind of run's."
-                )
+                    f"The batches in flight in {checkpoint!r} are not fused rounds' (no {error}): the checkpoint is "
+                    "another kind of run's."
+                ) from error
         try:
             self.lze.load_state_dict(arrays)
         except (KeyError, ValueError) as error:
@@ -224,9 +226,9 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         if self.sampler_resumes_itself:
             self._sampler_resumes = checkpoint  # the sampler continues at the saved position
 
-    def in_flight_state(self) -> RoundPipeline | None:
+    def in_flight_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
         """This process's fused rounds' batches in flight (`None` without fused rounds)."""
-        return self.round_pipeline
+        return None if self.round_pipeline is None else self.round_pipeline.state_dict()
 
     def save_lze_checkpoint(self, folder: str) -> None:
         if self.lze_enabled:

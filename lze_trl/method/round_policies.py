@@ -30,20 +30,6 @@ PROBE_STREAM = 0x9B0BE
 
 
 @dataclass
-class Round:
-    """One generation round on this process: its `rollouts` (the rounds layer's `Rollouts`, or the async window's rows:
-    the method only holds them), the groups it generated (`groups`, indices among this process's groups of the
-    batch), the rollouts `first` to `last` of each of them, and the training generation batch during which it was
-    generated (`call`, counted by the fused rounds; 0 in serial rounds)."""
-
-    rollouts: Any
-    groups: np.ndarray
-    first: int
-    last: int
-    call: int = 0
-
-
-@dataclass
 class RoundsState:
     """
     What is known of a generation batch while it is generated in rounds, every process's groups in order.
@@ -60,8 +46,8 @@ class RoundsState:
             Whether each group was generated in the last round (after the last round: whether it is complete).
         rollouts_so_far (`int`):
             The rollouts a group that went on has so far.
-        rounds (`list[Round]`):
-            This process's rounds so far.
+        fresh (`list[int]`):
+            The rollouts generated in each round so far, every process's.
     """
 
     prompt_keys: np.ndarray
@@ -69,7 +55,7 @@ class RoundsState:
     correctness_index: int
     going_on: np.ndarray
     rollouts_so_far: int = 0
-    rounds: list[Round] = field(default_factory=list)
+    fresh: list[int] = field(default_factory=list)
 
     @property
     def correctness(self) -> np.ndarray:
@@ -80,11 +66,6 @@ class RoundsState:
     def remaining(self) -> int:
         """The rollouts a group that goes on still needs to be complete."""
         return self.rewards.shape[1] - self.rollouts_so_far
-
-    @property
-    def fresh_rollouts(self) -> list[int]:
-        """The rollouts generated in each round, every process's."""
-        return [len(r.rollouts.prompt_keys) for r in self.rounds]
 
 
 class RoundPolicy:
@@ -148,7 +129,7 @@ class RoundPolicy:
         scorable ones that are dead, and how often the first round's learning-zone test agreed with the complete
         group's; warns when the rounds keep completing dead groups.
         """
-        complete, fresh = state.going_on, state.fresh_rollouts
+        complete, fresh = state.going_on, state.fresh
         completed = int(complete.sum())
         scorable = complete & np.isfinite(groups.pass_rates)
         dead = float((~groups.eligible[scorable]).mean()) if scorable.any() else 0.0

@@ -31,9 +31,10 @@ them.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -46,7 +47,6 @@ from .generation_batch import (
     completed_rows,
     record_round,
     round_request,
-    start_state,
     update_on,
 )
 from .rollouts import Rollouts, gather_rows
@@ -61,12 +61,33 @@ class RoundPipeline:
         batches (`list[InFlight]`):
             The batches drawn and not yet complete.
         calls (`int`):
-            Training generation batches so far (a [`~lze_trl.method.round_policies.Round`]'s `call` is the one during
+            Training generation batches so far (a [`~lze_trl.rounds.generation_batch.Round`]'s `call` is the one during
             which it was generated: a round of an earlier one is stale, an optimizer step came between).
     """
 
     batches: list[InFlight] = field(default_factory=list)
     calls: int = 0
+
+    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The batches in flight as each batch's [`~lze_trl.rounds.in_flight.BatchInFlight.state_dict`] (arrays
+        prefixed `fused.batch<i>.`, JSON in `fused_batches`) and this process's rollouts of them as TRL made them
+        (`fused_rows`: each batch's inputs and rounds, objects that only a pickle keeps: images, tool calls)."""
+        arrays: dict[str, np.ndarray] = {}
+        batches = []
+        for i, batch in enumerate(self.batches):
+            batch_arrays, saved = batch.state_dict(f"fused.batch{i}.")
+            arrays.update(batch_arrays)
+            batches.append(saved)
+        rows = [(batch.inputs, batch.rounds) for batch in self.batches]
+        return arrays, {"fused_calls": self.calls, "fused_batches": json.dumps(batches), "fused_rows": rows}
+
+    def load_state_dict(self, arrays: dict[str, np.ndarray], counters: dict[str, Any]) -> None:
+        """Takes back what [`~RoundPipeline.state_dict`] saved (a `KeyError` when `counters` are not fused rounds')."""
+        saved, rows = json.loads(counters["fused_batches"]), counters["fused_rows"]
+        self.calls, self.batches = int(counters["fused_calls"]), []
+        for i, (batch, (inputs, rounds)) in enumerate(zip(saved, rows, strict=True)):
+            self.batches.append(InFlight(0, inputs=inputs, rounds=rounds))
+            self.batches[-1].load_state_dict(arrays, batch, f"fused.batch{i}.")
 
 
 class Lookahead(Protocol):
@@ -146,16 +167,14 @@ def _generation_call(
     parts = split_rollouts(rollouts, [len(request[0]) for request in requests], processes)
     rows = None
     for batch, part, (_, groups, first, last) in zip(pipeline.batches, parts, requests):
-        start_state(batch, part, first, last, G, run.correctness_index)
         record_round(run, batch, part, groups, first, last, processes, pipeline.calls)
         if last == G:  # complete: recorded before the later batches' choices
-            rounds_made = batch.state.rounds
-            staleness = sum((r.last - r.first) * (pipeline.calls - r.call) for r in rounds_made) / G
+            staleness = sum((r.last - r.first) * (pipeline.calls - r.call) for r in batch.rounds) / G
             rows = update_on(
                 port,
                 context,
-                batch.state,
-                completed_rows(port, batch.state),
+                batch,
+                completed_rows(port, batch),
                 {**metrics, "lze/rollout_staleness": staleness},
             )
     pipeline.batches = [batch for batch in pipeline.batches if not batch.complete]

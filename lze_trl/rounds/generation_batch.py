@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from ..method.round_policies import Round, RoundsState
+from ..method.round_policies import RoundsState
 from .batching import Batch, pad_rows
 from .in_flight import BatchInFlight, round_done
 from .rollouts import GeneratedRows, Rollouts, gather_rows
@@ -86,27 +86,26 @@ def train_on_generation_batch(port: TRLPort, context: RoundsContext, inputs: lis
     if len(run.round_policy.schedule) == 1:  # every prompt's G rollouts: TRL generates, rewards and makes rows at once
         rows, rollouts = port.update_rows(inputs)
         prompt_keys, rewards = rollouts.groups(G)
-        state = RoundsState(prompt_keys, rewards, run.correctness_index, np.ones(len(prompt_keys), dtype=bool), G)
+        complete = np.ones(len(prompt_keys), dtype=bool)
+        batch = BatchInFlight(G, RoundsState(prompt_keys, rewards, run.correctness_index, complete, G))
         run.unscorable_guard.check(rollouts.rewards)
         metrics = {"lze/fresh_rollouts": len(rollouts.prompt_keys), "lze/generation_calls": 1}
-        return update_on(port, context, state, rows, metrics)
-    state = generate_in_rounds(port, context, inputs)
-    run.unscorable_guard.check(np.concatenate([r.rollouts.rewards for r in state.rounds]))
-    metrics = {"lze/generation_calls": len(state.rounds), "lze/rollout_staleness": 0.0}
-    return update_on(port, context, state, completed_rows(port, state), metrics)
+        return update_on(port, context, batch, rows, metrics)
+    batch = generate_in_rounds(port, context, inputs)
+    run.unscorable_guard.check(np.concatenate([r.rollouts.rewards for r in batch.rounds]))
+    metrics = {"lze/generation_calls": len(batch.rounds), "lze/rollout_staleness": 0.0}
+    return update_on(port, context, batch, completed_rows(port, batch), metrics)
 
 
-def update_on(port: TRLPort, context: RoundsContext, state: RoundsState, rows: Batch, metrics: dict) -> Batch:
-    """TRL's update `rows` of a complete generation batch (`state`) cut to the selection: every group scored once into
-    the per-prompt state, the complete groups weighed by the selector, the batch recorded, and the positively
-    weighted rows kept (advantages scaled by the weight), padded alike on every process; logs the batch's metrics
-    (the given `metrics` first)."""
-    run, G = context.run, context.num_generations
-    complete, in_rounds = state.going_on, bool(state.rounds)
-    groups = run.score(
-        state.prompt_keys, state.rewards[:, :, state.correctness_index], port.total_rewards(state.rewards), complete
-    )
-    weights, metrics = run.decide(groups, complete, state if in_rounds else None, context.global_step, metrics)
+def update_on(port: TRLPort, context: RoundsContext, batch: BatchInFlight, rows: Batch, metrics: dict) -> Batch:
+    """TRL's update `rows` of a complete generation `batch` cut to the selection: the batch decided
+    ([`~lze_trl.rounds.in_flight.BatchInFlight.decide`]: scored into the per-prompt state, its complete groups weighed
+    by the selector, recorded), the positively weighted rows kept (advantages scaled by the weight), padded alike on
+    every process, and the batch closed ([`~lze_trl.rounds.in_flight.BatchInFlight.close`]: its metrics logged, the
+    given `metrics` among them)."""
+    run, G, state = context.run, context.num_generations, batch.state
+    complete, in_rounds = state.going_on, len(run.round_policy.schedule) > 1
+    weights, metrics = batch.decide(run, port.total_rewards(state.rewards), context.global_step, metrics)
     generated_tokens = rows["num_items_in_batch"].item()
     if in_rounds or not np.all(weights == 1.0):
         # TRL's rows of the complete groups, in order, split evenly over the processes (a group may straddle two)
@@ -118,35 +117,48 @@ def update_on(port: TRLPort, context: RoundsContext, state: RoundsState, rows: B
         max_kept = int((every > 0).sum(axis=1).max())
         rows = pad_rows(rows, local > 0, max_kept, context.steps_per_generation, context.accelerator)
     # the rollouts of the kept groups, every process's: the rows the update trains with a weight (not the padding)
-    metrics["lze/update_rows"] = int((np.repeat(weights[complete], G) > 0).sum())
-    metrics["lze/update_tokens"] = rows["num_items_in_batch"].item()
-    run.empty_update_guard.check(metrics["lze/update_tokens"], "no complete group was selected")
-    metrics["lze/update_tokens_saved_frac"] = 1.0 - metrics["lze/update_tokens"] / max(generated_tokens, 1.0)
-    port.log_lze(metrics)
+    update_tokens = rows["num_items_in_batch"].item()
+    metrics["lze/update_tokens_saved_frac"] = 1.0 - update_tokens / max(generated_tokens, 1.0)
+    batch.close(run, metrics, int((np.repeat(weights[complete], G) > 0).sum()), update_tokens, port.log_lze)
     return rows
 
 
-def completed_rows(port: TRLPort, state: RoundsState) -> Batch:
+def completed_rows(port: TRLPort, batch: InFlight) -> Batch:
     """TRL's update rows of the completed groups of a batch generated in rounds, every rollout served: each group's
     rounds in order, so that nothing is generated or rewarded twice. The rows of rounds generated by an earlier
     generation call than the last round's (fused rounds) are stale: an optimizer step came between."""
-    held = [(r.rollouts.rows, r.groups, r.last - r.first) for r in state.rounds]
-    groups = state.rounds[-1].groups
+    state, rounds = batch.state, batch.rounds
+    held = [(r.rollouts.rows, r.groups, r.last - r.first) for r in rounds]
+    groups = rounds[-1].groups
     served = served_rows(held, groups)
-    calls = np.array([r.call for r in state.rounds for _ in range(r.last - r.first)])
-    stale = np.tile(calls < state.rounds[-1].call, len(groups))  # each group's rounds in order, as served
+    calls = np.array([r.call for r in rounds for _ in range(r.last - r.first)])
+    stale = np.tile(calls < rounds[-1].call, len(groups))  # each group's rounds in order, as served
     rewards = state.rewards[state.going_on].reshape(-1, state.rewards.shape[-1])
     rows, _ = port.update_rows(served.inputs, (served, rewards), stale=stale if stale.any() else None)
     return rows
 
 
+@dataclass
+class Round:
+    """One generation round on this process: its `rollouts`, the groups it generated (`groups`, indices among this
+    process's groups of the batch), the rollouts `first` to `last` of each of them, and the training generation batch
+    during which it was generated (`call`, counted by the fused rounds; 0 in serial rounds)."""
+
+    rollouts: Rollouts
+    groups: np.ndarray
+    first: int
+    last: int
+    call: int = 0
+
+
 @dataclass(kw_only=True)
 class InFlight(BatchInFlight):
     """A generation batch of the synchronous trainer in rounds ([`~lze_trl.rounds.in_flight.BatchInFlight`]):
-    this process's `inputs` (as the sampler drew them, each prompt `num_generations` times in a row), its rounds'
-    rollouts held in `state.rounds`."""
+    this process's `inputs` (as the sampler drew them, each prompt `num_generations` times in a row) and its rounds
+    (`rounds`: the rollouts of each, held until the batch is complete)."""
 
     inputs: list[dict] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
 
 
 def round_request(batch: InFlight, G: int, processes: int, process: int) -> tuple:
@@ -171,16 +183,17 @@ def record_round(
     call: int = 0,
 ) -> None:
     """Records `batch`'s round in flight (its `rollouts` of this process's `groups`, rollouts `first` to `last`, made
-    by generation call `call`) and moves the batch on ([`~lze_trl.rounds.in_flight.round_done`]: unless the round
-    completes the batch, the round policy chooses the groups that go on, evened out over the processes)."""
-    _, rewards = rollouts.groups(last - first)
-    state = batch.state
-    state.rewards[state.going_on, first:last] = rewards
-    state.rounds.append(Round(rollouts, groups, first, last, call))
+    by generation call `call`; the first round starts the batch's state) and moves the batch on
+    ([`~lze_trl.rounds.in_flight.round_done`]: unless the round completes the batch, the round policy chooses the
+    groups that go on, evened out over the processes)."""
+    keys, rewards = rollouts.groups(last - first)
+    batch.start(keys, run.round_policy.schedule[-1], rewards.shape[-1], run.correctness_index)
+    batch.record(np.flatnonzero(batch.state.going_on), first, last, rewards)
+    batch.rounds.append(Round(rollouts, groups, first, last, call))
     round_done(batch, run, processes)
 
 
-def generate_in_rounds(port: TRLPort, context: RoundsContext, inputs: list[dict]) -> RoundsState:
+def generate_in_rounds(port: TRLPort, context: RoundsContext, inputs: list[dict]) -> InFlight:
     """The generation batch of `inputs` generated in the run's rounds, one generation call each: after each round but
     the last, the round policy chooses the groups that go on; `going_on` ends as the complete groups."""
     run, G = context.run, context.num_generations
@@ -188,17 +201,8 @@ def generate_in_rounds(port: TRLPort, context: RoundsContext, inputs: list[dict]
     for _ in run.round_policy.schedule:
         rows, groups, first, last = round_request(batch, G, context.processes, context.process)
         rollouts = port.generate_rollouts(rows, last - first)
-        start_state(batch, rollouts, first, last, G, run.correctness_index)
         record_round(run, batch, rollouts, groups, first, last, context.processes)
-    return batch.state
-
-
-def start_state(batch: InFlight, rollouts: Rollouts, first: int, last: int, G: int, correctness_index: int) -> None:
-    """Gives `batch` its [`RoundsState`] from its first round's `rollouts` (every group going on)."""
-    if batch.state is None:
-        keys, rewards = rollouts.groups(last - first)
-        nan = np.full((len(keys), G, rewards.shape[-1]), np.nan)
-        batch.state = RoundsState(keys, nan, correctness_index, np.ones(len(keys), dtype=bool))
+    return batch
 
 
 def served_rows(rounds: list[tuple[GeneratedRows, np.ndarray, int]], groups: np.ndarray) -> GeneratedRows:

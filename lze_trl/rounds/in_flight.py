@@ -1,20 +1,27 @@
-"""A generation batch in flight, for both trainers: [`BatchInFlight`] and the rule that moves it from round to round.
+"""One life of a generation batch, for both trainers: [`BatchInFlight`], from its first round to its close.
 
-A batch is drawn, its groups get the schedule's first round, and each time a round has arrived whole
-([`round_done`]) the run's round policy chooses the groups that go on, evened out over the processes
-([`even_out`]), and the next round begins, until the schedule's last round completes the batch. The synchronous
-trainer's serial and fused rounds ([`~lze_trl.rounds.generation_batch.InFlight`]) and the async trainer's window
-([`~lze_trl.async_grpo.window.OpenBatch`]) keep their batches as subclasses of [`BatchInFlight`] and move them with
-[`round_done`]: what they add is how the rollouts travel (TRL's rows on each process, or the worker's tagged rows).
-Their checkpoint file is one too: [`save_in_flight`] writes what a process keeps of its batches in flight into
-`lze_in_flight_<process>.pt` of each checkpoint, and [`load_in_flight`] takes it back with the one set of refusals
-(the file missing, or written by another number of processes). Plain numpy and torch's file format, no TRL.
+A batch is drawn and its groups get the schedule's first round ([`BatchInFlight.start`]: every group going on, no
+reward yet); each round's rewards are written into it as they arrive ([`BatchInFlight.record`]); once a round has
+arrived whole, [`round_done`] moves it on (the run's round policy chooses the groups that go on, evened out over the
+processes by [`even_out`], and the next round begins) until the schedule's last round completes it; then it is
+scored into the per-prompt state, in policy-version order, and decided ([`BatchInFlight.decide`]: the selector's
+weight of each group), its rows cut to the selection, and closed ([`BatchInFlight.close`]: the update's metrics, the
+empty-update guard, the log). The synchronous trainer's serial and fused rounds
+([`~lze_trl.rounds.generation_batch.InFlight`]) and the async trainer's window
+([`~lze_trl.async_grpo.window.OpenBatch`]) keep their batches as subclasses of [`BatchInFlight`] and go through these
+functions; what each adds is how the rollouts travel (TRL's rows on each process, or the worker's tagged rows) and how
+the kept rows reach the update. Their checkpoint file is one too: [`save_in_flight`] writes what a process keeps of
+its batches in flight into `lze_in_flight_<process>.pt` of each checkpoint, and [`load_in_flight`] takes it back with
+the one set of refusals (the file missing, or written by another number of processes). Plain numpy and torch's file
+format, no TRL.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +30,7 @@ import torch
 
 from ..method.checkpoint import LZEStateError, atomic_write
 from ..method.round_policies import RoundsState
+from ..method.selectors import GroupBatch
 
 
 IN_FLIGHT_FILE = "lze_in_flight_{process}.pt"
@@ -51,13 +59,97 @@ class BatchInFlight:
         """Whether the groups going on have every rollout (the schedule's last round has arrived)."""
         return self.state is not None and self.state.remaining == 0
 
+    def start(self, prompt_keys: np.ndarray, num_generations: int, reward_count: int, correctness_index: int) -> None:
+        """Gives the batch its [`RoundsState`], unless it has one: the groups of `prompt_keys` (every process's, in
+        order), every one going on, no reward yet."""
+        if self.state is None:
+            rewards = np.full((len(prompt_keys), num_generations, reward_count), np.nan)
+            keys = np.asarray(prompt_keys, dtype=np.int64)
+            self.state = RoundsState(keys, rewards, correctness_index, np.ones(len(keys), dtype=bool))
+
+    def record(self, groups: np.ndarray, first: int, last: int, rewards: np.ndarray) -> None:
+        """Writes the `rewards` (`(groups, last - first, reward functions)`) of rollouts `first` to `last` of `groups`
+        (indices among every process's groups) of the round in flight."""
+        self.state.rewards[groups, first:last] = rewards
+
+    def decide(
+        self,
+        run: Any,
+        totals: np.ndarray,
+        global_step: int,
+        metrics: dict[str, float],
+        versions: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, dict[str, float]]:
+        """
+        The complete batch scored into the per-prompt state, oldest policy `versions` first (draw order within a
+        version; one version by default), and decided by `run` ([`~lze_trl.method.run.LZERun.decide`]: the selector
+        weighs the complete groups, the batch is recorded).
+
+        Returns:
+            `tuple[np.ndarray, dict[str, float]]`: each group's weight, in draw order, and the batch's `lze/` metrics
+            (the given `metrics` among them).
+        """
+        state = self.state
+        keys, complete, rewards = state.prompt_keys, state.going_on, state.rewards
+        versions = np.zeros(len(keys), dtype=np.int64) if versions is None else versions
+        order = np.argsort(versions, kind="stable")
+        parts = []
+        for _, members in itertools.groupby(order, key=lambda i: versions[i]):
+            m = np.fromiter(members, dtype=np.int64)
+            parts.append(run.score(keys[m], rewards[m, :, state.correctness_index], totals[m], complete[m]))
+        in_order = None
+        if len(run.round_policy.schedule) > 1:  # the round policy observes the batch, in the order it was scored
+            in_order = RoundsState(keys[order], rewards[order], state.correctness_index, complete[order],
+                                   state.rollouts_so_far, list(state.fresh))  # fmt: skip
+        weights_in_order, metrics = run.decide(GroupBatch.concatenate(parts), complete[order], in_order, global_step,
+                                               metrics)  # fmt: skip
+        weights = np.empty(len(keys))
+        weights[order] = weights_in_order
+        return weights, metrics
+
+    def state_dict(self, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """What either trainer saves of the batch ([`save_in_flight`]): its prompt keys and rewards as arrays (named
+        `prefix` + the field), the rest as JSON values."""
+        saved: dict[str, Any] = {"round_last": self.round_last}
+        if self.state is None:  # before the synchronous trainer's first round
+            return {}, saved
+        state = self.state
+        saved.update(correctness_index=state.correctness_index, going_on=state.going_on.tolist(),
+                     rollouts_so_far=state.rollouts_so_far, fresh=list(state.fresh))  # fmt: skip
+        return {f"{prefix}prompt_keys": state.prompt_keys, f"{prefix}rewards": state.rewards}, saved
+
+    def load_state_dict(self, arrays: dict[str, np.ndarray], saved: dict[str, Any], prefix: str) -> None:
+        """Takes back what [`~BatchInFlight.state_dict`] saved."""
+        self.round_last, self.state = int(saved["round_last"]), None
+        if "going_on" in saved:
+            self.state = RoundsState(
+                np.asarray(arrays[f"{prefix}prompt_keys"], dtype=np.int64),
+                np.asarray(arrays[f"{prefix}rewards"], dtype=np.float64),
+                int(saved["correctness_index"]),
+                np.array(saved["going_on"], dtype=bool),
+                int(saved["rollouts_so_far"]),
+                [int(n) for n in saved["fresh"]],
+            )
+
+    def close(
+        self, run: Any, metrics: dict[str, float], update_rows: int, update_tokens: int, log: Callable[[dict], None]
+    ) -> None:
+        """Closes the decided batch: its update's rows (the kept groups' rollouts, every process's) and tokens into
+        `metrics`, the empty-update guard ([`~lze_trl.method.guards.EmptyUpdateGuard`]) on the tokens, and `log`."""
+        metrics["lze/update_rows"] = float(update_rows)
+        metrics["lze/update_tokens"] = float(update_tokens)
+        run.empty_update_guard.check(update_tokens, "no complete group was selected")
+        log(metrics)
+
 
 def round_done(batch: BatchInFlight, run: Any, processes: int) -> bool:
-    """Moves `batch` past its round in flight, which has arrived whole (its rewards are in `batch.state`): unless that
+    """Moves `batch` past its round in flight, which has arrived whole (its rewards are in `batch.state`, its rollouts
+    counted in `state.fresh`): unless that
     completes the batch, the round policy of `run` ([`~lze_trl.method.run.LZERun`]) chooses the groups that go on,
     evened out over `processes`, and the next round of the policy's schedule begins. Returns whether the batch is
     complete."""
     state, schedule = batch.state, run.round_policy.schedule
+    state.fresh.append(int(state.going_on.sum()) * (batch.round_last - state.rollouts_so_far))
     state.rollouts_so_far = batch.round_last
     if batch.complete:
         return True
@@ -85,15 +177,20 @@ def even_out(
     return out.reshape(-1)
 
 
-def save_in_flight(folder: str, process: int, num_processes: int, batches: Any) -> None:
-    """Writes `batches`, what `process` keeps of its generation batches in flight (the synchronous trainer's
-    [`~lze_trl.rounds.fused.RoundPipeline`], the async window's arrays and counters), into the checkpoint `folder`,
-    atomically, with the number of processes that keep them."""
+def save_in_flight(
+    folder: str, process: int, num_processes: int, batches: tuple[dict[str, np.ndarray], dict[str, Any]]
+) -> None:
+    """Writes `batches`, what `process` keeps of its generation batches in flight as arrays and other values (each
+    batch's [`~BatchInFlight.state_dict`] and how its rollouts travel: the fused rounds'
+    [`~lze_trl.rounds.fused.RoundPipeline.state_dict`], the async window's), into the checkpoint `folder`, atomically,
+    with the number of processes that keep them."""
     payload = {"batches": batches, "num_processes": num_processes}
     atomic_write(os.path.join(folder, IN_FLIGHT_FILE.format(process=process)), lambda f: torch.save(payload, f))
 
 
-def load_in_flight(folder: str, process: int, num_processes: int, needed_by: str) -> Any:
+def load_in_flight(
+    folder: str, process: int, num_processes: int, needed_by: str
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """What [`save_in_flight`] wrote for `process` in the checkpoint `folder`; raises an
     [`~lze_trl.method.checkpoint.LZEStateError`] when the file is missing (`needed_by` names the run that needs it) or
     was written by another number of processes."""
