@@ -136,3 +136,12 @@ def test_a_number_that_differs_is_caught():
     changed = [[*row[:-1], row[-1] + "1"] for row in rows]
     assert quoted_rows((header, changed), source) != []
     assert "0.1234" not in source_numbers(sections[heading])
+
+
+def test_requoting_a_report_restores_its_quoted_tables():
+    from benchmarks.quote import requoted
+
+    path, text = "benchmarks/results/smollm2_revisits/report.md", PAGE.read_text()
+    assert requoted(text, path) == text  # the committed page quotes the committed report
+    broken = text.replace("| lze | 8 | 0.176 |", "| lze | 8 | 0.999 |", 1)
+    assert broken != text and requoted(broken, path) == text
