@@ -18,6 +18,7 @@ _EXPORTS = {
     "LZEPlotCallback": "plotting.callback",
     "LZERepeatSampler": "grpo.sampler",
     "LZERun": "method.run",
+    "LZEStateError": "method.errors",
     "LZEWarning": "method.errors",
     "PromptPruner": "method.pruning",
     "PromptState": "method.prompt_state",
@@ -34,6 +35,7 @@ __all__ = [
     "LZEPlotCallback",
     "LZERepeatSampler",
     "LZERun",
+    "LZEStateError",
     "LZEWarning",
     "PromptPruner",
     "PromptState",
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
     from .grpo.sampler import LZERepeatSampler
     from .grpo.trainer import LZEGRPOTrainer
     from .method.energy import compute_energy
-    from .method.errors import LZEWarning
+    from .method.errors import LZEStateError, LZEWarning
     from .method.prompt_state import PromptState
     from .method.pruning import PromptPruner
     from .method.run import LZERun

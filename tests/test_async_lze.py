@@ -43,8 +43,7 @@ from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
 from lze_trl.async_grpo.window import GroupWindow
 from lze_trl.common.epochs import EpochOrders
 from lze_trl.method import checkpoint as checkpoint_files
-from lze_trl.method.checkpoint import LZEStateError
-from lze_trl.method.errors import LZEWarning
+from lze_trl.method.errors import LZEStateError, LZEWarning
 from lze_trl.method.round_policies import RoundsState
 from lze_trl.method.run import LZERun
 from lze_trl.rounds.fused import RoundPipeline

@@ -17,7 +17,7 @@ import torch
 from testing_utils import make_trainer, mixed_reward, prompt_dataset
 
 from lze_trl.method import checkpoint as lze_state
-from lze_trl.method.checkpoint import LZEStateError
+from lze_trl.method.errors import LZEStateError
 from lze_trl.method.guards import LZEWarning
 
 

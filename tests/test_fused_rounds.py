@@ -11,8 +11,7 @@ from test_probe_agentic import UpdateRecorder, counting_rollout_func, rows_of
 from testing_utils import logged, make_trainer, mixed_reward, prompt_dataset
 
 from lze_trl import LZEGRPOTrainer
-from lze_trl.method.checkpoint import LZEStateError
-from lze_trl.method.errors import LZEWarning
+from lze_trl.method.errors import LZEStateError, LZEWarning
 from lze_trl.rounds.fused import RoundPipeline, split_rollouts
 from lze_trl.rounds.in_flight import IN_FLIGHT_FILE, load_in_flight, save_in_flight
 from lze_trl.rounds.rollouts import GeneratedRows, Rollouts

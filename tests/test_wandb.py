@@ -391,7 +391,8 @@ def test_local_trackio_run_records_histograms_and_plots(tmp_path):
 
 def test_the_callback_plots_a_saved_run_without_any_trainer(tmp_path):
     # A finished run's (or a checkpoint's) files are enough: the callback reads RunTables, never the trainer.
-    from lze_trl.method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError, save_table
+    from lze_trl.method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, save_table
+    from lze_trl.method.errors import LZEStateError
     from lze_trl.plotting.callback import RunTables, SavedRunTables
 
     live = FakeTrainer()

@@ -26,8 +26,7 @@ from trl.trainer.utils import get_callable_name
 
 from ..common.engines import apply_thread_policy
 from ..common.state_owner import LZEStateOwner, SaveLZEState
-from ..method.checkpoint import LZEStateError
-from ..method.errors import LZEWarning
+from ..method.errors import LZEStateError, LZEWarning
 from ..method.guards import resolve_correctness_reward, warn_if_quota_below_two
 from ..method.prompt_keys import PromptKeys
 from ..method.run import LZERun

@@ -39,7 +39,7 @@ from typing import Any
 from trl.scripts.grpo import GRPOScriptArguments
 
 from ..data import load_datasets
-from ..method.checkpoint import LZEStateError
+from ..method.errors import LZEStateError
 from ..plotting.callback import add_plot_callback
 from ..smollm2 import resolve_model_name
 from . import UsageError, did_you_mean, parse_args

@@ -23,8 +23,8 @@ from trl import GRPOConfig, GRPOTrainer
 from ..common.coupling import PRIVATE_NAMES, check_trl
 from ..common.engines import apply_thread_policy, warn_if_not_sharded
 from ..common.state_owner import LZEStateOwner, SaveLZEState
-from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
-from ..method.errors import LZEWarning
+from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
+from ..method.errors import LZEStateError, LZEWarning
 from ..method.guards import (
     check_dataset_fits_batch,
     check_trainer_inputs,

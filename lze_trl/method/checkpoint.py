@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import LZEWarning
+from .errors import LZEStateError, LZEWarning
 
 
 STATE_FILE = "lze_state.npz"
@@ -28,10 +28,6 @@ SELECTION_LOG_PARQUET = "lze_selection_log.parquet"
 """The selection log (`trainer.selection_log`), written with each checkpoint and at the end of training."""
 COUNTERS_KEY = "__counters__"
 RESUME_MODES = ("strict", "fresh")
-
-
-class LZEStateError(ValueError):
-    """The LZE state of a checkpoint is missing, corrupt, or does not fit the run that resumes from it."""
 
 
 def atomic_write(path: str, write: Callable[[Any], None]) -> None:

@@ -15,7 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from transformers import TrainerCallback
 
-from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET, LZEStateError
+from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
+from ..method.errors import LZEStateError
 
 
 PLOT_REPORTERS = ("wandb", "trackio")

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..method.checkpoint import LZEStateError, atomic_write
+from ..method.checkpoint import atomic_write
+from ..method.errors import LZEStateError
 from ..method.round_policies import RoundsState
 from ..method.selectors import GroupBatch
 
