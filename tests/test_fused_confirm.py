@@ -62,6 +62,7 @@ def test_the_vllm_tests_seeds_rebuild_from_the_transformers_tests_runs(tmp_path)
     from benchmarks.fused_confirm import on_vllm
 
     assert on_vllm.main(["power", "--check"]) == 0
+    assert on_vllm.main(["report", "--check"]) == 0  # the committed report, from the committed runs
     counts = {regime: len(s) for regime, s in on_vllm.seeds().items()}
     assert counts == {"carries": 12, "dead": 23, "arithmetic": 16, "solved": 24}
     assert all(min(s) >= on_vllm.FIRST_SEED > 139 for s in on_vllm.seeds().values())  # fresh: none of 100-139

@@ -30,6 +30,11 @@ from benchmarks.fused_confirm.power import RESULTS, seeds  # noqa: E402
 from benchmarks.stale_rollouts.power import ALPHA, CORRECTED, REGIMES, SERIAL, paired  # noqa: E402
 
 
+def train_seconds(run: dict) -> float:
+    """A run's training seconds (its last evaluation's count: evaluation excluded)."""
+    return float(run["curve"][-1]["train_seconds"])
+
+
 def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The report (Markdown) from `results/runs` (`figures` is unused: the report has none)."""
     return (
@@ -69,8 +74,10 @@ def declared_test(results: Path, planned: dict[str, list[int]], corrected: str, 
         ratio = np.mean(
             [arms[corrected][s]["summary"]["rollouts"] / arms[serial][s]["summary"]["rollouts"] for s in common]
         )
+        seconds = np.median([train_seconds(arms[corrected][s]) / train_seconds(arms[serial][s]) for s in common])
         secondary.append([REGIMES[regime], str(len(common)), interval(paired(arms, corrected, serial)),
-                          interval(paired(arms, corrected, serial, "ood_accuracy")), f"{ratio:.3f}x"])  # fmt: skip
+                          interval(paired(arms, corrected, serial, "ood_accuracy")), f"{ratio:.3f}x",
+                          f"{seconds:.2f}x"])  # fmt: skip
     return (
         f"Fused, corrected: `{corrected}`; serial: `{serial}`. Both from one warm start per regime, in one process "
         "per seed, at one commit (`protocol.md`).\n\n## The declared test\n\n"
@@ -94,9 +101,11 @@ def declared_test(results: Path, planned: dict[str, list[int]], corrected: str, 
         )  # fmt: skip
         + f"\n\nNon-inferior in {passed} of {len(decision)} regimes: {verdict}.\n\n"
         + "## Secondary (no test; 95% t intervals of the paired differences)\n\n"
+        + "Training seconds: each seed's fused run over its serial run (the same process, one after the other; two "
+        "processes on the machine's two cores), the median over seeds.\n\n"
         + tabulate(
             secondary,
-            ["regime", "seeds", "in-domain", "OOD", "fresh rollouts, ratio"],
+            ["regime", "seeds", "in-domain", "OOD", "fresh rollouts, ratio", "training seconds, median ratio"],
             tablefmt="github",
             disable_numparse=True,
         )  # fmt: skip
