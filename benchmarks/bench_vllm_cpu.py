@@ -72,6 +72,7 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     from transformers import AutoTokenizer, TrainerCallback
 
     from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
+    from lze_trl.method.settings import fuses_rounds
 
     sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT))
@@ -103,7 +104,7 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     )
     config = config_class(**{**settings, **overrides})  # a run's overrides win, e.g. GRPO at half the batch
     # a fused arm's last R - 1 steps draw fewer batches ahead (smaller generation calls): it runs them more, unmeasured
-    drain = len(config.generation_rounds) - 1 if config.generation_rounds and config.fuse_rounds else 0
+    drain = len(config.generation_rounds) - 1 if fuses_rounds(config) else 0
     config.max_steps += drain
     trainer = trainer_class(
         model=model_dir,

@@ -33,12 +33,36 @@ BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
         ("selection_ratio", "0.4"),  # not a number: a ValueError naming the setting, not a comparison's TypeError
         ("selection_noise", "abc"),
         ("history_prior_strength", "4"),
+        ("fuse_rounds", "yes"),
     ],
 )
 def test_bad_setting_names_setting_and_fix(setting, value):
     with pytest.raises(ValueError, match=setting) as info:
         LZEGRPOConfig(**BASE, **{setting: value})
     assert "use " in str(info.value)  # the message says what to set instead
+
+
+@pytest.mark.parametrize(
+    "vllm_mode, settings, fused",
+    [
+        ("colocate", {"round_policy": "probe"}, True),  # the combination measured to gain (BENCHMARKS.md section 10)
+        (None, {"round_policy": "probe"}, False),  # transformers generation: fused rounds' step is not shorter
+        ("server", {"round_policy": "probe"}, False),  # vLLM's server mode: not measured
+        ("colocate", {"round_policy": "adaptive"}, False),  # the adaptive budget's fused rounds: not tested on vLLM
+        ("colocate", {"round_policy": "probe", "fuse_rounds": False}, False),  # a set value wins
+        (None, {"round_policy": "adaptive", "fuse_rounds": True}, True),
+        ("colocate", {"generation_rounds": None}, False),  # one round: nothing to fuse
+    ],
+)
+def test_fuse_rounds_defaults_by_generation_backend_and_round_policy(vllm_mode, settings, fused):
+    from lze_trl.method.settings import fuses_rounds
+
+    args = LZEGRPOConfig(**BASE, num_generations=8, per_device_train_batch_size=8,
+                         **{"generation_rounds": [2, 8], **settings})  # fmt: skip
+    assert args.fuse_rounds is settings.get("fuse_rounds")  # None unless set: decided where the backend is known
+    # set after building (GRPOConfig checks for an installed vLLM): the generation backend
+    args.use_vllm, args.vllm_mode = vllm_mode is not None, vllm_mode or "server"
+    assert fuses_rounds(args) is fused
 
 
 def test_num_generations_below_two_rejected():

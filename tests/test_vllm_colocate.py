@@ -255,6 +255,21 @@ def record_vllm_outputs(trainer):
     return sampled
 
 
+def test_the_probe_fuses_its_rounds_by_default_on_vllm_and_the_adaptive_budget_does_not(tmp_path, model_dir):
+    # fuse_rounds=None: fused rounds where they were measured to gain at equal accuracy (vLLM and the probe,
+    # BENCHMARKS.md section 10), serial rounds elsewhere
+    common = dict(generation_rounds=[2, 4], per_device_train_batch_size=16, max_steps=2)
+    adaptive = vllm_trainer(tmp_path / "adaptive", model_dir, round_policy="adaptive", **common)
+    assert adaptive.args.fuse_rounds is None and adaptive.round_pipeline is None
+    del adaptive
+    probe = vllm_trainer(tmp_path / "probe", model_dir, round_policy="probe", **common)
+    assert probe.args.fuse_rounds is None and probe.round_pipeline is not None
+    probe.train()
+    # the first step starts the batches in flight (two calls), the second completes the batch TRL hands in one
+    assert logged(probe, "lze/generation_calls") == [2.0, 1.0]
+    assert logged(probe, "lze/rollout_staleness")[-1] > 0
+
+
 def test_fused_rounds_make_one_vllm_call_per_step_and_keep_the_stale_rollouts_sampling_logps(tmp_path, model_dir):
     # 4 prompts x 4 rollouts per step in two rounds of 2, fused: step 1 starts batch 1 (its probe, 8 rows) and makes
     # a second call that completes it and starts batch 2; every later call completes the batch TRL hands (the 2

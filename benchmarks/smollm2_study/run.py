@@ -62,7 +62,13 @@ ARMS: dict[str, dict[str, Any]] = {
     "grpo": {"selector": "none"},
     "grpo_half": {"selector": "none", "num_generations": 4},
     "lze": {"selector": "lze", "selection_ratio": 0.4},
-    "probe": {"selector": "lze", "selection_ratio": 0.33, "generation_rounds": [2, 8], "round_policy": "probe"},
+    "probe": {
+        "selector": "lze",
+        "selection_ratio": 0.33,
+        "generation_rounds": [2, 8],
+        "round_policy": "probe",
+        "fuse_rounds": False,  # serial on either backend (the default fuses the probe on vLLM)
+    },
     "adaptive": {
         "selector": "lze",
         "selection_ratio": 0.4,

@@ -40,7 +40,7 @@ from .worker import LZERolloutWorker
 
 @dataclass
 class LZEAsyncGRPOConfig(LZESettings, AsyncGRPOConfig):
-    fuse_rounds: bool = True  # a group's rounds are requests in the worker's continuous batch: always fused
+    fuse_rounds: bool | None = True  # a group's rounds are requests in the worker's continuous batch: always fused
     window_groups: int | None = None
     batches_in_flight: int = 2
 

@@ -36,6 +36,7 @@ from ..method.guards import (
 from ..method.prompt_keys import PromptKeys
 from ..method.run import LZERun
 from ..method.selection import total_rewards
+from ..method.settings import fuses_rounds
 from ..rounds.fused import RoundPipeline, train_fused
 from ..rounds.generation_batch import RoundsContext, train_on_generation_batch
 from .adapter import TRLAdapter
@@ -119,7 +120,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731
         self.lze = LZERun(args, self.num_generations, self.prompt_keys.dataset_keys, names, correctness, warn)
         # fused rounds: the generation batches in flight, this process's own (saved per process with each checkpoint)
-        self.round_pipeline = RoundPipeline() if args.generation_rounds and args.fuse_rounds else None
+        self.round_pipeline = RoundPipeline() if fuses_rounds(args) else None
         self._warn_once = functools.cache(self.lze.warn)  # a warning said again at every step: said once
         # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
         # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches

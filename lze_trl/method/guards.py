@@ -19,6 +19,7 @@ from .errors import LZEWarning
 from .prompt_keys import has_prompt_column
 from .selection import in_learning_zone
 from .selectors import get_selector
+from .settings import fuses_rounds
 
 
 # ----------------------------------------------------------------------------------------------- reward values
@@ -272,11 +273,11 @@ def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str
             f"extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`, or {fix}."
         )
     images = train_dataset is not None and {"image", "images"} & set(train_dataset.column_names or [])
-    if args.generation_rounds and getattr(args, "fuse_rounds", False) and images and not args.use_vllm:
+    if fuses_rounds(args) and images and not args.use_vllm:
         raise ValueError(
             "fuse_rounds=True with image prompts needs use_vllm=True: fused rounds correct rollouts trained after an "
             "optimizer step with the log-probabilities they were sampled with, which lze-trl records without the "
-            "images on transformers generation. Set fuse_rounds=False (serial rounds, the default) or use vLLM."
+            "images on transformers generation. Set fuse_rounds=False (serial rounds) or use vLLM."
         )
     if args.generation_rounds and not enabled:
         raise ValueError(

@@ -108,7 +108,7 @@ class LZESettings:
         learning_zone_threshold (`float`, *optional*, defaults to `0.5`):
             The probability of ending in the learning zone a group needs to go on to the next round under
             `round_policy="adaptive"` ([`~lze_trl.method.energy.learning_zone_probability`]), in (0, 1].
-        fuse_rounds (`bool`, *optional*, defaults to `False`):
+        fuse_rounds (`bool` or `None`, *optional*, defaults to `None`):
             With `generation_rounds`, `False` (serial rounds) generates the rounds one call after another, each batch
             complete before its update: one generation call per round, no stale rollout. `True` (fused rounds) makes
             one generation call per generation batch, as GRPO does: the last round of this batch's groups going on
@@ -116,11 +116,15 @@ class LZESettings:
             starts them: `R` calls for `R` rounds), so that every step trains on its own batch, complete, from the
             first step on. Its rollouts are up to `R - 1` optimizer steps old when they reach the update
             (`lze/rollout_staleness`), and are corrected by TRL's importance-sampling ratio
-            (`vllm_importance_sampling_correction`, on every backend; `lze/stale_is_ratio_*`). With the correction,
-            fused rounds passed a confirmatory non-inferiority test against serial rounds in all 4 regimes on
-            transformers generation, and take 0.97x serial's step there and 0.93x on vLLM's CPU build (SmolLM2's
-            probe; BENCHMARKS.md section 10). Serial stays the default until fused rounds' accuracy on vLLM, where
-            they save most, is measured.
+            (`vllm_importance_sampling_correction`, on every backend; `lze/stale_is_ratio_*`). `None` picks each
+            where it was measured ([`~lze_trl.method.settings.fuses_rounds`]): fused rounds with vLLM colocated
+            (`use_vllm=True`, `vllm_mode="colocate"`) and `round_policy="probe"`, where they were non-inferior to
+            serial rounds in a confirmatory test (4 regimes, vLLM's CPU build; the dead-mass regime's fused runs
+            still lost -0.008 in-domain and -0.066 out of distribution) and take 0.93x serial's step on SmolLM2's
+            probe; serial rounds elsewhere: on transformers generation fused rounds passed the same test, but their
+            step is not shorter there (0.97x on SmolLM2, 1.23-1.37x on the demo's tiny model: the correction's
+            forward of the stale rows), and vLLM's server mode and the adaptive budget were not tested fused on vLLM
+            (BENCHMARKS.md section 10).
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
@@ -151,7 +155,7 @@ class LZESettings:
     round_policy: str = "adaptive"
     history_prior_strength: float = 4.0
     learning_zone_threshold: float = 0.5
-    fuse_rounds: bool = False
+    fuse_rounds: bool | None = None
     selection_log_max_rows: int = 100_000
     resume_lze_state: str = field(default="strict", metadata={"choices": list(RESUME_MODES)})
 
@@ -185,13 +189,29 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
     ("learning_zone_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
     ("history_prior_strength", within(0, math.inf), "use a weight >= 0, e.g. 4 (0: the rollouts alone)."),
-    ("fuse_rounds", lambda v: isinstance(v, bool), "use True or False (False: one generation call per round)."),
+    (
+        "fuse_rounds",
+        lambda v: v is None or isinstance(v, bool),
+        "use True, False (one generation call per round) or None (fused with vLLM and the probe, else serial).",
+    ),
     (
         "resume_lze_state",
         lambda v: v in RESUME_MODES,
         f"use one of {list(RESUME_MODES)} ('fresh': a fresh state, on purpose).",
     ),
 )
+
+
+def fuses_rounds(args: LZESettings) -> bool:
+    """Whether a run of the synchronous trainer fuses its rounds: never in one round; else `fuse_rounds`, and where it
+    is `None`, fused rounds with vLLM colocated (`use_vllm=True`, `vllm_mode="colocate"`) and the probe
+    (`round_policy="probe"`), the one combination measured to gain from them at equal accuracy; serial elsewhere."""
+    if not args.generation_rounds:
+        return False
+    if args.fuse_rounds is not None:
+        return bool(args.fuse_rounds)
+    colocated = bool(getattr(args, "use_vllm", False)) and getattr(args, "vllm_mode", None) == "colocate"
+    return colocated and args.round_policy == "probe"
 
 
 def parse_lze_lists(args: LZESettings) -> None:
