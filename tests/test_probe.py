@@ -346,7 +346,7 @@ def test_probe_with_lora_trains_only_the_adapters(tmp_path):
         (dict(generation_rounds=[2, 4], round_policy="probe", selector="none"), {}, "selector='none' keeps every"),
         (dict(generation_rounds=[2, 4], round_policy="probes"), {}, "round_policy='probes' is invalid"),
         (dict(generation_rounds=[2, 4], history_prior_strength=float("nan")), {}, "history_prior_strength=nan"),
-        (dict(generation_rounds=[2, 4], fuse_rounds="False"), {}, "fuse_rounds='False' is invalid.*True or False"),
+        (dict(generation_rounds=[2, 4], fuse_rounds="False"), {}, "fuse_rounds='False' is invalid.*True, False"),
     ],
 )
 def test_bad_probe_settings_are_refused_with_the_fix(tmp_path, overrides, kwargs, match):
