@@ -99,15 +99,10 @@ def build_report(results: Path = RESULTS, figures: bool = False) -> str:
 
 def train(argv: list[str]) -> int:
     """`benchmarks/bench.py train` with vLLM's CPU build made to sync weights (`tests/vllm_cpu.py`)."""
-    import os
-
-    os.environ.setdefault("WANDB_MODE", "offline")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     sys.path.insert(0, str(ROOT / "tests"))
     from vllm_cpu import apply_cpu_workarounds
 
-    from benchmarks.harness.cli import main as bench
+    from benchmarks.bench import main as bench
 
     apply_cpu_workarounds()
     return bench(["train", *argv])

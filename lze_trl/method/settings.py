@@ -122,9 +122,9 @@ class LZESettings:
             serial rounds in a confirmatory test (4 regimes, vLLM's CPU build; the dead-mass regime's fused runs
             still lost -0.008 in-domain and -0.066 out of distribution) and take 0.93x serial's step on SmolLM2's
             probe; serial rounds elsewhere: on transformers generation fused rounds passed the same test, but their
-            step is not shorter there (0.97x on SmolLM2, 1.23-1.37x on the demo's tiny model: the correction's
-            forward of the stale rows), and vLLM's server mode and the adaptive budget were not tested fused on vLLM
-            (BENCHMARKS.md section 10).
+            step is not shorter there (0.97x on SmolLM2; 1.23-1.37x on the demo's tiny model, two runs sharing the
+            machine: the correction's forward of the stale rows), and vLLM's server mode and the adaptive budget
+            were not tested fused on vLLM (BENCHMARKS.md section 10).
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
