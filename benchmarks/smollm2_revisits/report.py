@@ -198,7 +198,21 @@ def tests(runs: dict, ranking_valid: bool) -> list[str]:
         "family where the manipulation check voids it). Test accuracy: greedy, at the study's completion length, 400 "
         "questions.\n"
     )
-    return out + power_section(differences)
+    return out + secondary_comparisons(runs) + power_section(differences)
+
+
+def secondary_comparisons(runs: dict) -> list[str]:
+    """The declared comparisons, and LZE minus GRPO, on the secondary axes: equal steps and T / 2 (no test)."""
+    out = [
+        "The same comparisons, and LZE minus GRPO, after 16 steps (equal steps) and at T / 2 (secondary, no test):\n"
+    ]
+    rows = []
+    for a, b, name in [*COMPARISONS, ("lze", "grpo", "the method")]:
+        steps = paired(runs, a, b, lambda r: accuracy(r, "equal_steps"))
+        rows.append([f"`{a}` - `{b}` ({name})", len(steps), interval(steps),
+                     interval(paired(runs, a, b, lambda r: accuracy(r, "half")))])  # fmt: skip
+    headers = ["comparison", "seeds", "after 16 steps", "at T / 2"]
+    return [*out, tabulate(rows, headers=headers, tablefmt="github") + "\n"]
 
 
 def power_section(differences: dict[str, pd.Series]) -> list[str]:
