@@ -83,3 +83,21 @@ def test_the_committed_report_rebuilds_from_the_raw_results():
     if not (run.RESULTS / "report.md").exists():
         pytest.skip("no run has finished yet")
     assert report.main(["--check"]) == 0
+
+
+def test_a_secondary_arm_is_compared_with_the_arm_it_varies_paired_by_seed():
+    def record(arm: str, seed: int, budget: float, steps16: float, half: float) -> dict:
+        rates = {"budget": budget, "equal_steps": steps16, "half": half}
+        evaluations = [{"points": [point], "test": {"rate": [rate] * 4}} for point, rate in rates.items()]
+        return {"arm": arm, "seed": seed, "evaluations": evaluations}
+
+    lze = [(0.6, 0.5, 0.5), (0.7, 0.5, 0.6), (0.9, 0.9, 0.9)]
+    uncertainty = [(0.5, 0.5, 0.25), (0.5, 0.75, 0.5)]
+    runs = {
+        "lze": {seed: record("lze", seed, *rates) for seed, rates in enumerate(lze)},
+        "lze_uncertainty": {seed: record("lze_uncertainty", seed, *rates) for seed, rates in enumerate(uncertainty)},
+    }
+    rows = report.on_every_axis(runs, [("lze", "lze_uncertainty", "history")]).splitlines()
+    # seed 2 has no partner and leaves the pairing; the differences: at T 0.1 and 0.2, after 16 steps 0 and -0.25
+    assert "| `lze` - `lze_uncertainty` (history) |       2 | +0.1500 [" in rows[2]
+    assert "| -0.1250 [" in rows[2] and "| +0.1750 [" in rows[2]

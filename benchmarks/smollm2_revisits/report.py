@@ -40,6 +40,12 @@ COMPARISONS = [
     ("filter", "grpo", "the filter"),
 ]
 """The declared tests: (arm, minus arm, what the difference isolates)."""
+VARIED = [
+    ("lze", "lze_uncertainty", "history in the ranking"),
+    ("probe", "lze", "probe rounds for full groups"),
+    ("grpo_4x8", "grpo", "4 prompts x 8 for 8 x 8"),
+]
+"""The secondary arms beside the arm each varies: (arm, minus arm, what the difference isolates)."""
 ALPHA, POWER, SMALLEST = 0.05, 0.8, 0.03
 """Family-wise level (Holm over the three), the power and the difference the seeds are sized to detect."""
 MAX_SEEDS = {"primary": 6, "secondary": 3}
@@ -202,20 +208,25 @@ def tests(runs: dict, ranking_valid: bool) -> list[str]:
     return out + secondary_comparisons(runs) + power_section(differences)
 
 
-def secondary_comparisons(runs: dict) -> list[str]:
-    """The declared comparisons, and LZE minus GRPO, on every axis: at T (declared), after 16 steps and at T / 2."""
-    out = [
-        "The same comparisons, and LZE minus GRPO, at equal time and at equal steps (16 steps; no test but at T):\n"
-    ]
+def on_every_axis(runs: dict, comparisons: list[tuple[str, str, str]]) -> str:
+    """Each (arm, minus arm, name) of `comparisons`, paired by seed, at T, after 16 steps and at T / 2."""
     rows = []
-    for a, b, name in [*COMPARISONS, ("lze", "grpo", "the method")]:
+    for a, b, name in comparisons:
         points = [
             paired(runs, a, b, lambda r, point=point: accuracy(r, point))
             for point in ["budget", "equal_steps", "half"]
         ]
         rows.append([f"`{a}` - `{b}` ({name})", len(points[0]), *map(interval, points)])
     headers = ["comparison", "seeds", "at T", "after 16 steps", "at T / 2"]
-    return [*out, tabulate(rows, headers=headers, tablefmt="github") + "\n"]
+    return tabulate(rows, headers=headers, tablefmt="github") + "\n"
+
+
+def secondary_comparisons(runs: dict) -> list[str]:
+    """The declared comparisons, and LZE minus GRPO, on every axis: at T (declared), after 16 steps and at T / 2."""
+    return [
+        "The same comparisons, and LZE minus GRPO, at equal time and at equal steps (16 steps; no test but at T):\n",
+        on_every_axis(runs, [*COMPARISONS, ("lze", "grpo", "the method")]),
+    ]
 
 
 def power_section(differences: dict[str, pd.Series]) -> list[str]:
@@ -280,6 +291,10 @@ def arms_section(runs: dict) -> list[str]:
     out.append(
         tabulate(rows, headers=["arm", "at T", "after 16 steps", "at T, room for 96"], tablefmt="github") + "\n"
     )
+    varied = [c for c in VARIED if c[0] in runs and c[1] in runs]
+    if varied:
+        out.append("Each secondary arm against the arm it varies, paired by seed (descriptive, no test):\n")
+        out.append(on_every_axis(runs, varied))
     return out
 
 
