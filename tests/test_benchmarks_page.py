@@ -26,8 +26,8 @@ NUMBER = re.compile(r"-?\d+\.\d+")  # `+0.016` reads `0.016` and `0.905x` reads 
 VLLM_STEP_TABLE = ROOT / "benchmarks" / "results" / "vllm_cpu" / "2026-11-24_probe.json"
 VLLM_HEADER = "| run | rollouts | s/step | generation | scoring | update | measured / GRPO |"
 # lines: 500 until section 11 gained its control, async runs and vLLM path (525), then its corrections (575), then
-# section 13 with its manipulation check, both axes and the signals a user reads (600)
-LIMIT = 600
+# section 13 with its manipulation check, both axes and the signals a user reads (600), then its secondary arms (606)
+LIMIT = 606
 
 
 def cells(line: str) -> list[str]:

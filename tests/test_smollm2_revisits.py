@@ -101,3 +101,4 @@ def test_a_secondary_arm_is_compared_with_the_arm_it_varies_paired_by_seed():
     # seed 2 has no partner and leaves the pairing; the differences: at T 0.1 and 0.2, after 16 steps 0 and -0.25
     assert "| `lze` - `lze_uncertainty` (history) |       2 | +0.1500 [" in rows[2]
     assert "| -0.1250 [" in rows[2] and "| +0.1750 [" in rows[2]
+    assert rows[2].split("|")[-2].strip() == "0.650 - 0.500"  # seed 2's 0.9 is not in the means of the pair

@@ -44,8 +44,10 @@ VARIED = [
     ("lze", "lze_uncertainty", "history in the ranking"),
     ("probe", "lze", "probe rounds for full groups"),
     ("grpo_4x8", "grpo", "4 prompts x 8 for 8 x 8"),
+    ("lze", "grpo_4x8", "LZE against a GRPO step as cheap"),
 ]
-"""The secondary arms beside the arm each varies: (arm, minus arm, what the difference isolates)."""
+"""The secondary arms beside the arm each varies, and LZE beside GRPO on 4 prompts a step, whose modelled step costs
+about LZE's (so both make about as many steps by T): (arm, minus arm, what the difference isolates)."""
 ALPHA, POWER, SMALLEST = 0.05, 0.8, 0.03
 """Family-wise level (Holm over the three), the power and the difference the seeds are sized to detect."""
 MAX_SEEDS = {"primary": 6, "secondary": 3}
@@ -209,15 +211,18 @@ def tests(runs: dict, ranking_valid: bool) -> list[str]:
 
 
 def on_every_axis(runs: dict, comparisons: list[tuple[str, str, str]]) -> str:
-    """Each (arm, minus arm, name) of `comparisons`, paired by seed, at T, after 16 steps and at T / 2."""
+    """Each (arm, minus arm, name) of `comparisons`, paired by seed, at T, after 16 steps and at T / 2, with the two
+    arms' means at T on the seeds they share (where an arm ran more seeds, its mean over all of them can differ)."""
     rows = []
     for a, b, name in comparisons:
         points = [
             paired(runs, a, b, lambda r, point=point: accuracy(r, point))
             for point in ["budget", "equal_steps", "half"]
         ]
-        rows.append([f"`{a}` - `{b}` ({name})", len(points[0]), *map(interval, points)])
-    headers = ["comparison", "seeds", "at T", "after 16 steps", "at T / 2"]
+        shared = points[0].index
+        means = [table(runs, arm, accuracy)[shared].mean() for arm in (a, b)]
+        rows.append([f"`{a}` - `{b}` ({name})", len(shared), *map(interval, points), "{:.3f} - {:.3f}".format(*means)])
+    headers = ["comparison", "seeds", "at T", "after 16 steps", "at T / 2", "at T, the means on those seeds"]
     return tabulate(rows, headers=headers, tablefmt="github") + "\n"
 
 
@@ -293,7 +298,10 @@ def arms_section(runs: dict) -> list[str]:
     )
     varied = [c for c in VARIED if c[0] in runs and c[1] in runs]
     if varied:
-        out.append("Each secondary arm against the arm it varies, paired by seed (descriptive, no test):\n")
+        out.append(
+            "Each secondary arm against the arm it varies, and LZE against GRPO on 4 prompts a step (a step as "
+            "cheap as LZE's), paired by seed (descriptive, no test):\n"
+        )
         out.append(on_every_axis(runs, varied))
     return out
 
@@ -307,25 +315,23 @@ def zero_spread_share(record: dict[str, Any]) -> float:
 def signals_section(runs: dict, results: Path) -> list[str]:
     """What a user can read in their own run's TRL logs: the dead groups and where a step's time goes."""
     out = ["## The signals in TRL's logs\n"]
-    rows = [[arm, len(runs[arm]), spread(list(runs[arm].values()), zero_spread_share)]
-            for arm in [a for a in [*ARMS, *SECONDARY] if a in runs]]  # fmt: skip
-    headers = ["arm", "seeds", "groups with zero reward spread, to T"]
-    out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
-    rows = []
+    split = {}
     for path in sorted((results / "speed").glob("*.json")):
         steps = json.loads(path.read_text())["steps"][1:]  # the first step left out, as the time model does
         seconds = np.mean([s["seconds"] for s in steps])
         generation, update = (np.mean([s[k] for s in steps]) for k in ("generation", "update"))
-        rows.append([path.stem, len(steps), f"{seconds:.1f}", f"{generation:.1f}", f"{update:.1f}",
-                     f"{generation / seconds:.2f}"])  # fmt: skip
-    headers = ["speed run", "steps", "s/step", "generation s", "update s", "generation share"]
+        split[path.stem] = [f"{seconds:.1f}", f"{generation:.1f}", f"{update:.1f}", f"{generation / seconds:.2f}"]
+    rows = [[arm, len(runs[arm]), spread(list(runs[arm].values()), zero_spread_share), *split.get(arm, [""] * 4)]
+            for arm in [a for a in [*ARMS, *SECONDARY] if a in runs]]  # fmt: skip
+    headers = ["arm", "seeds", "groups with zero reward spread, to T", "speed run s/step", "generation s", "update s",
+               "generation share"]  # fmt: skip
     out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
     out.append(
         "Groups with zero reward spread: mean ± SD over seeds of each run's share up to T (TRL logs it per step as "
-        "`frac_reward_zero_std`). The step split: the speed runs (alone on the idle machine, one torch thread), the "
-        "seconds in the generation calls (TRL logs them as `profiling/Time taken: <Trainer>.transformers.generate`, "
-        "or `vLLM.generate`) and the update (the rest of the step; reward and selection take under a tenth of a "
-        "second).\n"
+        "`frac_reward_zero_std`). The step split: the speed runs (their steps after the first, alone on the idle "
+        "machine, one torch thread; blank for the arms without one), the seconds in the generation calls (TRL logs "
+        "them as `profiling/Time taken: <Trainer>.transformers.generate`, or `vLLM.generate`) and the update (the "
+        "rest of the step; reward and selection take under a tenth of a second).\n"
     )
     return out
 
