@@ -10,6 +10,7 @@ from testing_utils import (
     mixed_reward,
     prompt_dataset,
     save_rank_results,
+    sided_reward,
     tiny_config,
 )
 
@@ -25,7 +26,9 @@ def main(out_dir: str, mode: str) -> None:
     # rollout_func (its extra fields read by the reward) in "probe-rollout-func", an environment_factory (tools and
     # reward of the environment, a scripted tool caller) in "probe-environment"; the adaptive budget in "rounds", with
     # tools in "rounds-tools"; the probe's rounds one call after another in "probe-serial" (else fused); a fused run
-    # resumed from its checkpoint of step 2, its rollouts in flight each rank's own, in "probe-resume"
+    # resumed from its checkpoint of step 2, its rollouts in flight each rank's own, in "probe-resume"; forward
+    # pruning on both sides with adaptive exploration, history deciding before the probe's first round, in
+    # "prune-both" (4 prompts a step, sided_reward: a third always solved, a third never)
     probe = (
         dict(generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=16, fuse_rounds=True)
         if mode.startswith("probe")
@@ -61,14 +64,21 @@ def main(out_dir: str, mode: str) -> None:
                 {"prompt": [[{"role": "user", "content": f"{i}+{i % 7}="}] for i in range(16)]}
             )
             reward, extra = tool_answer_reward, dict(tools=[CountingEnv().add])
+    if mode == "prune-both":
+        reward = sided_reward
+        probe = dict(generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=8,
+                     gradient_accumulation_steps=1, max_steps=10, prune_unsolved=True, prune_exploration="adaptive",
+                     prune_exploration_step=0.1)  # fmt: skip
     args = tiny_config(
         out_dir,
-        gradient_accumulation_steps=2,
-        max_steps=4,
-        learning_rate=1e-2,
-        prune_solved=mode == "prune",
-        prune_solved_after=1,
-        **probe,
+        **{
+            "gradient_accumulation_steps": 2,
+            "max_steps": 4,
+            "learning_rate": 1e-2,
+            "prune_solved": mode in ("prune", "prune-both"),
+            "prune_solved_after": 1,
+            **probe,
+        },
     )
     # mixed_reward: prompt i passes on (i % 9) of 8 completion buckets, so i = 0 never passes and i = 8 always does
     trainer = trainer_class(

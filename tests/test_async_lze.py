@@ -456,6 +456,28 @@ def test_the_async_trainer_prunes_solved_prompts_from_what_it_draws(tmp_path, se
     assert sum(key in set(solved_keys.tolist()) for key in drawn) < len(plans)
 
 
+@pytest.mark.slow
+def test_the_async_trainer_prunes_both_sides_and_counts_its_revisits(tmp_path, setup):
+    # prompts 0 and 6 never pass, 2 always: both sides pruned once recorded, each explored again with adaptive p
+    trainer = make_trainer(tmp_path, setup, max_steps=8, prune_solved=True, prune_solved_after=1, prune_unsolved=True,
+                           prune_exploration="adaptive", prune_exploration_step=0.2, selector="none")  # fmt: skip
+    _, _, dataset = setup
+    dead = [i for i, r in enumerate(dataset["pass_rate"]) if r in (0.0, 1.0)]
+    trainer.train()
+    pruner = trainer.lze.pruner
+    assert set(np.flatnonzero(pruner.pruned(trainer.prompt_keys.dataset_keys, trainer.lze.prompts))) >= set(dead)
+    assert trainer.lze.position.groups_skipped(8) > 0  # some dead prompts were not drawn
+    skipped = [
+        e["lze/skipped_prompts_unsolved"] for e in trainer.state.log_history if "lze/skipped_prompts_unsolved" in e
+    ]
+    assert skipped and max(skipped) > 0
+    # revisits were scored (a prompt that passes 0.25 of the time can be dead by chance and come back to life)
+    assert pruner.revisits_scored[1] > 0 and pruner.revisits_live[1] <= pruner.revisits_scored[1]
+    precision = [e["lze/prune_precision"] for e in trainer.state.log_history if "lze/prune_precision" in e]
+    assert precision[-1] == pytest.approx(1 - pruner.revisits_live.sum() / pruner.revisits_scored.sum())
+    assert (pruner.keep_probability < 0.5).all()  # each batch had dead groups above the targets: explore less
+
+
 def test_an_epoch_left_empty_by_pruning_ends_the_async_run_with_a_warning(tmp_path, setup):
     # every prompt always solved: once recorded, forward pruning leaves the next epoch planned empty (epoch 2: epoch 1
     # was planned before epoch 0's second batch was recorded); the run ends at the end of that step, as the

@@ -3,45 +3,63 @@
 import numpy as np
 import pytest
 import torch
-from testing_utils import even_solved_reward, make_trainer, mixed_reward, prompt_dataset, prompt_number
+from testing_utils import (
+    even_solved_reward,
+    logged,
+    make_trainer,
+    mixed_reward,
+    prompt_dataset,
+    prompt_number,
+    sided_reward,
+)
 
 
 pytestmark = pytest.mark.slow
 
 
+BOTH_SIDES = dict(prune_unsolved=True, prune_exploration="adaptive", prune_exploration_step=0.1)
+
+
 def pruning_trainer(out_dir, prune):
-    """10 steps on 8 prompts (2 groups per step: 4 steps per unpruned epoch), a checkpoint at every step."""
+    """10 steps on 8 prompts (2 groups per step: 4 steps per unpruned epoch), a checkpoint at every step; `prune`:
+    False, True (the solved side, replay) or "both" (both sides, adaptive exploration, on `sided_reward`)."""
+    rewards = {False: mixed_reward, True: even_solved_reward, "both": sided_reward}
     return make_trainer(
         out_dir,
-        reward=even_solved_reward if prune else mixed_reward,
+        reward=rewards[prune],
         dataset=prompt_dataset(8),
         max_steps=10,
         save_strategy="steps",
         save_steps=1,
         learning_rate=1e-2,
-        prune_solved=prune,
+        prune_solved=bool(prune),
         prune_solved_after=1,
         prune_revisit_fraction=0.5,
+        **(BOTH_SIDES if prune == "both" else {}),
     )
 
 
 def history(trainer, after_step):
-    keys = ("loss", "reward", "lze/selected_frac", "lze/energy_mean", "lze/update_tokens", "lze/pruned_prompts")
+    keys = ("loss", "reward", "lze/selected_frac", "lze/energy_mean", "lze/update_tokens", "lze/pruned_prompts",
+            "lze/revisits_live_unsolved", "lze/keep_probability_unsolved", "lze/skipped_prompts_solved")  # fmt: skip
     return [
         {k: e[k] for k in keys if k in e} for e in trainer.state.log_history if "loss" in e and e["step"] > after_step
     ]
 
 
-@pytest.mark.parametrize("prune, checkpoints", [(False, (3, 4, 6)), (True, (4, 6, 7))])
+@pytest.mark.parametrize("prune, checkpoints", [(False, (3, 4, 6)), (True, (4, 6, 7)), ("both", (3, 5, 6))])
 def test_resume_is_exact(tmp_path, prune, checkpoints):
     full = pruning_trainer(tmp_path / "full", prune)
     full.train()
-    if prune:
+    if prune is True:
         # The even prompts (always solved) were pruned after epoch 0 and no odd one (never 4 of 4 in this seeded run),
         # so later epochs are shorter than the Trainer's arithmetic assumes: in epochs 1 and 2, half of the 4 pruned
         # prompts are revisited and the other 2 skip their 4 rollouts.
         assert np.flatnonzero(full.lze.pruner.pruned(np.arange(8), full.lze.prompts)).tolist() == [0, 2, 4, 6]
         assert full.lze.position.groups_skipped(8) * 4 == 2 * 2 * 4
+    if prune == "both":  # both sides pruned, the adaptive probabilities moved and some prompts were skipped
+        assert full.lze.pruner.revisits_scored.sum() > 0 and (full.lze.pruner.keep_probability != 0.5).all()
+        assert full.lze.position.groups_skipped(8) > 0
     full_arrays, full_counters = full.lze_state_dict()
     for step in checkpoints:
         # same output_dir: checkpoints are read from it
@@ -55,6 +73,34 @@ def test_resume_is_exact(tmp_path, prune, checkpoints):
             np.testing.assert_array_equal(arrays[key], full_arrays[key])
         for a, b in zip(full.model.parameters(), resumed.model.parameters()):
             torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_pruning_on_both_sides_skips_dead_prompts_and_logs_it(tmp_path):
+    seen_per_call = []
+
+    def recording_reward(prompts, completions, **kwargs):
+        seen_per_call.append({prompt_number(p) for p in prompts})
+        return sided_reward(prompts, completions)
+
+    trainer = make_trainer(
+        tmp_path, reward=recording_reward, dataset=prompt_dataset(12), max_steps=-1, num_train_epochs=3,
+        prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_revisit_fraction=0.0,
+    )  # fmt: skip
+    trainer.train()
+    # epoch 0 rolls out all 12 prompts (6 steps); then only mixed ones (2 mod 3; one of them can be dead by chance in
+    # 4 rollouts and be pruned too)
+    assert set().union(*seen_per_call[:6]) == set(range(12))
+    later = set().union(*seen_per_call[6:])
+    assert later and later <= {2, 5, 8, 11}
+    assert (
+        logged(trainer, "lze/skipped_prompts_solved")[-1] >= 4
+        and logged(trainer, "lze/skipped_prompts_unsolved")[-1] >= 4
+    )
+    solved, unsolved = logged(trainer, "lze/dead_frac_solved"), logged(trainer, "lze/dead_frac_unsolved")
+    dead = logged(trainer, "lze/dead_frac")
+    np.testing.assert_allclose(np.add(solved, unsolved), dead)  # the two sides add up to the dead share
+    assert np.mean(dead[:6]) > 0.5 > np.mean(dead[6:])  # 8 of 12 dead in epoch 0, few after
+    assert trainer.lze.pruner.num_pruned(trainer.lze.prompts) >= 8
 
 
 def test_checkpoint_holds_lze_state(tmp_path):

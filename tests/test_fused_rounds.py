@@ -113,17 +113,23 @@ def test_with_the_weights_fixed_fused_rounds_train_on_the_serial_rows_at_the_sam
     np.testing.assert_array_equal(fused.prompt_table()["ema_pass_rate"], serial.prompt_table()["ema_pass_rate"])
 
 
-@pytest.mark.parametrize(("pruning", "calls"), [(False, [2, 1, 1, 1, 1, 1]), (True, [2, 1, 1, 1, 2, 1])])
+@pytest.mark.parametrize(
+    ("pruning", "calls"),
+    [({}, [2, 1, 1, 1, 1, 1]), ({"prune_solved": True}, [2, 1, 1, 1, 2, 1]),
+     ({"prune_solved": True, "prune_unsolved": True, "prune_exploration": "adaptive"}, [2, 1, 1, 1, 2, 1])],
+)  # fmt: skip
 def test_the_look_ahead_crosses_an_epoch_unless_its_prompts_are_decided_at_its_start(tmp_path, pruning, calls):
     # 16 prompts, 4 a step: 4 steps an epoch. Without pruning the next epoch's order is known (its permutation); with
     # it, the pool is decided at the epoch's start, so the epoch's last step draws nothing ahead and the next one
     # starts its batches in flight anew. Every step trains on the batch TRL handed.
     trainer = make_trainer(
         tmp_path, reward=mixed_reward, dataset=prompt_dataset(16), per_device_train_batch_size=16, max_steps=6,
-        fuse_rounds=True, prune_solved=pruning, **PROBE,
+        fuse_rounds=True, **pruning, **PROBE,
     )  # fmt: skip
     trainer.train()
     assert logged(trainer, "lze/generation_calls") == [float(n) for n in calls]
+    if pruning.get("prune_unsolved"):  # prompt 0 never passes (mixed_reward): pruned on the unsolved side
+        assert trainer.lze.pruner.side_of(trainer.prompt_keys.dataset_keys[:1], trainer.lze.prompts)[0][0] == 1
     assert all(tokens > 0 for tokens in logged(trainer, "lze/update_tokens"))
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from lze_trl import PromptPruner, PromptState
+from lze_trl import LZEStateError, PromptPruner, PromptState
 
 
 def record_pass_rates(state, ids, rates):
@@ -68,7 +68,132 @@ def test_state_roundtrip():
     np.testing.assert_array_equal(a.revisited_keys, b.revisited_keys)
 
 
-@pytest.mark.parametrize("settings", [dict(solved_after=0), dict(revisit_fraction=1.5), dict(revisit_fraction=-0.1)])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(solved_after=0),
+        dict(revisit_fraction=1.5),
+        dict(revisit_fraction=-0.1),
+        dict(solved_after=None),
+        dict(unsolved_after=0),
+        dict(target_dead_frac=2.0),
+        dict(exploration_step=-0.5),
+    ],
+)
 def test_bad_settings_are_refused_by_the_pruner_itself(settings):
-    with pytest.raises(ValueError, match="PromptPruner needs solved_after >= 1 and revisit_fraction in"):
+    with pytest.raises(ValueError, match="PromptPruner needs solved_after or unsolved_after >= 1"):
         PromptPruner(**settings)
+
+
+def test_unknown_exploration_is_refused():
+    with pytest.raises(ValueError, match="exploration must be one of"):
+        PromptPruner(exploration="greso")
+
+
+# ------------------------------------------------------------------------------------------ both sides
+def test_unsolved_side_is_pruned_only_when_asked():
+    state = PromptState()
+    record_pass_rates(state, [0, 1, 2], [0.0, 1.0, 0.5])
+    rows = np.arange(4)
+    solved_only = PromptPruner(solved_after=1, revisit_fraction=0.0)
+    both = PromptPruner(solved_after=1, unsolved_after=1, revisit_fraction=0.0)
+    unsolved_only = PromptPruner(solved_after=None, unsolved_after=1, revisit_fraction=0.0)
+    assert list(solved_only.plan_epoch(1, rows, rows, state)) == [0, 2, 3]
+    assert list(both.plan_epoch(1, rows, rows, state)) == [2, 3]  # 3 never seen: always rolled out
+    assert list(unsolved_only.plan_epoch(1, rows, rows, state)) == [1, 2, 3]
+    np.testing.assert_array_equal(both.skipped, [1, 1])
+    assert both.sides == ("solved", "unsolved") and unsolved_only.sides == ("unsolved",)
+
+
+def test_unsolved_threshold_counts_consecutive_unsolved_observations():
+    state, pruner = PromptState(), PromptPruner(solved_after=None, unsolved_after=2, revisit_fraction=0.0)
+    record_pass_rates(state, [0, 1], [0.0, 0.0])
+    assert pruner.num_pruned(state) == 0
+    record_pass_rates(state, [0, 1], [0.0, 1.0])  # 1 turned solved: its unsolved streak ends
+    assert list(np.flatnonzero(pruner.pruned(np.arange(2), state))) == [0]
+
+
+def test_replay_draws_from_each_side():
+    state, pruner = PromptState(), PromptPruner(solved_after=1, unsolved_after=1, revisit_fraction=0.1, seed=1)
+    record_pass_rates(state, np.arange(40), np.r_[np.ones(30), np.zeros(10)])
+    planned = pruner.plan_epoch(3, np.arange(50), np.arange(50), state)
+    assert sorted(pruner.revisited_sides.tolist()) == [0, 0, 0, 1]  # 10% of 30, and at least one of 10
+    assert set(planned) == set(pruner.revisited_keys) | set(range(40, 50))
+    np.testing.assert_array_equal(pruner.skipped, [27, 9])
+
+
+def test_adaptive_keeps_a_prompt_with_probability_p_to_the_depth():
+    state = PromptState()
+    keys = np.arange(4000)
+    record_pass_rates(state, keys, np.zeros(4000))
+    record_pass_rates(state, keys[2000:], np.zeros(2000))  # depth 2 for the second half
+    pruner = PromptPruner(solved_after=None, unsolved_after=1, exploration="adaptive", seed=0)
+    planned = pruner.plan_epoch(1, keys, keys, state)
+    assert abs(np.isin(keys[:2000], planned).mean() - 0.5) < 0.04  # p = 0.5 at depth 1
+    assert abs(np.isin(keys[2000:], planned).mean() - 0.25) < 0.04  # p ** 2 at depth 2
+
+
+def test_adaptive_probability_moves_toward_each_sides_target():
+    pruner = PromptPruner(solved_after=1, unsolved_after=1, exploration="adaptive", target_dead_frac=0.3,
+                          exploration_step=0.1)  # fmt: skip
+    np.testing.assert_allclose(pruner.targets, [0.1, 0.2])  # GRESO's split: a third, two thirds
+    # 2 of 10 solved (0.2 >= 0.1: explore less), 1 of 10 unsolved (0.1 < 0.2: explore more)
+    pruner.observe(np.arange(10), np.r_[1.0, 1.0, 0.0, np.full(7, 0.5)])
+    np.testing.assert_allclose(pruner.keep_probability, [0.4, 0.6])
+    for _ in range(20):
+        pruner.observe(np.arange(10), np.ones(10))
+    np.testing.assert_allclose(pruner.keep_probability, [0.05, 0.95])  # clipped to GRESO's range
+    one_side = PromptPruner(solved_after=None, unsolved_after=1, exploration="adaptive", target_dead_frac=0.3)
+    assert one_side.targets[1] == 0.3
+    one_side.observe(np.arange(10), np.ones(10))  # the solved side is not pruned: its p stays
+    assert one_side.keep_probability[0] == 0.5
+
+
+def test_revisits_are_scored_once_and_their_liveness_counted():
+    state = PromptState()
+    record_pass_rates(state, np.arange(6), [0.0, 0.0, 0.0, 1.0, 1.0, 0.5])
+    pruner = PromptPruner(solved_after=1, unsolved_after=1, revisit_fraction=1.0)
+    pruner.plan_epoch(1, np.arange(6), np.arange(6), state)
+    assert pruner.num_revisited == 5
+    pruner.observe([0, 1, 5], [0.0, 0.5, 0.5])  # 1 came back to life; 5 was never pruned
+    pruner.observe([0, 3], [0.25, 1.0])  # 0 was scored already this visit: not counted again
+    np.testing.assert_array_equal(pruner.revisits_scored, [1, 2])
+    np.testing.assert_array_equal(pruner.revisits_live, [0, 1])
+    metrics = pruner.metrics(state)
+    assert metrics["prune_precision"] == pytest.approx(2 / 3)
+    assert (metrics["revisits_live_unsolved"], metrics["revisited_prompts_solved"]) == (1.0, 2.0)
+
+
+def test_a_revisit_still_in_flight_at_the_next_plan_is_counted_when_it_arrives():
+    state = PromptState()
+    record_pass_rates(state, [0], [0.0])
+    pruner = PromptPruner(solved_after=None, unsolved_after=1, revisit_fraction=1.0)
+    pruner.plan_epoch(1, np.arange(2), np.arange(2), state)
+    pruner.plan_epoch(2, np.arange(2), np.arange(2), state)  # the async window plans ahead of what has arrived
+    pruner.observe([0], [0.5])
+    pruner.observe([0], [0.5])
+    np.testing.assert_array_equal(pruner.revisits_live, [0, 2])
+
+
+@pytest.mark.parametrize("exploration", ["replay", "adaptive"])
+def test_both_sided_state_roundtrip_continues_identically(exploration):
+    def fresh():
+        return PromptPruner(solved_after=1, unsolved_after=1, exploration=exploration, seed=5, revisit_fraction=0.3)
+
+    state, a = PromptState(), fresh()
+    record_pass_rates(state, np.arange(20), np.r_[np.ones(8), np.zeros(8), np.full(4, 0.5)])
+    a.plan_epoch(1, np.arange(20), np.arange(20), state)
+    a.observe(np.arange(4), [0.0, 0.5, 1.0, 0.0])
+    b = fresh()
+    b.load_state_dict(a.state_dict())
+    for name, value in a.state_dict().items():
+        np.testing.assert_array_equal(value, getattr(b, name))
+    np.testing.assert_array_equal(
+        a.plan_epoch(2, np.arange(20), np.arange(20), state), b.plan_epoch(2, np.arange(20), np.arange(20), state)
+    )
+    assert a.metrics(state) == b.metrics(state)
+
+
+def test_a_state_that_does_not_fit_is_refused():
+    with pytest.raises(LZEStateError, match="lacks .*keep_probability"):
+        PromptPruner().load_state_dict({"revisited_keys": np.array([1])})

@@ -84,6 +84,12 @@ def even_solved_reward(prompts, completions, **kwargs):
     ]
 
 
+def sided_reward(prompts, completions, **kwargs):
+    """Dead on both sides: prompts 0 mod 3 always solved, 1 mod 3 never solved; 2 mod 3 pass on half the buckets."""
+    side = {0: lambda c: 1.0, 1: lambda c: 0.0, 2: lambda c: float(completion_bucket(c, 2) == 0)}
+    return [side[prompt_number(p) % 3](c) for p, c in zip(prompts, completions)]
+
+
 def text_reward(completions, **kwargs):
     """A reward of the completion's text alone: one completion bucket of three passes."""
     return [float(completion_bucket(c, 3) == 0) for c in completions]

@@ -65,8 +65,8 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
 
     Each prompt group is scored by its energy (difficulty anchor x outcome uncertainty x pass-rate momentum) and only
     the top `selection_ratio` of the groups take part in the policy update. Generating in rounds (`generation_rounds`,
-    `round_policy`) completes only the groups worth completing; `prune_solved=True` stops rolling out prompts that
-    stay solved, revisiting a few each epoch.
+    `round_policy`) completes only the groups worth completing; forward pruning (`prune_solved`, `prune_unsolved`)
+    stops rolling out prompts whose history says their next group will be dead, exploring a few of them again.
 
     Takes the arguments of [`~trl.GRPOTrainer`]; `args` may be an [`LZEGRPOConfig`] or a plain `GRPOConfig` (which
     gets the LZE defaults), and is copied. With `selector="none"` it trains exactly as `GRPOTrainer`.

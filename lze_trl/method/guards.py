@@ -19,7 +19,7 @@ from .errors import LZEWarning
 from .prompt_keys import has_prompt_column
 from .selection import in_learning_zone
 from .selectors import get_selector
-from .settings import fuses_rounds
+from .settings import fuses_rounds, prunes
 
 
 # ----------------------------------------------------------------------------------------------- reward values
@@ -253,7 +253,7 @@ def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str
         )
     iterable = isinstance(train_dataset, IterableDataset)
     enabled = train_dataset is not None and (not iterable or has_prompt_column(train_dataset))
-    if not enabled and (args.selector != "none" or args.prune_solved):
+    if not enabled and (args.selector != "none" or prunes(args)):
         warnings.warn(
             f"selector={args.selector!r} needs a stable identity for each prompt: a map-style train dataset or an "
             "iterable one with a `prompt` column; got "
@@ -262,10 +262,11 @@ def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str
             LZEWarning,
             stacklevel=3,
         )
-    if enabled and iterable and (args.prune_solved or get_selector(args.selector)(args).plans_rollouts):
+    if enabled and iterable and (prunes(args) or get_selector(args.selector)(args).plans_rollouts):
+        side = "prune_solved" if args.prune_solved else "prune_unsolved"
         setting, fix = (
-            ("prune_solved=True", "set prune_solved=False")
-            if args.prune_solved
+            (f"{side}=True", "set prune_solved=False and prune_unsolved=False")
+            if prunes(args)
             else (f"selector={args.selector!r}", "use a selector that plans no epoch")
         )
         raise ValueError(

@@ -14,11 +14,12 @@ from .energy import compute_energy
 from .errors import LZEWarning
 from .guards import EmptyUpdateGuard, LearningZoneGuard, UnscorableGuard
 from .prompt_state import PromptState
-from .pruning import PromptPruner
+from .pruning import PromptPruner, dead_shares
 from .round_policies import make_round_policy
 from .selection import group_pass_rates, live_groups, spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
+from .settings import prunes
 
 
 if TYPE_CHECKING:
@@ -53,6 +54,19 @@ class DataPosition:
         epoch, batches, micro_steps, skipped, has_plan = (int(v) for v in state["counters"])
         self.epoch, self.batches_in_epoch, self.micro_steps, self.skipped_groups = epoch, batches, micro_steps, skipped
         self.plan = np.asarray(state["plan"], dtype=np.int64) if has_plan else None
+
+
+def make_pruner(args: LZESettings) -> PromptPruner:
+    """The run's [`~lze_trl.method.pruning.PromptPruner`], from its `prune_*` settings."""
+    return PromptPruner(
+        args.prune_solved_after if args.prune_solved else None,
+        args.prune_revisit_fraction,
+        args.seed,
+        unsolved_after=args.prune_unsolved_after if args.prune_unsolved else None,
+        exploration=args.prune_exploration,
+        target_dead_frac=args.prune_target_dead_frac,
+        exploration_step=args.prune_exploration_step,
+    )
 
 
 class LZERun:
@@ -92,9 +106,7 @@ class LZERun:
         self.correctness_index = correctness_index
         self.prompts = PromptState(args.energy_ema_decay)
         self.selector = get_selector(args.selector)(args)
-        self.pruner = None
-        if args.prune_solved and dataset_keys is not None:
-            self.pruner = PromptPruner(args.prune_solved_after, args.prune_revisit_fraction, args.seed)
+        self.pruner = make_pruner(args) if prunes(args) and dataset_keys is not None else None
         self.selection_log = SelectionLog(args.selection_log_max_rows)
         reward_names = reward_names or ["correctness"]
         self.learning_zone_guard = LearningZoneGuard(args.pass_threshold, reward_names[correctness_index])
@@ -206,11 +218,14 @@ class LZERun:
             global_step, self.batches_recorded, batch.prompt_keys, batch.pass_rates, batch.energies, weights, live
         )
         self.batches_recorded += 1
+        if self.pruner is not None:
+            self.pruner.observe(batch.prompt_keys, batch.pass_rates)
         scorable = np.isfinite(batch.pass_rates)
         metrics = {
             "lze/pass_rate_mean": float(np.nanmean(batch.pass_rates)) if scorable.any() else 0.0,
             "lze/energy_mean": float(batch.energies.mean()),
             "lze/dead_frac": float((~batch.eligible[scorable]).mean()) if scorable.any() else 0.0,
+            **dead_shares(batch.pass_rates),
             "lze/unscorable_frac": float((~scorable).mean()),
             "lze/selected_frac": float(selected.mean()),
         }
@@ -219,8 +234,7 @@ class LZERun:
             planned = self.position.groups_skipped(len(self.dataset_keys)) * self.num_generations
             metrics["lze/rollouts_skipped"] = planned + self.round_policy.rollouts_skipped
         if self.pruner is not None:
-            metrics["lze/pruned_prompts"] = self.pruner.num_pruned(self.prompts)
-            metrics["lze/revisited_prompts"] = self.pruner.num_revisited
+            metrics.update({f"lze/{k}": v for k, v in self.pruner.metrics(self.prompts).items()})
         return metrics
 
     # ----------------------------------------------------------------------------------------------- planning

@@ -21,6 +21,7 @@ from typing import Any
 
 from .checkpoint import RESUME_MODES
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
+from .pruning import EXPLORATIONS
 from .round_policies import check_round_settings
 from .selectors import SELECTORS
 from .selectors.base import check_setting as _check
@@ -79,15 +80,32 @@ class LZESettings:
         > Parameters that control forward pruning
 
         prune_solved (`bool`, *optional*, defaults to `False`):
-            Stop rolling out prompts that stay fully solved (forward pruning), revisiting a few each epoch. Needs a
-            map-style train dataset. An epoch that pruning leaves without a generation batch (in the async trainer,
-            without a prompt) ends training with a warning.
+            Stop rolling out prompts that stay fully solved (forward pruning), exploring a few of them again
+            (`prune_exploration`). Needs a map-style train dataset. An epoch that pruning leaves without a generation
+            batch (in the async trainer, without a prompt) ends training with a warning.
         prune_solved_after (`int`, *optional*, defaults to `2`):
             Consecutive fully-solved observations of a prompt (one per epoch while it is rolled out) after which it is
             pruned, >= 1.
+        prune_unsolved (`bool`, *optional*, defaults to `False`):
+            Also stop rolling out prompts that stay fully unsolved (every rollout wrong): forward pruning on both
+            sides, as GRESO skips predicted zero-variance prompts before generation. The step keeps its number of
+            prompts: an epoch's plan leaves the pruned prompts out and the batches are filled from the rest.
+        prune_unsolved_after (`int`, *optional*, defaults to `1`):
+            Consecutive fully-unsolved observations after which a prompt is pruned, >= 1.
+        prune_exploration (`str`, *optional*, defaults to `"replay"`):
+            How pruned prompts are rolled out again: `"replay"` (the paper's: `prune_revisit_fraction` of each side's
+            pool each epoch) or `"adaptive"` (GRESO's: each pruned prompt with probability `max(p ** depth, 0.01)`,
+            `depth` the observations of its streak past the threshold plus one, `p` per side adapted after every
+            generation batch toward `prune_target_dead_frac`; `lze_trl.method.pruning.PromptPruner`).
         prune_revisit_fraction (`float`, *optional*, defaults to `0.1`):
-            Fraction of the prune pool revisited (rolled out again) at the start of each epoch (at least one prompt
-            when > 0), in [0, 1].
+            `"replay"`: fraction of each side's prune pool rolled out again at the start of each epoch (at least one
+            prompt when > 0), in [0, 1].
+        prune_target_dead_frac (`float`, *optional*, defaults to `0.25`):
+            `"adaptive"`: the share of the generated groups that may be dead (GRESO's 0.25; a third of it on the
+            solved side and two thirds on the unsolved side when both are pruned), in [0, 1].
+        prune_exploration_step (`float`, *optional*, defaults to `0.01`):
+            `"adaptive"`: how far `p` moves after each generation batch (GRESO's per step), in [0, 1]; a run of few
+            batches needs a larger step for `p` to reach its target.
         > Parameters that control generation in rounds (generating less)
 
         generation_rounds (`list[int]` or `None`, *optional*, defaults to `None`):
@@ -150,7 +168,12 @@ class LZESettings:
     max_unscorable_batches: int = 0
     prune_solved: bool = False
     prune_solved_after: int = 2
+    prune_unsolved: bool = False
+    prune_unsolved_after: int = 1
+    prune_exploration: str = field(default="replay", metadata={"choices": list(EXPLORATIONS)})
     prune_revisit_fraction: float = 0.1
+    prune_target_dead_frac: float = 0.25
+    prune_exploration_step: float = 0.01
     generation_rounds: list[int] | None = None
     round_policy: str = "adaptive"
     history_prior_strength: float = 4.0
@@ -187,6 +210,10 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("max_unscorable_batches", _count(0), "use an integer >= 0, e.g. 3 (0 trains on however long nothing is scored)."),
     ("selection_log_max_rows", _count(0), "use an integer >= 0 (0 disables the log)."),
     ("prune_revisit_fraction", within(0, 1), "use a fraction in [0, 1], e.g. 0.1."),
+    ("prune_unsolved_after", _count(1), "use an integer >= 1, e.g. 1."),
+    ("prune_exploration", lambda v: v in EXPLORATIONS, f"use one of {list(EXPLORATIONS)}."),
+    ("prune_target_dead_frac", within(0, 1), "use a fraction in [0, 1], e.g. 0.25 (GRESO's)."),
+    ("prune_exploration_step", within(0, 1), "use a step in [0, 1], e.g. 0.01 (GRESO's)."),
     ("learning_zone_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
     ("history_prior_strength", within(0, math.inf), "use a weight >= 0, e.g. 4 (0: the rollouts alone)."),
     (
@@ -200,6 +227,11 @@ _CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
         f"use one of {list(RESUME_MODES)} ('fresh': a fresh state, on purpose).",
     ),
 )
+
+
+def prunes(args: LZESettings) -> bool:
+    """Whether a run prunes forward (on either side: `prune_solved`, `prune_unsolved`)."""
+    return bool(args.prune_solved or args.prune_unsolved)
 
 
 def fuses_rounds(args: LZESettings) -> bool:
@@ -239,7 +271,7 @@ def validate_lze_args(args: LZESettings) -> None:
     for selector in SELECTORS.values():  # each selector validates its own settings
         selector.check_args(args)
     G, needs_pass_rates = args.num_generations, SELECTORS[args.selector].needs_pass_rates
-    if G is not None and G < 2 and (needs_pass_rates or args.prune_solved):
+    if G is not None and G < 2 and (needs_pass_rates or prunes(args)):
         raise ValueError(
             f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
             "prompt; set num_generations >= 2 (the paper uses 8)."
