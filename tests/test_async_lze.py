@@ -426,6 +426,11 @@ def test_the_async_probe_rolls_out_fewer_rollouts_and_trains_only_completed_grou
     documented = own | set(re.findall(r"^\| `(lze/[a-z_/]+)` \|", (docs / "metrics.md").read_text(), re.M))
     keys = {k for e in trainer.state.log_history for k in e if k.startswith("lze/")}
     assert own and own <= keys and keys <= documented, (own - keys, keys - documented)
+    # each step's split: the seconds waiting for the worker's rollouts and the rest, and GRPO's update beside LZE's
+    steps = [e for e in trainer.state.log_history if "lze/step_seconds" in e]
+    assert len(steps) == 3 and all(0 <= e["lze/generation_seconds"] <= e["lze/step_seconds"] for e in steps)
+    assert trainer.generation_seconds == trainer.lze_window.waited_seconds > 0
+    assert all(e["lze/update_rows"] <= e["lze/grpo_update_rows"] for e in logged)
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """Integration tests of LZEGRPOTrainer on a tiny offline Qwen2 (CPU, seconds each)."""
 
+import json
 import zlib
 
 import numpy as np
@@ -272,3 +273,24 @@ def test_an_epoch_left_empty_by_pruning_ends_the_run_with_a_warning(tmp_path):
     with pytest.warns(LZEWarning, match=r"Epoch 1 has no generation batch.*training stops at this epoch"):
         trainer.train()
     assert 0 < trainer.state.global_step < 50 and trainer.train_sampler.epoch == 1
+
+
+@pytest.mark.parametrize("selector", ["none", "lze"])
+def test_the_step_split_and_grpos_update_reach_the_trainer_state_without_a_tracker(tmp_path, selector):
+    trainer = make_trainer(tmp_path, selector=selector, max_steps=3, report_to="none", save_strategy="steps",
+                           save_steps=3)  # fmt: skip
+    trainer.train()
+    saved = json.loads((tmp_path / "out" / "checkpoint-3" / "trainer_state.json").read_text())["log_history"]
+    steps = [e for e in saved if "lze/step_seconds" in e]
+    assert len(steps) == 3
+    for e in steps:
+        assert 0 < e["lze/generation_seconds"] < e["lze/step_seconds"]
+        assert e["lze/update_seconds"] == pytest.approx(e["lze/step_seconds"] - e["lze/generation_seconds"])
+        assert e["lze/grpo_update_rows"] == 8  # every complete group: 2 prompts x 4 rollouts
+        if selector == "none":
+            assert (e["lze/update_rows"], e["lze/update_tokens"]) == (8, e["lze/grpo_update_tokens"])
+        else:
+            assert e["lze/update_rows"] < e["lze/grpo_update_rows"]
+            assert e["lze/update_tokens"] < e["lze/grpo_update_tokens"]
+    # the generation seconds are TRL's generation calls' time: an evaluation's generation is not counted
+    assert trainer.generation_seconds == pytest.approx(sum(e["lze/generation_seconds"] for e in steps), rel=1e-6)

@@ -25,7 +25,7 @@ from transformers import TrainerCallback
 from trl.trainer.utils import get_callable_name
 
 from ..common.engines import apply_thread_policy
-from ..common.state_owner import LZEStateOwner, SaveLZEState
+from ..common.state_owner import LZEStateOwner, SaveLZEState, StepClock
 from ..method.errors import LZEStateError, LZEWarning
 from ..method.guards import resolve_correctness_reward, warn_if_quota_below_two
 from ..method.prompt_keys import PromptKeys
@@ -230,8 +230,16 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
             self.rollout_queue = self.lze_window
         self.add_callback(SaveLZEState(self))
         self.add_callback(_StopWhenExhausted(self))
+        self.add_callback(StepClock(self))
 
     # ----------------------------------------------------------------------------------------------- checkpoints
+    @property
+    def generation_seconds(self) -> float:
+        """Seconds the trainer waited for rollouts (and scored them) in the window, over the run: the generation the
+        update did not overlap (main process; 0 elsewhere)."""
+        window = getattr(self, "lze_window", None)
+        return window.waited_seconds if window is not None else 0.0
+
     def lze_state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The run's state and the policy version."""
         arrays, counters = super().lze_state_dict()

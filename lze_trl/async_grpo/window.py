@@ -128,23 +128,28 @@ class GroupWindow:
         self.resend = False  # after a resume: the open rounds' orders are sent again
         self.exhausted = ""  # why no batch opens any more (an epoch had no prompt to roll out), once it is so
         self.decisions: deque[tuple[int, int, int, float]] = deque(maxlen=100_000)
+        self.waited_seconds = 0.0  # in `get`: the trainer waiting for rollouts (and scoring them), over the run
 
     # ----------------------------------------------------------------------------------------------- the queue
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         """The next selected row; takes rows from `source` until one is ready. Raises `queue.Empty` when `source`
         does (after `timeout` seconds in all), keeping what it took so far."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        self.advance()
-        while not self.ready:
-            if self.exhausted and not self.batches:
-                raise RuntimeError(f"{self.exhausted} The batches in flight could not fill the step.")
-            if not block:
-                self.put(self.source.get_nowait())
-            elif deadline is None:
-                self.put(self.source.get())
-            else:
-                self.put(self.source.get(timeout=max(deadline - time.monotonic(), 0.0)))
-        return self.ready.popleft()
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
+        try:
+            self.advance()
+            while not self.ready:
+                if self.exhausted and not self.batches:
+                    raise RuntimeError(f"{self.exhausted} The batches in flight could not fill the step.")
+                if not block:
+                    self.put(self.source.get_nowait())
+                elif deadline is None:
+                    self.put(self.source.get())
+                else:
+                    self.put(self.source.get(timeout=max(deadline - time.monotonic(), 0.0)))
+            return self.ready.popleft()
+        finally:
+            self.waited_seconds += time.monotonic() - start
 
     def qsize(self) -> int:
         """Rows waiting: the worker's queue and the selected rows not handed on yet."""
@@ -292,6 +297,8 @@ class GroupWindow:
         fresh = {"lze/fresh_rollouts": float(sum(state.fresh))}
         weights, metrics = batch.decide(run, totals, self.global_step(), fresh, versions)
         rows_out, tokens = 0, 0
+        grpo_rows = sum(len(batch.rows[g]) for g in np.flatnonzero(complete))
+        grpo_tokens = sum(int(np.sum(s.completion_mask)) for g in np.flatnonzero(complete) for s in batch.rows[g])
         for g, weight in enumerate(weights):
             self.decisions.append((int(batch.group_ids[g]), int(versions[g]), int(keys[g]), float(weight)))
             if weight > 0 and complete[g]:
@@ -314,7 +321,7 @@ class GroupWindow:
         metrics["lze/stale_rows"] = float(stale)
         metrics["lze/late_groups"] = float(late)
         metrics["lze/window_versions"] = float(len(np.unique(versions)))
-        batch.close(run, metrics, rows_out, tokens, self.log)
+        batch.close(run, metrics, (rows_out, tokens), (grpo_rows, grpo_tokens), self.log)
         return weights
 
     # ----------------------------------------------------------------------------------------------- state

@@ -10,6 +10,7 @@ checkpoint file holds), `in_flight_state` (what each process keeps of its batche
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,10 @@ from ..rounds.in_flight import load_in_flight, save_in_flight
 class LZEStateOwner:
     """The LZE state's logging, tables and checkpoints, shared by both trainers (see the module's docstring). The
     trainer defines `restore_lze_state(arrays, counters, checkpoint)`, which takes back what `lze_state_dict` saved
-    (raising an [`~lze_trl.method.checkpoint.LZEStateError`] when it does not fit)."""
+    (raising an [`~lze_trl.method.checkpoint.LZEStateError`] when it does not fit), and counts its training
+    `generation_seconds` ([`StepClock`] logs them by step)."""
+
+    generation_seconds: float = 0.0
 
     @property
     def holds_lze_state(self) -> bool:
@@ -127,4 +131,37 @@ class SaveLZEState(TrainerCallback):
         return control
 
 
-__all__ = ["LZEStateOwner", "SaveLZEState"]
+class StepClock(TrainerCallback):
+    """
+    Times each optimizer step into the trainer's `lze/` metrics, whatever `report_to` is (they reach `log_history` and
+    `trainer_state.json` as TRL's own do): `lze/step_seconds`, `lze/generation_seconds` (the trainer's
+    `generation_seconds` counter over the step: the synchronous trainer's time in TRL's generation calls, the async
+    trainer's time waiting for rollouts) and `lze/update_seconds` (the rest of the step: rewards, scoring, the forward
+    and backward passes, the optimizer). Each process times its own steps; the main process's are logged.
+    """
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+        self.started: tuple[float, float] | None = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.started = (time.perf_counter(), self.trainer.generation_seconds)
+        return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.started is not None:
+            start, generated = self.started
+            seconds = time.perf_counter() - start
+            generation = self.trainer.generation_seconds - generated
+            self.trainer.log_lze(
+                {
+                    "lze/step_seconds": seconds,
+                    "lze/generation_seconds": generation,
+                    "lze/update_seconds": seconds - generation,
+                }
+            )
+            self.started = None
+        return control
+
+
+__all__ = ["LZEStateOwner", "SaveLZEState", "StepClock"]

@@ -26,6 +26,7 @@ The private TRL names used are `_generate_and_score_completions`, `_generate`, `
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -145,7 +146,10 @@ class TRLAdapter:
                     "`_generate`)."
                 )
             return served.generated
+        start = time.perf_counter()
         result = super()._generate(prompts)
+        if self.model.training:  # the step's split (`StepClock`): evaluation's generation is not the step's
+            self.generation_seconds += time.perf_counter() - start
         if call is not None:
             call.prompts, call.generated = prompts, result
             if call.stop_after_generation:

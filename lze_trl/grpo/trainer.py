@@ -22,7 +22,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from ..common.coupling import PRIVATE_NAMES, check_trl
 from ..common.engines import apply_thread_policy, warn_if_not_sharded
-from ..common.state_owner import LZEStateOwner, SaveLZEState
+from ..common.state_owner import LZEStateOwner, SaveLZEState, StepClock
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from ..method.errors import LZEStateError, LZEWarning
 from ..method.guards import (
@@ -135,6 +135,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         # the checkpoint a resumed run's sampler continues from (planned epochs), until the first micro-step
         self._sampler_resumes: str | None = None
         self.add_callback(_LZECallback(self))
+        self.add_callback(StepClock(self))
         warn_if_not_sharded(self)
         apply_thread_policy(self.accelerator.device.type)
 

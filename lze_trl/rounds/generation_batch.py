@@ -119,7 +119,8 @@ def update_on(port: TRLPort, context: RoundsContext, batch: BatchInFlight, rows:
     # the rollouts of the kept groups, every process's: the rows the update trains with a weight (not the padding)
     update_tokens = rows["num_items_in_batch"].item()
     metrics["lze/update_tokens_saved_frac"] = 1.0 - update_tokens / max(generated_tokens, 1.0)
-    batch.close(run, metrics, int((np.repeat(weights[complete], G) > 0).sum()), update_tokens, port.log_lze)
+    kept_rows = int((np.repeat(weights[complete], G) > 0).sum())
+    batch.close(run, metrics, (kept_rows, update_tokens), (int(complete.sum()) * G, generated_tokens), port.log_lze)
     return rows
 
 

@@ -133,13 +133,19 @@ class BatchInFlight:
             )
 
     def close(
-        self, run: Any, metrics: dict[str, float], update_rows: int, update_tokens: int, log: Callable[[dict], None]
+        self,
+        run: Any,
+        metrics: dict[str, float],
+        update: tuple[int, int],
+        grpo_update: tuple[int, int],
+        log: Callable[[dict], None],
     ) -> None:
-        """Closes the decided batch: its update's rows (the kept groups' rollouts, every process's) and tokens into
-        `metrics`, the empty-update guard ([`~lze_trl.method.guards.EmptyUpdateGuard`]) on the tokens, and `log`."""
-        metrics["lze/update_rows"] = float(update_rows)
-        metrics["lze/update_tokens"] = float(update_tokens)
-        run.empty_update_guard.check(update_tokens, "no complete group was selected")
+        """Closes the decided batch: its update's rows (the kept groups' rollouts, every process's) and tokens
+        (`update`), and those GRPO's update would have taken (`grpo_update`: every complete group's) into `metrics`,
+        the empty-update guard ([`~lze_trl.method.guards.EmptyUpdateGuard`]) on the tokens, and `log`."""
+        metrics["lze/update_rows"], metrics["lze/update_tokens"] = (float(v) for v in update)
+        metrics["lze/grpo_update_rows"], metrics["lze/grpo_update_tokens"] = (float(v) for v in grpo_update)
+        run.empty_update_guard.check(update[1], "no complete group was selected")
         log(metrics)
 
 
