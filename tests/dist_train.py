@@ -64,6 +64,8 @@ def main(out_dir: str, mode: str) -> None:
                 {"prompt": [[{"role": "user", "content": f"{i}+{i % 7}="}] for i in range(16)]}
             )
             reward, extra = tool_answer_reward, dict(tools=[CountingEnv().add])
+    if mode == "shadow":  # trains as GRPO, logs what LZE would keep and skip: the same metrics on both ranks
+        reward, probe = sided_reward, dict(shadow=True, max_steps=8, prune_solved_after=1)
     if mode == "prune-both":
         reward = sided_reward
         probe = dict(generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=8,

@@ -433,6 +433,16 @@ def test_the_async_probe_rolls_out_fewer_rollouts_and_trains_only_completed_grou
     assert all(e["lze/update_rows"] <= e["lze/grpo_update_rows"] for e in logged)
 
 
+def test_the_async_trainer_in_shadow_mode_trains_every_group_and_logs_what_lze_would_keep(tmp_path, setup):
+    trainer = make_trainer(tmp_path, setup, shadow=True)
+    trainer.train()
+    assert all(weight == 1.0 for _, _, _, weight in trainer.lze_window.decisions)  # every group, as GRPO
+    logs = [e for e in trainer.state.log_history if "lze/shadow_selected_frac" in e]
+    assert logs and all(e["lze/shadow_selected_frac"] <= 0.5 for e in logs)  # selection_ratio=0.5 of 4 groups
+    assert all(e["lze/shadow_update_tokens"] <= e["lze/grpo_update_tokens"] == e["lze/update_tokens"] for e in logs)
+    assert any(e["lze/shadow_update_tokens"] < e["lze/grpo_update_tokens"] for e in logs)
+
+
 @pytest.mark.slow
 def test_the_async_trainer_prunes_solved_prompts_from_what_it_draws(tmp_path, setup):
     trainer = make_trainer(tmp_path, setup, max_steps=6, prune_solved=True, prune_solved_after=1,

@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
         "select",
         "prune",
         "prune-both",
+        "shadow",
         "probe",
         "probe-serial",
         "probe-resume",
@@ -59,6 +60,12 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
     if mode == "probe-resume":  # each rank resumed its own rollouts in flight: the same model and metrics as unbroken
         assert [i["resumed_equals_full"] for i in infos] == [True, True]
         assert [i["resumed_log_equals_full"] for i in infos] == [True, True]
+    if mode == "shadow":  # the update took every group; what LZE would have kept and skipped, decided on both ranks
+        log = infos[0]["log"]
+        assert all(e["lze/selected_frac"] == 1 for e in log if "lze/selected_frac" in e)
+        assert any(e.get("lze/shadow_update_tokens", 0) < e.get("lze/grpo_update_tokens", 0) for e in log)
+        assert sum(e.get("lze/shadow_prunable_unsolved", 0) for e in log) > 0
+        return
     selected = [e["lze/selected_frac"] for e in infos[0]["log"] if "lze/selected_frac" in e]
     # with pruning on both sides a batch of 4 prompts can hold no live complete group (its update is empty)
     assert selected and all(0 < s <= 0.5 or (mode == "prune-both" and s == 0) for s in selected) and max(selected) > 0

@@ -150,9 +150,17 @@ def test_the_metrics_page_lists_every_metric_runs_log(tmp_path):
     logged_keys = set()
     for i, overrides in enumerate(
         [
-            dict(prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_exploration="adaptive",
-                 prune_exploration_step=0.2, per_device_train_batch_size=16, max_steps=12),  # fmt: skip
+            dict(
+                prune_solved=True,
+                prune_solved_after=1,
+                prune_unsolved=True,
+                prune_exploration="adaptive",
+                prune_exploration_step=0.2,
+                per_device_train_batch_size=16,
+                max_steps=12,
+            ),  # fmt: skip
             dict(generation_rounds=[2, 4], per_device_train_batch_size=16, fuse_rounds=True),
+            dict(shadow=True, per_device_train_batch_size=16, max_steps=8),
         ]
     ):
         trainer = make_trainer(tmp_path / str(i), dataset=prompt_dataset(16), **{"max_steps": 4, **overrides})

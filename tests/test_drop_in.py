@@ -16,6 +16,7 @@ from testing_utils import (
     make_trainer,
     prompt_dataset,
     prompt_number,
+    sided_reward,
     text_reward,
     tiny_config,
 )
@@ -318,3 +319,55 @@ def test_generating_in_rounds_without_a_prompt_identity_is_refused(tmp_path, rou
             trainer_kwargs=dict(environment_factory=CountingEnv),
             **rounds,
         )
+
+
+def test_shadow_mode_trains_bit_for_bit_as_grpo_trainer_and_logs_what_lze_would_save(tmp_path):
+    grpo = run(tmp_path / "grpo", GRPOTrainer, GRPOConfig, text_reward)
+    shadow = run(tmp_path / "shadow", LZEGRPOTrainer, LZEGRPOConfig, text_reward, shadow=True)
+    lze = run(tmp_path / "lze", LZEGRPOTrainer, LZEGRPOConfig, text_reward)
+    for theirs, mine in zip(grpo.seen_outputs, shadow.seen_outputs, strict=True):
+        for key, value in theirs.items():
+            if torch.is_tensor(value):
+                torch.testing.assert_close(mine[key], value, rtol=0, atol=0, msg=key)
+    for a, b in zip(grpo.model.parameters(), shadow.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert all(w == 1.0 for w in shadow.selection_log.to_pandas()["weight"])  # the update took every group
+    # what LZE would have kept on the shadow run's batches: the selector's choice on the batch GRPO trained on, the
+    # same as an LZE run's on its first batch (the same start, so the same batch)
+    logs = [e for e in shadow.state.log_history if "lze/shadow_selected_frac" in e]
+    first_lze = next(e for e in lze.state.log_history if "lze/selected_frac" in e)
+    assert logs[0]["lze/shadow_selected_frac"] == first_lze["lze/selected_frac"] < 1
+    assert logs[0]["lze/shadow_update_rows"] == first_lze["lze/update_rows"]
+    assert logs[0]["lze/shadow_update_tokens"] == first_lze["lze/update_tokens"]
+    for e in logs:
+        assert e["lze/shadow_update_tokens"] < e["lze/grpo_update_tokens"] == e["lze/update_tokens"]
+        for side in ("solved", "unsolved"):  # the prunable groups, and the live ones among them
+            assert 0 <= e[f"lze/shadow_prunable_live_{side}"] <= e[f"lze/shadow_prunable_{side}"]
+    assert logs[0]["lze/shadow_prunable_unsolved"] == 0  # a first visit has no history
+
+
+def test_shadow_mode_refuses_what_changes_the_rollouts(tmp_path):
+    with pytest.raises(ValueError, match="shadow=True trains exactly as GRPOTrainer.*prune_unsolved"):
+        tiny_config(tmp_path, shadow=True, prune_unsolved=True)
+    with pytest.raises(ValueError, match="shadow=True.*generation_rounds changes.*Set generation_rounds to None"):
+        tiny_config(tmp_path, shadow=True, generation_rounds=[2, 4])
+
+
+def test_shadow_mode_counts_the_groups_pruning_would_have_skipped_and_the_live_ones_among_them(tmp_path):
+    # 6 prompts, 2 a step: each revisited every 3 steps; 0 and 3 always solved, 1 and 4 never, 2 and 5 mixed
+    trainer = make_trainer(tmp_path, reward=sided_reward, dataset=prompt_dataset(6), max_steps=9, shadow=True,
+                           prune_solved_after=1)  # fmt: skip
+    trainer.train()
+    log = trainer.selection_log.to_pandas().sort_values("batch", kind="stable")
+    expected = {"solved": [0, 0], "unsolved": [0, 0]}
+    last: dict[int, float] = {}
+    for key, p, live in zip(log["prompt_key"], log["pass_rate"], log["live"]):
+        side = {1.0: "solved", 0.0: "unsolved"}.get(last.get(key))
+        if side is not None:  # its last group was dead: pruning (after 1 observation, each side) would skip this one
+            expected[side][0] += 1
+            expected[side][1] += int(live)
+        last[key] = p
+    for side, (prunable, live) in expected.items():
+        assert sum(logged(trainer, f"lze/shadow_prunable_{side}")) == prunable >= 4  # 2 prompts x 2 revisits
+        assert sum(logged(trainer, f"lze/shadow_prunable_live_{side}")) == live
+    assert trainer.lze.position.groups_skipped(6) == 0  # nothing was skipped: every prompt was generated

@@ -262,7 +262,8 @@ def end_distributed() -> None:
 def save_rank_results(trainer, out_dir, params: np.ndarray, log_keys=("loss",), **info) -> None:
     """
     Writes what one process of a torchrun test ends with: `rank{r}.npz` (`params` and the LZE state arrays) and
-    `rank{r}.json` (`counters`, `world`, the `lze/` and `log_keys` entries of the log history, and `info`).
+    `rank{r}.json` (`counters`, `world`, the `lze/` (but the step's seconds) and `log_keys` entries of the log history,
+    and `info`).
 
     Args:
         trainer (`LZEGRPOTrainer`):
@@ -280,7 +281,12 @@ def save_rank_results(trainer, out_dir, params: np.ndarray, log_keys=("loss",), 
     rank = trainer.accelerator.process_index
     arrays, counters = trainer.lze_state_dict()
     np.savez(out_dir / f"rank{rank}.npz", params=params, **arrays)
-    log = [{k: v for k, v in e.items() if k.startswith("lze/") or k in log_keys} for e in trainer.state.log_history]
+    # each process times its own steps (StepClock): the step's split is not a decision, and differs across processes
+    timing = {"lze/step_seconds", "lze/generation_seconds", "lze/update_seconds"}
+    log = [
+        {k: v for k, v in e.items() if (k.startswith("lze/") and k not in timing) or k in log_keys}
+        for e in trainer.state.log_history
+    ]
     results = {"counters": counters, "world": trainer.accelerator.num_processes, "log": log, **info}
     (out_dir / f"rank{rank}.json").write_text(json.dumps(results))
 

@@ -297,6 +297,11 @@ class GroupWindow:
         fresh = {"lze/fresh_rollouts": float(sum(state.fresh))}
         weights, metrics = batch.decide(run, totals, self.global_step(), fresh, versions)
         rows_out, tokens = 0, 0
+        if run.shadow:  # the loss tokens of the groups the selector would have kept
+            kept = np.flatnonzero(complete & (run.shadow_weights > 0))
+            metrics["lze/shadow_update_tokens"] = float(
+                sum(np.sum(s.completion_mask) for g in kept for s in batch.rows[g])
+            )
         grpo_rows = sum(len(batch.rows[g]) for g in np.flatnonzero(complete))
         grpo_tokens = sum(int(np.sum(s.completion_mask)) for g in np.flatnonzero(complete) for s in batch.rows[g])
         for g, weight in enumerate(weights):

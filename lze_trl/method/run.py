@@ -14,7 +14,7 @@ from .energy import compute_energy
 from .errors import LZEWarning
 from .guards import EmptyUpdateGuard, LearningZoneGuard, UnscorableGuard
 from .prompt_state import PromptState
-from .pruning import PromptPruner, dead_shares
+from .pruning import SIDES, PromptPruner, dead_shares
 from .round_policies import make_round_policy
 from .selection import group_pass_rates, live_groups, spread_energies
 from .selection_log import SelectionLog
@@ -107,6 +107,11 @@ class LZERun:
         self.prompts = PromptState(args.energy_ema_decay)
         self.selector = get_selector(args.selector)(args)
         self.pruner = make_pruner(args) if prunes(args) and dataset_keys is not None else None
+        # shadow mode: the selector and both sides' pruning rule decide only the `lze/shadow_*` metrics
+        self.shadow = bool(getattr(args, "shadow", False))
+        self.shadow_pruner = PromptPruner(args.prune_solved_after, unsolved_after=args.prune_unsolved_after)
+        self.shadow_sides: list[np.ndarray] = []  # the groups scored since the last decision: each one's side
+        self.shadow_weights = np.empty(0)  # the last batch's weights as the selector chose them
         self.selection_log = SelectionLog(args.selection_log_max_rows)
         reward_names = reward_names or ["correctness"]
         self.learning_zone_guard = LearningZoneGuard(args.pass_threshold, reward_names[correctness_index])
@@ -135,7 +140,7 @@ class LZERun:
     def decides_training(self) -> bool:
         """Whether the state decides what is trained (a selector other than `"none"`, or planned epochs): a resume
         that cannot restore it is refused ([`~lze_trl.method.checkpoint.load_or_start_fresh`])."""
-        return self.args.selector != "none" or self.plans_rollouts
+        return (self.args.selector != "none" and not self.shadow) or self.plans_rollouts
 
     # ----------------------------------------------------------------------------------------------- scoring
     def score(
@@ -153,6 +158,8 @@ class LZERun:
         pass_rates = group_pass_rates(correctness, correctness.shape[1], args.pass_threshold)
         live = live_groups(pass_rates, correctness, totals)
         before = self.prompts.get(keys)
+        if self.shadow:  # what forward pruning would have predicted of these groups before they were generated
+            self.shadow_sides.append(self.shadow_pruner.side_of(keys, self.prompts)[0])
         # A prompt seen for the first time starts at its pass rate (its first scorable group's, if it repeats)
         valid = np.isfinite(pass_rates)
         first = np.full(len(keys), np.nan)
@@ -205,8 +212,28 @@ class LZERun:
         weights = self.select(dataclasses.replace(batch, eligible=batch.eligible & complete))
         out = {} if rounds is None else dict(self.round_policy.round_metrics(self, rounds, batch))
         out.update(metrics or {})
+        if self.shadow:
+            out.update(self.shadow_metrics(batch, weights))
+            weights = np.ones(len(weights))  # the update takes every group, as GRPOTrainer's
         out.update(self.record(batch, weights, global_step))
         return weights, out
+
+    def shadow_metrics(self, batch: GroupBatch, weights: np.ndarray) -> dict[str, float]:
+        """Shadow mode's `lze/shadow_*` metrics of a scored batch: the groups the selector's `weights` keep (and their
+        rows), and per side the groups whose prompt forward pruning would have skipped before generating them (its
+        history said dead), and how many of those were live."""
+        sides, self.shadow_sides = np.concatenate(self.shadow_sides), []
+        self.shadow_weights = weights
+        kept = weights > 0
+        out = {
+            "lze/shadow_selected_frac": float(kept.mean()),
+            "lze/shadow_update_rows": float(kept.sum() * self.num_generations),
+        }
+        for s, side in enumerate(SIDES):
+            predicted = sides == s
+            out[f"lze/shadow_prunable_{side}"] = float(predicted.sum())
+            out[f"lze/shadow_prunable_live_{side}"] = float((predicted & batch.eligible).sum())
+        return out
 
     def record(self, batch: GroupBatch, weights: np.ndarray, global_step: int) -> dict[str, float]:
         """Closes a generation batch (all its groups in `batch`): records the selections and the log, advances

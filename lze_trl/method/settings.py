@@ -106,6 +106,16 @@ class LZESettings:
         prune_exploration_step (`float`, *optional*, defaults to `0.01`):
             `"adaptive"`: how far `p` moves after each generation batch (GRESO's per step), in [0, 1]; a run of few
             batches needs a larger step for `p` to reach its target.
+        > Parameters that control shadow mode (measuring what LZE would save, changing nothing)
+
+        shadow (`bool`, *optional*, defaults to `False`):
+            Train exactly as `GRPOTrainer` (every group of every rollout in the update, nothing skipped) while logging
+            what LZE would have done on this run, as `lze/shadow_*` metrics: the groups `selector` would keep and the
+            update rows and tokens that leaves, and the prompts forward pruning on either side
+            (`prune_solved_after`, `prune_unsolved_after`) would have skipped before generation, with how many of
+            them turned out live (the rule's precision on your run, which only a run that generates everything can
+            measure). `lze-trl advise OUTPUT_DIR` reads it. Not with `generation_rounds` or forward pruning, which
+            change what is generated.
         > Parameters that control generation in rounds (generating less)
 
         generation_rounds (`list[int]` or `None`, *optional*, defaults to `None`):
@@ -174,6 +184,7 @@ class LZESettings:
     prune_revisit_fraction: float = 0.1
     prune_target_dead_frac: float = 0.25
     prune_exploration_step: float = 0.01
+    shadow: bool = False
     generation_rounds: list[int] | None = None
     round_policy: str = "adaptive"
     history_prior_strength: float = 4.0
@@ -275,6 +286,14 @@ def validate_lze_args(args: LZESettings) -> None:
         raise ValueError(
             f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
             "prompt; set num_generations >= 2 (the paper uses 8)."
+        )
+    _check(isinstance(args.shadow, bool), "shadow", args.shadow, "use True (measure, train as GRPO) or False.")
+    if args.shadow and (args.generation_rounds is not None or prunes(args)):
+        setting = "generation_rounds" if args.generation_rounds is not None else (
+            "prune_solved" if args.prune_solved else "prune_unsolved")  # fmt: skip
+        raise ValueError(
+            f"shadow=True trains exactly as GRPOTrainer and measures what LZE would skip, but {setting} changes what "
+            f"is generated. Set {setting} to {'None' if setting == 'generation_rounds' else 'False'}, or shadow=False."
         )
     rounds = args.generation_rounds
     if rounds is not None:

@@ -116,6 +116,9 @@ def update_on(port: TRLPort, context: RoundsContext, batch: BatchInFlight, rows:
         rows["advantages"] = advantages * local.to(advantages.device).reshape(-1, *[1] * (advantages.dim() - 1))
         max_kept = int((every > 0).sum(axis=1).max())
         rows = pad_rows(rows, local > 0, max_kept, context.steps_per_generation, context.accelerator)
+    if run.shadow:  # the loss tokens of the groups the selector would have kept: every process's rows, in order
+        tokens = context.accelerator.gather(rows["completion_mask"].sum(-1)).cpu().numpy().reshape(-1, G)
+        metrics["lze/shadow_update_tokens"] = float(tokens[run.shadow_weights[complete] > 0].sum())
     # the rollouts of the kept groups, every process's: the rows the update trains with a weight (not the padding)
     update_tokens = rows["num_items_in_batch"].item()
     metrics["lze/update_tokens_saved_frac"] = 1.0 - update_tokens / max(generated_tokens, 1.0)

@@ -106,6 +106,10 @@ class BatchInFlight:
                                                metrics)  # fmt: skip
         weights = np.empty(len(keys))
         weights[order] = weights_in_order
+        if run.shadow:  # the selector's weights, in draw order too
+            shadow = np.empty(len(keys))
+            shadow[order] = run.shadow_weights
+            run.shadow_weights = shadow
         return weights, metrics
 
     def state_dict(self, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
