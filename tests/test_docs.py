@@ -159,8 +159,8 @@ def test_the_metrics_page_lists_every_metric_runs_log(tmp_path):
                 per_device_train_batch_size=16,
                 max_steps=12,
             ),  # fmt: skip
-            dict(generation_rounds=[2, 4], per_device_train_batch_size=16, fuse_rounds=True),
             dict(shadow=True, per_device_train_batch_size=16, max_steps=8),
+            dict(generation_rounds=[2, 4], per_device_train_batch_size=16, fuse_rounds=True),
         ]
     ):
         trainer = make_trainer(tmp_path / str(i), dataset=prompt_dataset(16), **{"max_steps": 4, **overrides})

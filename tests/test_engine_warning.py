@@ -91,3 +91,15 @@ def test_distributed_accelerate_configs_say_how_to_launch_them(name):
     header = "\n".join(line for line in path.read_text().splitlines() if line.startswith("#"))
     assert f"accelerate launch --config_file recipes/accelerate/{name}" in header
     assert "`--cpu` disables this file" in header
+
+
+@pytest.mark.parametrize("bf16_instructions", [False, True])
+def test_bf16_on_a_cpu_without_bf16_instructions_warns_with_the_fix(tmp_path, caplog, monkeypatch, bf16_instructions):
+    import torch
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: bf16_instructions)
+    with caplog.at_level(logging.WARNING, logger="lze_trl.common.engines"):
+        make_trainer(tmp_path / "bf16", bf16=True)
+        make_trainer(tmp_path / "fp32", bf16=False)
+    slow = [m for m in warnings_of(caplog) if m.startswith("bf16=True on a CPU without bfloat16")]
+    assert len(slow) == (0 if bf16_instructions else 1) and all("Set bf16=False" in m for m in slow)

@@ -228,6 +228,7 @@ class LZERun:
         out = {
             "lze/shadow_selected_frac": float(kept.mean()),
             "lze/shadow_update_rows": float(kept.sum() * self.num_generations),
+            "lze/shadow_prunable_frac": float((sides >= 0).mean()),
         }
         for s, side in enumerate(SIDES):
             predicted = sides == s
