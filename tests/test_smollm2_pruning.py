@@ -33,3 +33,40 @@ def test_jobs_go_seed_by_seed_and_skip_finished_runs(tmp_path):
     (tmp_path / "runs" / "grpo_small" / "seed_0.json").write_text(json.dumps({}))
     jobs = run.jobs(2, run.PILOT, tmp_path)
     assert jobs == [("grpo_prune_small", 0), ("grpo", 0), ("grpo_prune_small", 1), ("grpo_small", 1), ("grpo", 1)]
+
+
+def test_the_committed_report_rebuilds_from_the_committed_runs():
+    from benchmarks.smollm2_pruning import report
+
+    assert report.main(["--check"]) == 0
+
+
+def record(rates, live, keys, steps, pruner=None):
+    """A finished run's record with the fields the report reads: its test rates at R and after 16 steps, and its
+    selection log."""
+    return {
+        "evaluations": [
+            {"points": ["equal_steps"], "step": 16, "test": {"rate": rates[0]}},
+            {"points": ["budget"], "step": 26, "test": {"rate": rates[1]}},
+        ],  # fmt: skip
+        "selection_log": {"step": steps, "batch": steps, "prompt_key": keys, "live": live},
+        "log_history": [{"lze/dead_frac": 0.5, "lze/fresh_rollouts": 40.0}],
+        "steps": [{"rollouts": 40, "update_processed_tokens": 100, "seconds": 1.0, "generation": 0.5}] * 26,
+        "pruner": pruner,
+    }
+
+
+def test_the_manipulation_check_reads_the_dead_share_of_later_visits_and_voids_test_1_when_it_fails(tmp_path):
+    from benchmarks.smollm2_pruning import report
+
+    keys, steps = [0, 1, 0, 1, 0, 1], [0, 0, 1, 1, 30, 30]  # the visits at step 30 come after R (step 26): not read
+    control = record([[1, 0], [1, 0]], [False, True, False, False, True, True], keys, steps)  # later: 2 of 2 dead
+    pruned = record([[1, 1], [1, 1]], [False, True, True, False, True, True], keys, steps,
+                    {"revisits_scored": [0, 4], "revisits_live": [0, 1]})  # later: 1 of 2 dead  # fmt: skip
+    runs = {"grpo_small": {0: control}, "grpo_prune_small": {0: pruned}}
+    lines, valid = report.manipulation(runs)
+    assert valid  # 0.5 is at most half of 1.0
+    assert "0.500 against 1.000" in lines[2] and "0.750" in lines[1]  # precision 1 - 1/4
+    pruned["selection_log"]["live"] = [False, True, False, False, True, True]  # later: 2 of 2 dead, as the control
+    lines, valid = report.manipulation(runs)
+    assert not valid and "1.000 against 1.000" in lines[2] and "test 1 is void" in lines[2]

@@ -252,11 +252,7 @@ def modelled_seconds(time_model: dict[str, Any], work: dict[str, float]) -> floa
 
 def train(arm: str, seed: int, data: dict[str, Any], results: Path = RESULTS) -> dict[str, Any]:
     """One run of `arm` to the time budget; its record (see the module's docstring)."""
-    import subprocess
-
     from transformers import TrainerCallback
-
-    from lze_trl.demo import count_parameters
 
     p = protocol(results)
     time_model = json.loads((results / "time_model.json").read_text())
@@ -289,21 +285,32 @@ def train(arm: str, seed: int, data: dict[str, Any], results: Path = RESULTS) ->
     meter = StepWork(trainer)
     trainer.add_callback(Budget())
     trainer.train()
-    log = trainer.selection_log.columns()
-    level_of = dict(zip(trainer.prompt_keys.dataset_keys.tolist(), data["train"]["difficulty"]))
     return {
         "arm": arm,
         "seed": seed,
         "settings": RUNS[arm],
         "protocol": p,
         "time_model": {k: time_model[k] for k in ("coefficients", "budget")},
-        "environment": study.environment(),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()[:12],
+        **run_record(trainer, data),
         "reached_budget": bool(steps and steps[-1]["clock"] >= budget),
         "steps": steps,
         "evaluations": evaluations,
+    }
+
+
+def run_record(trainer, data: dict[str, Any]) -> dict[str, Any]:
+    """What a finished run's record holds beside its arm and evaluations: the environment, the commit, the token
+    meter, TRL's logs of the training steps and the selection log (each group with its prompt key and level)."""
+    import subprocess
+
+    from lze_trl.demo import count_parameters
+
+    log = trainer.selection_log.columns()
+    level_of = dict(zip(trainer.prompt_keys.dataset_keys.tolist(), data["train"]["difficulty"]))
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    return {
+        "environment": study.environment(),
+        "commit": commit.strip()[:12],
         "meter": trainer.meter.snapshot(count_parameters(trainer.model)),
         "log_history": [e for e in trainer.state.log_history if "lze/fresh_rollouts" in e],
         "selection_log": {
