@@ -471,3 +471,11 @@ def test_the_cpu_recipe_trains_offline_from_the_shipped_warm_start(tmp_path, mon
     assert {"model.safetensors", "tokenizer.json", "lze_prompts.parquet", "lze_selection_log.parquet"} <= {
         p.name for p in (tmp_path / "cpu-carries").iterdir()
     }
+
+
+def test_help_lists_lzes_settings_first(capsys):
+    from lze_trl.commands.grpo import make_parser
+
+    text = make_parser().format_help()
+    assert text.index("LZE settings") < text.index("--selection_ratio") < text.index("--dataset_name")
+    assert text.index("--prune_unsolved") < text.index("--learning_rate") and text.count("--selection_ratio ") == 1

@@ -189,3 +189,15 @@ def test_list_settings_given_as_text_are_parsed_once_and_validation_changes_noth
     before = {name: copy.deepcopy(getattr(args, name)) for name in LZE_FIELDS}
     validate_lze_args(args)
     assert {name: getattr(args, name) for name in LZE_FIELDS} == before and args.energy_terms == ("anchor",)
+
+
+@pytest.mark.parametrize("config_class", ["LZEGRPOConfig", "LZEAsyncGRPOConfig"])
+def test_a_misspelled_keyword_is_answered_with_the_nearest_setting(tmp_path, config_class):
+    import lze_trl
+    from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig
+
+    cls = LZEAsyncGRPOConfig if config_class == "LZEAsyncGRPOConfig" else lze_trl.LZEGRPOConfig
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'selction_ratio' \(did you mean `selection_ratio`"):
+        cls(output_dir=str(tmp_path), selction_ratio=0.4)
+    with pytest.raises(TypeError, match=r"'learnin_rate' \(did you mean `learning_rate`"):  # TRL's fields too
+        cls(output_dir=str(tmp_path), learnin_rate=1e-5)

@@ -30,7 +30,14 @@ from ..method.errors import LZEStateError, LZEWarning
 from ..method.guards import resolve_correctness_reward, warn_if_quota_below_two
 from ..method.prompt_keys import PromptKeys
 from ..method.run import LZERun
-from ..method.settings import LZE_FIELDS, LZESettings, as_config, parse_lze_lists, validate_lze_args
+from ..method.settings import (
+    LZE_FIELDS,
+    LZESettings,
+    as_config,
+    hint_misspelled_keywords,
+    parse_lze_lists,
+    validate_lze_args,
+)
 from .cpu import cpu_construction, use_cpu_tree_attention
 from .samples import LZERolloutSample
 from .upstream import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer
@@ -38,6 +45,7 @@ from .window import GroupWindow
 from .worker import LZERolloutWorker
 
 
+@hint_misspelled_keywords
 @dataclass
 class LZEAsyncGRPOConfig(LZESettings, AsyncGRPOConfig):
     fuse_rounds: bool | None = True  # a group's rounds are requests in the worker's continuous batch: always fused

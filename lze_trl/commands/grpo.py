@@ -117,7 +117,20 @@ def make_parser(prog: str | None = "lze-trl grpo"):
 
     from lze_trl import LZEGRPOConfig
 
-    return TrlParser((LZEGRPOScriptArguments, LZEGRPOConfig, ModelConfig, DatasetMixtureConfig), prog=prog)
+    from lze_trl.method.settings import LZE_FIELDS
+
+    parser = TrlParser((LZEGRPOScriptArguments, LZEGRPOConfig, ModelConfig, DatasetMixtureConfig), prog=prog)
+    # `--help` lists LZE's settings first, in a group of their own (argparse lists groups in order of creation)
+    lze = parser.add_argument_group("LZE settings (lze_trl.method.settings.LZESettings)")
+    for group in parser._action_groups:
+        if group is not lze:
+            moved = [a for a in group._group_actions if a.dest in LZE_FIELDS]
+            group._group_actions[:] = [a for a in group._group_actions if a.dest not in LZE_FIELDS]
+            lze._group_actions.extend(moved)
+    parser._action_groups.remove(lze)
+    parser._action_groups.insert(0, lze)
+    parser.usage = f"{prog} [--config RECIPE.yaml] [--<setting> VALUE ...]  (every `trl grpo` flag, LZE's first)"
+    return parser
 
 
 # --------------------------------------------------------------------------------------------------- rewards

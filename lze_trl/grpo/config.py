@@ -10,7 +10,14 @@ from typing import Any
 from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
-from ..method.settings import LZE_FIELDS, LZESettings, as_config, parse_lze_lists, validate_lze_args
+from ..method.settings import (
+    LZE_FIELDS,
+    LZESettings,
+    as_config,
+    hint_misspelled_keywords,
+    parse_lze_lists,
+    validate_lze_args,
+)
 
 
 # transformers 5.2x renamed gradient checkpointing to activation checkpointing: TRL's `GRPOConfig` default
@@ -20,6 +27,7 @@ from ..method.settings import LZE_FIELDS, LZESettings, as_config, parse_lze_list
 warnings.filterwarnings("ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning)
 
 
+@hint_misspelled_keywords
 @dataclass
 class LZEGRPOConfig(LZESettings, GRPOConfig):
     def __post_init__(self):

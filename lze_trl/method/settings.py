@@ -12,6 +12,8 @@ the selectors, the round policies) reads them as an `LZESettings`, so that a rea
 from __future__ import annotations
 
 import copy
+import difflib
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -310,6 +312,25 @@ def validate_lze_args(args: LZESettings) -> None:
                 f"num_generations={G}. Set generation_rounds=None, or change that."
             )
     check_round_settings(args)
+
+
+def hint_misspelled_keywords(config_class: type) -> type:
+    """Makes `config_class(...)` (a dataclass) answer a keyword it has no field for with the nearest field's name, as
+    the recipe path does, instead of the dataclass's bare `TypeError`; the class, changed in place."""
+    init = config_class.__init__
+    names = sorted(f.name for f in fields(config_class))
+
+    @functools.wraps(init)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], names, n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else ""
+            raise TypeError(f"{config_class.__name__} got an unexpected keyword argument {unknown[0]!r}{hint}.")
+        init(self, *args, **kwargs)
+
+    config_class.__init__ = __init__
+    return config_class
 
 
 def as_config(
