@@ -197,7 +197,7 @@ def test_a_misspelled_keyword_is_answered_with_the_nearest_setting(tmp_path, con
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig
 
     cls = LZEAsyncGRPOConfig if config_class == "LZEAsyncGRPOConfig" else lze_trl.LZEGRPOConfig
-    with pytest.raises(TypeError, match=r"unexpected keyword argument 'selction_ratio' \(did you mean `selection_ratio`"):
+    with pytest.raises(TypeError, match=r"argument 'selction_ratio' \(did you mean `selection_ratio`"):
         cls(output_dir=str(tmp_path), selction_ratio=0.4)
     with pytest.raises(TypeError, match=r"'learnin_rate' \(did you mean `learning_rate`"):  # TRL's fields too
         cls(output_dir=str(tmp_path), learnin_rate=1e-5)

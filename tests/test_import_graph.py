@@ -166,6 +166,7 @@ def test_neither_the_package_nor_the_tests_of_the_core_import_the_benchmarks():
         "test_stale_report.py",
         "test_smollm2_study.py",
         "test_smollm2_revisits.py",
+        "test_smollm2_pruning.py",
         "test_fused_confirm.py",
     }
     for path in (PACKAGE.parent / "tests").glob("*.py"):

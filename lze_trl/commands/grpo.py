@@ -116,7 +116,6 @@ def make_parser(prog: str | None = "lze-trl grpo"):
     from trl import DatasetMixtureConfig, ModelConfig, TrlParser
 
     from lze_trl import LZEGRPOConfig
-
     from lze_trl.method.settings import LZE_FIELDS
 
     parser = TrlParser((LZEGRPOScriptArguments, LZEGRPOConfig, ModelConfig, DatasetMixtureConfig), prog=prog)
