@@ -102,3 +102,23 @@ def test_a_secondary_arm_is_compared_with_the_arm_it_varies_paired_by_seed():
     assert "| `lze` - `lze_uncertainty` (history) |       2 | +0.1500 [" in rows[2]
     assert "| -0.1250 [" in rows[2] and "| +0.1750 [" in rows[2]
     assert rows[2].split("|")[-2].strip() == "0.650 - 0.500"  # seed 2's 0.9 is not in the means of the pair
+
+
+def test_the_run_noise_draws_reproduce_every_lze_selection_and_history_changed_a_fifth_of_them():
+    runs = report.load_runs(run.RESULTS)
+    changed, selected, chosen, reproduced = (
+        sum(v) for v in zip(*map(report.same_noise_changes, runs["lze"].values()))
+    )
+    assert (
+        reproduced == selected > 0
+    )  # the (seed, batch) draws are the run's: LZE's choices come back from its energies
+    assert round(changed / selected, 3) == 0.195 and round(changed / chosen, 3) == 0.248
+    # the ranking by the uncertainty alone, drawn alike, changes nothing of lze_uncertainty's own choices
+    assert sum(report.same_noise_changes(r)[0] for r in runs["lze_uncertainty"].values()) == 0
+
+
+def test_without_the_probe_the_time_model_cannot_tell_the_intercept_from_a_generation_call():
+    model = json.loads((run.RESULTS / "time_model.json").read_text())
+    lines = "\n".join(report.identification(model))
+    assert lines.count("not identified") == 2
+    assert "16.7" in lines and "27.5" in lines
