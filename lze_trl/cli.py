@@ -11,8 +11,8 @@ COMMANDS = {
     "demo": "Train plain GRPO and LZE (and its variants) on the embedded CPU task and compare them.",
     "grpo": "Train with LZEGRPOTrainer from a YAML recipe or flags, like `trl grpo`.",
     "eval": "Pass@1 / avg@k of a model, checkpoint or LoRA adapter on {benchmarks}.",
-    "advise": "Read a run's trainer_state.json (stock GRPOTrainer, shadow or LZE) and say what LZE would save there.",
     "env": "Print the environment (versions, accelerators, CPU threads) to paste into a bug report, like `trl env`.",
+    "advise": "Read a run's trainer_state.json (stock GRPOTrainer, shadow or LZE) and say what LZE would save there.",
 }
 
 

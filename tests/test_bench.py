@@ -297,7 +297,7 @@ def test_the_bench_command_left_the_package(capsys):
     from lze_trl.cli import COMMANDS
     from lze_trl.cli import main as lze_trl_main
 
-    assert "bench" not in COMMANDS and set(COMMANDS) == {"demo", "grpo", "eval", "env"}
+    assert "bench" not in COMMANDS and set(COMMANDS) == {"demo", "grpo", "eval", "env", "advise"}
     assert lze_trl_main(["bench", "train"]) == 2
     assert "unknown command 'bench'" in capsys.readouterr().err
     package = Path(__file__).resolve().parents[1] / "lze_trl"
