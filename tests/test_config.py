@@ -194,9 +194,13 @@ def test_list_settings_given_as_text_are_parsed_once_and_validation_changes_noth
 @pytest.mark.parametrize("config_class", ["LZEGRPOConfig", "LZEAsyncGRPOConfig"])
 def test_a_misspelled_keyword_is_answered_with_the_nearest_setting(tmp_path, config_class):
     import lze_trl
-    from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig
 
-    cls = LZEAsyncGRPOConfig if config_class == "LZEAsyncGRPOConfig" else lze_trl.LZEGRPOConfig
+    cls = lze_trl.LZEGRPOConfig
+    if config_class == "LZEAsyncGRPOConfig":
+        try:
+            from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig as cls
+        except ImportError as error:  # the async trainer needs TRL 1.16 (make test-trl-min runs TRL 1.12)
+            pytest.skip(str(error))
     with pytest.raises(TypeError, match=r"argument 'selction_ratio' \(did you mean `selection_ratio`"):
         cls(output_dir=str(tmp_path), selction_ratio=0.4)
     with pytest.raises(TypeError, match=r"'learnin_rate' \(did you mean `learning_rate`"):  # TRL's fields too
