@@ -77,30 +77,13 @@ def protocol(results: Path = REVISITS) -> dict[str, Any]:
     return {**PROTOCOL, "max_completion_length": revisits.protocol(results)["max_completion_length"]}
 
 
-def make_run(arm: str, seed: int, data: dict[str, Any], p: dict[str, Any]):
-    model, tokenizer = study.load_model()
-    trainer, clock = study.make_trainer(
-        arm,
-        model,
-        tokenizer,
-        {"train": data["train"]},
-        seed,
-        p["step_cap"],
-        settings=dict(ARMS[arm]),
-        protocol={**p, "eval_steps": []},
-        lr_scheduler_type=p["lr_scheduler_type"],
-        bf16=p["bf16"],
-    )
-    return trainer, clock, tokenizer
-
-
 def train(arm: str, seed: int, data: dict[str, Any]) -> dict[str, Any]:
     """One run of `arm` to the rollout budget; its record (see the module's docstring)."""
     from transformers import TrainerCallback
 
     p = protocol()
     budget = p["rollout_budget"]
-    trainer, clock, tokenizer = make_run(arm, seed, data, p)
+    trainer, clock, tokenizer = revisits.make_run(arm, seed, data, p, p["step_cap"], ARMS[arm], bf16=p["bf16"])
     steps: list[dict[str, Any]] = []
     evaluations: list[dict[str, Any]] = []
 

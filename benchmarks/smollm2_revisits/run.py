@@ -177,10 +177,18 @@ class StepWork:
         return change
 
 
-def make_run(arm: str, seed: int, data: dict[str, Any], p: dict[str, Any], steps: int):
-    """The metered trainer of `arm` with the study's settings, and the first study's step clock."""
+def make_run(
+    arm: str,
+    seed: int,
+    data: dict[str, Any],
+    p: dict[str, Any],
+    steps: int,
+    settings: dict[str, Any] | None = None,
+    **extra: Any,
+):
+    """The metered trainer of `arm` with the study's settings (another study's `settings` of the arm, and `extra`
+    config fields), and the first study's step clock."""
     model, tokenizer = study.load_model()
-    settings = dict(RUNS[arm])
     trainer, clock = study.make_trainer(
         arm,
         model,
@@ -188,9 +196,10 @@ def make_run(arm: str, seed: int, data: dict[str, Any], p: dict[str, Any], steps
         {"train": data["train"]},
         seed,
         steps,
-        settings=settings,
+        settings=dict(RUNS[arm] if settings is None else settings),
         protocol={**p, "eval_steps": []},
         lr_scheduler_type=p["lr_scheduler_type"],
+        **extra,
     )
     return trainer, clock, tokenizer
 

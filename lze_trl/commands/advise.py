@@ -19,10 +19,10 @@ import json
 import os
 from dataclasses import dataclass
 
+from ..method.pruning import SIDES
 from . import UsageError, option
 
 
-SIDES = ("solved", "unsolved")
 LZE_STEP_WORTH = 0.9
 """LZE's selection is worth trying where its projected step is at most this share of GRPO's: below it, the equal-time
 gains of BENCHMARKS.md sections 1-4 and 13 (LZE's steps at 0.35-0.5 of GRPO's, level at equal steps)."""
