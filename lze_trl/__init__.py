@@ -1,7 +1,9 @@
 """lze-trl: Learning-Zone Energy prompt selection for TRL's GRPO.
 
-The public names are imported lazily (as TRL does): `import lze_trl.plotting` or `import lze_trl.method.checkpoint`
-loads neither torch nor TRL; `from lze_trl import LZEGRPOTrainer` loads the trainer on first use.
+The public names are imported lazily (as TRL does): `import lze_trl.method.checkpoint` loads neither torch nor TRL;
+`from lze_trl import LZEGRPOTrainer` loads the trainer on first use. The periphery is not among them: the demo, the
+embedded tasks, the evaluation, the plots (`lze_trl.demo`, `lze_trl.tasks`, `lze_trl.evaluation`, `lze_trl.plotting`)
+are imported by name, their plotting and table libraries from the extras (`pip install "lze-trl[demo]"`).
 """
 
 from __future__ import annotations
@@ -15,14 +17,12 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "LZEGRPOConfig": "grpo.config",
     "LZEGRPOTrainer": "grpo.trainer",
-    "LZEPlotCallback": "plotting.callback",
     "LZERepeatSampler": "grpo.sampler",
     "LZERun": "method.run",
     "LZEStateError": "method.errors",
     "LZEWarning": "method.errors",
     "PromptPruner": "method.pruning",
     "PromptState": "method.prompt_state",
-    "add_plot_callback": "plotting.callback",
     "compute_energy": "method.energy",
     "group_pass_rates": "method.selection",
     "live_groups": "method.selection",
@@ -32,14 +32,12 @@ _EXPORTS = {
 __all__ = [
     "LZEGRPOConfig",
     "LZEGRPOTrainer",
-    "LZEPlotCallback",
     "LZERepeatSampler",
     "LZERun",
     "LZEStateError",
     "LZEWarning",
     "PromptPruner",
     "PromptState",
-    "add_plot_callback",
     "compute_energy",
     "group_pass_rates",
     "live_groups",
@@ -56,7 +54,6 @@ if TYPE_CHECKING:
     from .method.pruning import PromptPruner
     from .method.run import LZERun
     from .method.selection import group_pass_rates, live_groups, select_top_k
-    from .plotting.callback import LZEPlotCallback, add_plot_callback
 
 
 def __getattr__(name: str) -> Any:

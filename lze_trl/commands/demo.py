@@ -15,6 +15,7 @@ import sys
 import time
 
 from lze_trl.commands import option
+from lze_trl.extras import require
 
 
 ONE_SEED_NOISE = (
@@ -91,6 +92,13 @@ def build_config(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:  # before any training: the tables (and the figures) need the `demo` extra's libraries
+        require("tabulate", "lze-trl demo", "demo")
+        if not args.no_figures:
+            require("matplotlib", "lze-trl demo's figures (--no-figures skips them)", "demo")
+    except ImportError as error:
+        print(f"lze-trl demo: {error}", file=sys.stderr)
+        return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import warnings

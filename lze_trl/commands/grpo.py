@@ -32,6 +32,7 @@ import importlib
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +40,7 @@ from typing import Any
 from trl.scripts.grpo import GRPOScriptArguments
 
 from ..data import load_datasets
-from ..method.errors import LZEStateError
+from ..method.errors import LZEStateError, LZEWarning
 from ..plotting.callback import add_plot_callback
 from ..smollm2 import resolve_model_name
 from . import UsageError, did_you_mean, parse_args
@@ -272,7 +273,10 @@ def train(script_args: LZEGRPOScriptArguments, training_args: Any, model_args: A
         )
     except ValueError as error:  # a setting or the data does not fit: say so, no traceback
         raise UsageError(str(error)) from error
-    add_plot_callback(trainer)  # learning-zone histograms and plots in wandb/trackio, when either is a reporter
+    try:  # learning-zone histograms and plots in wandb/trackio, when either is a reporter and matplotlib is installed
+        add_plot_callback(trainer)
+    except ImportError as error:
+        warnings.warn(f"{error}; training goes on without them.", LZEWarning, stacklevel=2)
     try:
         trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     except LZEStateError as error:  # the checkpoint's LZE state does not fit this run

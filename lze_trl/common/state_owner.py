@@ -19,6 +19,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 
 from ..method import checkpoint as checkpoint_files
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
+from ..method.prompt_state import prompt_table
 from ..rounds.in_flight import load_in_flight, save_in_flight
 
 
@@ -65,10 +66,8 @@ class LZEStateOwner:
             self._metrics["train"][key].append(float(value))
 
     def prompt_table(self, include_prompts: bool = True):
-        """The per-prompt LZE state as a `pandas.DataFrame` ([`~lze_trl.plotting.prompt_table`]), with the train
-        dataset's columns of each prompt's row when `include_prompts` (map-style datasets only)."""
-        from ..plotting.tables import prompt_table
-
+        """The per-prompt LZE state as a `pandas.DataFrame` ([`~lze_trl.method.prompt_state.prompt_table`]), with the
+        train dataset's columns of each prompt's row when `include_prompts` (map-style datasets only)."""
         pruned = self.lze.pruner.pruned if self.lze.pruner is not None else None
         dataset = self.train_dataset if include_prompts and self.prompt_keys.dataset_keys is not None else None
         return prompt_table(self.lze.prompts, pruned, dataset)

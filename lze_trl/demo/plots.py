@@ -7,12 +7,14 @@ from typing import Any
 
 import numpy as np
 
+from ..extras import require
+
 
 SPLITS = (("test", "in-domain test"), ("ood", "OOD (levels 6-7)"), ("train", "train prompts"))
 
 
 def _pyplot():
-    import matplotlib
+    matplotlib = require("matplotlib", "lze_trl.demo's figures", "demo")
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt

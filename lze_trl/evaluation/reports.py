@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
+from ..extras import require
 from .arguments import BENCHMARK_TITLES
 
 
@@ -46,7 +47,7 @@ def markdown_table(results: Mapping[str, Any], metric: str = "pass@1", digits: i
     Returns:
         `str`: The table.
     """
-    from tabulate import tabulate
+    tabulate = require("tabulate", "lze-trl eval's report", "eval").tabulate
 
     names = list(results["benchmarks"])
     header = ["Model", *(BENCHMARK_TITLES.get(n, n) for n in names), "Avg"]

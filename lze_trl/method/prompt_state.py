@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -153,3 +154,31 @@ class PromptState:
         n = len(self._slots(state["prompt_key"]))
         for name, dtype in COLUMNS.items():
             getattr(self, name)[:n] = np.asarray(state[name], dtype=dtype)
+
+
+def prompt_table(state: PromptState, pruned: Any = None, dataset: Any = None) -> pd.DataFrame:
+    """
+    The per-prompt table as a `pandas.DataFrame`, one row per prompt observed so far.
+
+    Args:
+        state ([`~lze_trl.method.prompt_state.PromptState`]):
+            The per-prompt table: `prompt_key` and its columns ([`~lze_trl.method.prompt_state.COLUMNS`]).
+        pruned (`Callable`, *optional*):
+            With forward pruning, the pruner's `pruned(ids, state)`: adds a `pruned` column.
+        dataset (`datasets.Dataset`, *optional*):
+            A map-style train dataset: adds its scalar columns (`prompt` text, `difficulty`, ...) of each prompt's row
+            (`prompt_key` is the row index).
+    """
+    table = pd.DataFrame(state.table())
+    ids = table["prompt_key"].to_numpy()
+    if pruned is not None:
+        table["pruned"] = pruned(ids, state)
+    if dataset is not None:
+        rows = dataset.select(ids.tolist())
+        for name in rows.column_names:
+            values = rows[name]
+            if name == "prompt" and values and not isinstance(values[0], str):
+                values = [m[-1]["content"] if m else "" for m in values]  # last message of a conversation
+            if not values or isinstance(values[0], (str, int, float, bool)):
+                table[name] = values
+    return table

@@ -24,13 +24,13 @@ figures = plot_run(prompts, log, by="difficulty", output_dir="outputs/my-run/plo
 """
 
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
+from ..method.prompt_state import prompt_table
 from ..method.selection import in_learning_zone
 from .base import OTHER_COLOR, SELECTED_COLOR, ZONE_COLORS, PathLike, figure_to_png, new_figure, save_figure
 from .tables import (
     learning_zone_events,
     learning_zone_summary,
     load_run,
-    prompt_table,
     revisit_events,
     selection_histograms,
     zone_state,

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..extras import require
+
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,9 +25,10 @@ PathLike = str | os.PathLike
 
 # ----------------------------------------------------------------------------------------------------------- figures
 def new_figure(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (6.4, 4.2), **kwargs) -> Figure:
-    """A `Figure` on an Agg canvas with a grid of axes (`fig.axes`), independent of `pyplot`."""
+    """A `Figure` on an Agg canvas with a grid of axes (`fig.axes`), independent of `pyplot` (matplotlib: the `plot`
+    extra)."""
+    Figure = require("matplotlib.figure", "lze_trl.plotting", "plot").Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     fig = Figure(figsize=figsize, layout="constrained")
     FigureCanvasAgg(fig)

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from transformers import TrainerCallback
 
+from ..extras import require
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from ..method.errors import LZEStateError
 
@@ -251,6 +252,9 @@ def add_plot_callback(trainer: Any, **kwargs) -> LZEPlotCallback | None:
 
     Returns:
         [`LZEPlotCallback`] or `None`: the callback added (or already there), `None` when no tracker is reported to.
+
+    Raises:
+        `ImportError`: when a tracker is reported to but matplotlib is missing (`pip install "lze-trl[plot]"`).
     """
     unknown = set(kwargs) - set(inspect.signature(LZEPlotCallback).parameters) - {"tables"}
     if unknown:
@@ -262,6 +266,7 @@ def add_plot_callback(trainer: Any, **kwargs) -> LZEPlotCallback | None:
             return callback.bind(trainer) if callback.tables is None else callback
     if not wants_lze_plots(trainer.args) and not kwargs.get("report_to"):
         return None
+    require("matplotlib.figure", "the learning-zone plots in wandb/trackio", "plot")
     callback = LZEPlotCallback(trainer, **kwargs)
     trainer.add_callback(callback)
     return callback

@@ -1,9 +1,10 @@
-"""Tables of a run's selection: loading a run, learning-zone events and summaries, revisits, histograms."""
+"""Tables of a run's selection: loading a run, learning-zone events and summaries, revisits, histograms (the prompt
+table itself is the method's, [`~lze_trl.method.prompt_state.prompt_table`], re-exported by `lze_trl.plotting`)."""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,36 +18,6 @@ if TYPE_CHECKING:
 
 
 # ----------------------------------------------------------------------------------------------------------- tables
-def prompt_table(state: Any, pruned: Any = None, dataset: Any = None) -> pd.DataFrame:
-    """
-    The per-prompt table as a `pandas.DataFrame`, one row per prompt observed so far.
-
-    Args:
-        state ([`~lze_trl.method.prompt_state.PromptState`]):
-            The per-prompt table: `prompt_key` and its columns ([`~lze_trl.method.prompt_state.COLUMNS`]).
-        pruned (`Callable`, *optional*):
-            With forward pruning, the pruner's `pruned(ids, state)`: adds a `pruned` column.
-        dataset (`datasets.Dataset`, *optional*):
-            A map-style train dataset: adds its scalar columns (`prompt` text, `difficulty`, ...) of each prompt's row
-            (`prompt_key` is the row index).
-    """
-    import pandas as pd
-
-    table = pd.DataFrame(state.table())
-    ids = table["prompt_key"].to_numpy()
-    if pruned is not None:
-        table["pruned"] = pruned(ids, state)
-    if dataset is not None:
-        rows = dataset.select(ids.tolist())
-        for name in rows.column_names:
-            values = rows[name]
-            if name == "prompt" and values and not isinstance(values[0], str):
-                values = [m[-1]["content"] if m else "" for m in values]  # last message of a conversation
-            if not values or isinstance(values[0], (str, int, float, bool)):
-                table[name] = values
-    return table
-
-
 def load_run(run_dir: PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     Reads a run's prompt table and selection log.
