@@ -13,6 +13,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def pytest_configure(config):
+    """The suite asks for the commands' thread policy (one torch thread on a CPU of at most 2 cores): a trainer
+    leaves torch's threads as they are."""
+    from lze_trl.common.engines import apply_thread_policy
+
+    apply_thread_policy()
+
+
 @pytest.fixture
 def tiny():
     """A fresh tiny Qwen2 and its character tokenizer."""

@@ -204,7 +204,7 @@ def test_bad_adaptive_budget_settings_are_refused_with_the_fix(tmp_path, overrid
 
 
 def test_rounds_from_a_command_line_are_parsed_and_need_whole_groups(tmp_path):
-    from lze_trl.grpo.config import validate_lze_args
+    from lze_trl.method.validation import validate_lze_args
 
     assert lze_args(tmp_path, generation_rounds="1,2,4").generation_rounds == [1, 2, 4]
     args = lze_args(tmp_path, generation_rounds=[2, 4], num_generations=4, per_device_train_batch_size=8)

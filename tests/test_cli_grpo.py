@@ -319,9 +319,14 @@ def test_datasets_of_a_math_kind_and_of_trl_format(tmp_path):
 
 
 @pytest.mark.slow
-def test_grpo_cli_full_model_on_a_math_kind(tiny_model_dir, tmp_path):
-    """gsm8k rows in their own schema -> conversational prompts -> chat template -> LZE training -> saved model."""
+def test_grpo_cli_full_model_on_a_math_kind(tiny_model_dir, tmp_path, monkeypatch):
+    """gsm8k rows in their own schema -> conversational prompts -> chat template -> LZE training -> saved model, on
+    the thread policy's one thread (a 2-core CPU)."""
     out = tmp_path / "run"
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
     code = cli_main(
         [
             "grpo",
@@ -339,7 +344,8 @@ def test_grpo_cli_full_model_on_a_math_kind(tiny_model_dir, tmp_path):
             *COMMON,
         ]
     )
-    assert code == 0
+    ran_on, _ = torch.get_num_threads(), torch.set_num_threads(threads)
+    assert code == 0 and ran_on == 1
     assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
     assert (out / "tokenizer.json").is_file() and not (out / "adapter_config.json").exists()
     table = pd.read_parquet(out / "lze_prompts.parquet")

@@ -179,7 +179,8 @@ def test_both_configs_provide_the_settings_the_method_reads_with_their_types():
 def test_list_settings_given_as_text_are_parsed_once_and_validation_changes_nothing():
     import copy
 
-    from lze_trl.grpo.config import LZE_FIELDS, validate_lze_args
+    from lze_trl.grpo.config import LZE_FIELDS
+    from lze_trl.method.validation import validate_lze_args
 
     args = LZEGRPOConfig("out", use_cpu=True, generation_rounds="2+4,8", energy_terms="anchor, uncertainty")
     assert args.generation_rounds == [2, 4, 8] and args.energy_terms == ["anchor", "uncertainty"]

@@ -32,27 +32,28 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(tree: ast.AST):
-    """Every import statement of a module, lazy ones (inside functions) included, but those under `if TYPE_CHECKING:`,
-    which never run."""
+def _imports(tree: ast.AST, type_checking: bool):
+    """Every import statement of a module, lazy ones (inside functions) included, and those under
+    `if TYPE_CHECKING:` (which never run) where `type_checking`."""
     never = {
         id(inner)
         for node in ast.walk(tree)
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+        if not type_checking and isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
         for inner in ast.walk(node)
     }
     yield from (n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in never)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Imports between the package's modules, lazy ones included: a cycle through an import inside a function is a
-    cycle all the same."""
+def import_graph(type_checking: bool = True) -> dict[str, set[str]]:
+    """Imports between the package's modules, lazy ones included (a cycle through an import inside a function is a
+    cycle all the same), and those only a type checker runs unless `type_checking=False` (a knot for a reader all the
+    same)."""
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
         edges = set()
-        for node in _imports(ast.parse(path.read_text())):
+        for node in _imports(ast.parse(path.read_text()), type_checking):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -120,9 +121,22 @@ def test_the_layer_check_sees_a_wrong_arrow():
 
 
 def test_no_import_cycle():
+    # `if TYPE_CHECKING:` imports counted: a config that imports its consumers' registries to validate, while they
+    # import it for its type, is a knot although it never loops at import time
     graph = import_graph()
     cycles = [name for name in graph if name in reachable(graph, name)]
     assert cycles == []
+
+
+def test_the_settings_sit_below_the_registries_that_read_them():
+    graph = import_graph()
+    assert graph["lze_trl.method.checks"] == set()  # the generic checks and the registry type: the bottom
+    above = ("lze_trl.method.selectors", "lze_trl.method.round_policies", "lze_trl.method.validation")
+    assert {m for m in reachable(graph, "lze_trl.method.settings") if m.startswith(above)} == set()
+    # the validation is above both: it reads the settings and the registries
+    assert {"lze_trl.method.settings", "lze_trl.method.selectors", "lze_trl.method.round_policies"} <= set(
+        graph["lze_trl.method.validation"]
+    )
 
 
 @pytest.mark.parametrize("module", METHOD_LAYER + ANALYSIS)
@@ -185,7 +199,8 @@ def test_the_graph_sees_lazy_imports():
     graph = import_graph()
     # `check_trl` imports it inside the function
     assert "lze_trl.method.errors" in graph["lze_trl.common.coupling"]
-    assert "lze_trl.grpo.trainer" not in graph["lze_trl"]  # `if TYPE_CHECKING:` imports never run
+    assert "lze_trl.grpo.trainer" in graph["lze_trl"]  # `if TYPE_CHECKING:` imports count ...
+    assert "lze_trl.grpo.trainer" not in import_graph(type_checking=False)["lze_trl"]  # ... unless left out
 
 
 def test_the_module_map_lists_every_module_of_the_package():

@@ -356,7 +356,7 @@ def test_bad_probe_settings_are_refused_with_the_fix(tmp_path, overrides, kwargs
 
 def test_the_probe_needs_whole_groups_on_every_process(tmp_path):
     # 2 processes x 6 rows: TRL accepts groups of 4 straddling the processes, the probe does not
-    from lze_trl.grpo.config import validate_lze_args
+    from lze_trl.method.validation import validate_lze_args
 
     args = lze_args(tmp_path, generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=8)
     args.per_device_train_batch_size = 6  # as on 2 processes (TRL checks the 12 rows of both)

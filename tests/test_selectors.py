@@ -290,8 +290,8 @@ def test_a_selector_added_outside_the_package_brings_its_own_settings(tmp_path):
     from dataclasses import dataclass
 
     from lze_trl import LZEGRPOConfig
+    from lze_trl.method.checks import check_setting
     from lze_trl.method.selectors import register_selector
-    from lze_trl.method.selectors.base import check_setting
 
     @dataclass
     class KeepFirstConfig(LZEGRPOConfig):

@@ -19,6 +19,7 @@ from testing_utils import (
     text_reward,
 )
 
+from lze_trl.common.engines import apply_thread_policy
 from lze_trl.method.errors import LZEWarning
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
@@ -243,22 +244,33 @@ def test_skipped_update_keeps_the_generation_pace(tmp_path):
     assert trainer._step == 4
 
 
-def test_a_small_cpu_trains_on_one_thread_unless_omp_num_threads_is_set(tmp_path, monkeypatch):
+def test_a_trainer_leaves_torchs_threads_as_the_user_set_them(tmp_path, monkeypatch):
+    # the thread policy is the commands' (lze-trl grpo, demo), not a side effect of building a trainer
     before = torch.get_num_threads()
     try:
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
         monkeypatch.setattr("os.cpu_count", lambda: 2)
         torch.set_num_threads(2)
         make_trainer(tmp_path / "small")
-        assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_thread_policy_runs_a_small_cpu_on_one_thread_unless_omp_num_threads_is_set(monkeypatch):
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        monkeypatch.setattr("os.cpu_count", lambda: 2)
+        torch.set_num_threads(2)
+        assert apply_thread_policy() == 1 and torch.get_num_threads() == 1
         monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's choice stands
         torch.set_num_threads(2)
-        make_trainer(tmp_path / "set")
-        assert torch.get_num_threads() == 2
+        assert apply_thread_policy() == 2 and torch.get_num_threads() == 2
         monkeypatch.delenv("OMP_NUM_THREADS")
         monkeypatch.setattr("os.cpu_count", lambda: 8)  # a larger CPU keeps torch's default
-        make_trainer(tmp_path / "large")
-        assert torch.get_num_threads() == 2
+        assert apply_thread_policy() == 2 and torch.get_num_threads() == 2
+        assert apply_thread_policy("cuda") is None and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
 

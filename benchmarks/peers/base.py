@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from lze_trl.method.checks import check_setting
 from lze_trl.method.selectors import Selector
-from lze_trl.method.selectors.base import check_setting
 
 
 class PeerSelector(Selector):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lze_trl.grpo.config import LZEGRPOConfig
-from lze_trl.method.selectors.base import check_setting
+from lze_trl.method.checks import check_setting
 
 
 @dataclass

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from lze_trl.method.checks import check_setting
 from lze_trl.method.selectors import GroupBatch, register_selector
-from lze_trl.method.selectors.base import check_setting
 
 from .base import PeerSelector
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from lze_trl.method.checks import check_setting, is_finite_number
 from lze_trl.method.selectors import GroupBatch, register_selector
-from lze_trl.method.selectors.base import check_setting, is_finite_number
 
 from .base import PeerSelector
 

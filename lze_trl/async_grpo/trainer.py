@@ -24,20 +24,15 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl.trainer.utils import get_callable_name
 
-from ..common.engines import apply_thread_policy, warn_if_slow_bf16
+from ..common.coupling import checkpointing_renames_quiet
+from ..common.engines import warn_if_slow_bf16
 from ..common.state_owner import LZEStateOwner, SaveLZEState, StepClock
 from ..method.errors import LZEStateError, LZEWarning
 from ..method.guards import resolve_correctness_reward, warn_if_quota_below_two
 from ..method.prompt_keys import PromptKeys
 from ..method.run import LZERun
-from ..method.settings import (
-    LZE_FIELDS,
-    LZESettings,
-    as_config,
-    hint_misspelled_keywords,
-    parse_lze_lists,
-    validate_lze_args,
-)
+from ..method.settings import LZE_FIELDS, LZESettings, hint_misspelled_keywords, parse_lze_lists
+from ..method.validation import as_config, validate_lze_args
 from .cpu import cpu_construction, use_cpu_tree_attention
 from .samples import LZERolloutSample
 from .upstream import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer
@@ -53,7 +48,8 @@ class LZEAsyncGRPOConfig(LZESettings, AsyncGRPOConfig):
     batches_in_flight: int = 2
 
     def __post_init__(self):
-        super().__post_init__()  # AsyncGRPOConfig's: the LZE settings define none
+        with checkpointing_renames_quiet():  # TRL's default `gradient_checkpointing=True` reaches a renamed name
+            super().__post_init__()  # AsyncGRPOConfig's: the LZE settings define none
         parse_lze_lists(self)
         check_async_lze_args(self)
         validate_lze_args(self)
@@ -92,7 +88,7 @@ def check_async_lze_args(args: Any) -> None:
 
 
 def as_lze_async_config(args: AsyncGRPOConfig | None, model: Any) -> Any:
-    """A copy of `args` as an [`LZEAsyncGRPOConfig`] ([`~lze_trl.method.settings.as_config`]): a plain
+    """A copy of `args` as an [`LZEAsyncGRPOConfig`] ([`~lze_trl.method.validation.as_config`]): a plain
     `AsyncGRPOConfig` gets the LZE defaults."""
     settings = (*LZE_FIELDS, "window_groups", "batches_in_flight")
     output_dir = f"{str(model).split('/')[-1]}-AsyncLZE"
@@ -214,7 +210,6 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
             )
         if on_cpu:
             use_cpu_tree_attention()
-        apply_thread_policy(self.accelerator.device.type)
         warn_if_slow_bf16(self)
         self.prompt_keys = PromptKeys(train_dataset)  # the whole example: every column reaches the reward functions
         main = self.accelerator.is_main_process

@@ -11,11 +11,12 @@ admits, `make test-trl-min` pins the oldest), and `pyproject.toml` asks for the 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -133,3 +134,19 @@ def check_trl(classes: tuple[type, ...], names: Iterable[str], *, what: str, sup
         line = unsupported(package, tested, installed(package), what=what)
         if line:
             warnings.warn(line, LZEWarning, stacklevel=3)
+
+
+CHECKPOINTING_RENAMED = r"`(is_)?gradient_checkpointing\w*` is deprecated"
+"""transformers 5.2x renamed gradient checkpointing to activation checkpointing: TRL's `GRPOConfig` default
+(`gradient_checkpointing=True`) and TRL's toggling around its log-probability forwards
+(`trl.models.utils.disable_gradient_checkpointing`) reach the deprecated names, a FutureWarning per call that no
+setting of the user's avoids."""
+
+
+@contextlib.contextmanager
+def checkpointing_renames_quiet() -> Iterator[None]:
+    """Silences [`CHECKPOINTING_RENAMED`]'s FutureWarnings inside the block (TRL's calls), and nothing else: the
+    filter is gone when the block ends."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=CHECKPOINTING_RENAMED, category=FutureWarning)
+        yield

@@ -3,35 +3,23 @@ each defined and checked there once, for both trainers)."""
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
-from ..method.settings import (
-    LZE_FIELDS,
-    LZESettings,
-    as_config,
-    hint_misspelled_keywords,
-    parse_lze_lists,
-    validate_lze_args,
-)
-
-
-# transformers 5.2x renamed gradient checkpointing to activation checkpointing: TRL's `GRPOConfig` default
-# (`gradient_checkpointing=True`) and TRL's toggling around its log-probability forwards
-# (`trl.models.utils.disable_gradient_checkpointing`) reach the deprecated names, a FutureWarning per call that no
-# setting of the user's avoids.
-warnings.filterwarnings("ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning)
+from ..common.coupling import checkpointing_renames_quiet
+from ..method.settings import LZE_FIELDS, LZESettings, hint_misspelled_keywords, parse_lze_lists
+from ..method.validation import as_config, validate_lze_args
 
 
 @hint_misspelled_keywords
 @dataclass
 class LZEGRPOConfig(LZESettings, GRPOConfig):
     def __post_init__(self):
-        super().__post_init__()  # GRPOConfig's: the LZE settings define none
+        with checkpointing_renames_quiet():  # TRL's default `gradient_checkpointing=True` reaches a renamed name
+            super().__post_init__()  # GRPOConfig's: the LZE settings define none
         parse_lze_lists(self)
         validate_lze_args(self)
 
@@ -54,7 +42,7 @@ def default_output_dir(model: Any) -> str:
 
 
 def as_lze_config(args: GRPOConfig | None, model: Any) -> LZEGRPOConfig:
-    """A copy of `args` as an [`LZEGRPOConfig`] ([`~lze_trl.method.settings.as_config`]): a plain `GRPOConfig` gets
+    """A copy of `args` as an [`LZEGRPOConfig`] ([`~lze_trl.method.validation.as_config`]): a plain `GRPOConfig` gets
     the LZE defaults."""
     return as_config(args, LZEGRPOConfig, LZE_FIELDS, default_output_dir(model))
 

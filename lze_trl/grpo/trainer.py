@@ -20,8 +20,8 @@ import torch
 from datasets import IterableDataset
 from trl import GRPOConfig, GRPOTrainer
 
-from ..common.coupling import PRIVATE_NAMES, check_trl
-from ..common.engines import apply_thread_policy, warn_if_not_sharded, warn_if_slow_bf16
+from ..common.coupling import PRIVATE_NAMES, check_trl, checkpointing_renames_quiet
+from ..common.engines import warn_if_not_sharded, warn_if_slow_bf16
 from ..common.state_owner import LZEStateOwner, SaveLZEState, StepClock
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from ..method.errors import LZEStateError, LZEWarning
@@ -138,7 +138,6 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         self.add_callback(StepClock(self))
         warn_if_not_sharded(self)
         warn_if_slow_bf16(self)
-        apply_thread_policy(self.accelerator.device.type)
 
     # ----------------------------------------------------------------------------------------------- data
     def _get_train_sampler(self, dataset=None):
@@ -164,6 +163,10 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
 
     # ----------------------------------------------------------------------------------------------- the batch
     def _generate_and_score_completions(self, inputs):
+        with checkpointing_renames_quiet():  # TRL's log-probability forwards toggle gradient checkpointing
+            return self._lze_generate_and_score_completions(inputs)
+
+    def _lze_generate_and_score_completions(self, inputs):
         if not self.model.training or not self.lze_enabled:
             # Evaluation (nothing to select, no training state to touch), or a run without prompt identity.
             return super()._generate_and_score_completions(inputs)

@@ -11,18 +11,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from .checks import Registry
 from .energy import expected_energy, fit_beta_prior, history_prior, learning_zone_probability
+from .prompt_state import PromptState
 from .selection import group_pass_rates, in_learning_zone, pass_counts
 from .selectors import SELECTORS, GroupBatch
-from .selectors.base import check_setting
+from .settings import LZESettings
 
 
-if TYPE_CHECKING:
-    from .settings import LZESettings
+class PolicyRun(Protocol):
+    """What a round policy reads of the run ([`~lze_trl.method.run.LZERun`] is one, and calls the policy): its config,
+    the per-prompt table, the generation batches recorded so far, the energy's settings and its selector."""
+
+    args: LZESettings
+    prompts: PromptState
+    batches_recorded: int
+    energy_kwargs: dict[str, Any]
+
+    def select(self, batch: GroupBatch) -> np.ndarray: ...
 
 
 PROBE_STREAM = 0x9B0BE
@@ -101,7 +111,7 @@ class RoundPolicy:
     def setting(self) -> str:
         return f"generation_rounds={self.schedule}, round_policy={self.name!r}"
 
-    def choose(self, run: Any, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
+    def choose(self, run: PolicyRun, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
         """
         Which groups go on after a round, and their priority (the groups to keep first, or to add first, when the
         choice is evened out over the processes).
@@ -118,11 +128,11 @@ class RoundPolicy:
         """
         raise NotImplementedError
 
-    def metrics(self, run: Any, state: RoundsState) -> dict[str, float]:
+    def metrics(self, run: PolicyRun, state: RoundsState) -> dict[str, float]:
         """The policy's own metrics of a generation batch (logged as given, identical on every process)."""
         return {}
 
-    def round_metrics(self, run: Any, state: RoundsState, groups: GroupBatch) -> dict[str, float]:
+    def round_metrics(self, run: PolicyRun, state: RoundsState, groups: GroupBatch) -> dict[str, float]:
         """
         The metrics of a generation batch generated in rounds, once its groups are scored (`groups`, whose
         `eligible` groups are the live ones): the rollouts of each round, the completed groups and the share of the
@@ -165,15 +175,10 @@ class RoundPolicy:
         self.rollouts_skipped = int(state["rollouts_skipped"])
 
 
-ROUND_POLICIES: dict[str, type[RoundPolicy]] = {}
-
-
-def register_round_policy(cls: type[RoundPolicy]) -> type[RoundPolicy]:
-    """Class decorator adding a round policy to the registry under `cls.name` (what `round_policy` names)."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} must set a `name` to be registered.")
-    ROUND_POLICIES[cls.name] = cls
-    return cls
+ROUND_POLICIES: Registry[type[RoundPolicy]] = Registry("round_policy")
+"""The round policies by name (what `round_policy` names)."""
+register_round_policy = ROUND_POLICIES.register
+"""Class decorator adding a round policy to [`ROUND_POLICIES`] under `cls.name`."""
 
 
 def make_round_policy(
@@ -190,7 +195,7 @@ class OneRound(RoundPolicy):
 
     name = "one"
 
-    def choose(self, run: Any, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
+    def choose(self, run: PolicyRun, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
         raise RuntimeError("One round has no choice to make.")
 
 
@@ -214,7 +219,7 @@ class ProbeRounds(RoundPolicy):
                 "selector."
             )
 
-    def candidates(self, run: Any, state: RoundsState) -> GroupBatch:
+    def candidates(self, run: PolicyRun, state: RoundsState) -> GroupBatch:
         """The groups going on as candidates for the selector, each with its expected energy (positive: eligible)."""
         args, keys = run.args, np.asarray(state.prompt_keys, dtype=np.int64)
         successes, trials = pass_counts(state.correctness, args.pass_threshold)
@@ -239,7 +244,7 @@ class ProbeRounds(RoundPolicy):
             rng=np.random.default_rng(stream),
         )
 
-    def choose(self, run: Any, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
+    def choose(self, run: PolicyRun, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
         candidates = self.candidates(run, state)
         return run.select(candidates) > 0, candidates.energies
 
@@ -273,18 +278,18 @@ class AdaptiveRounds(RoundPolicy):
             "Raise learning_zone_threshold or history_prior_strength, or turn the rounds off (generation_rounds=None)."
         )
 
-    def choose(self, run: Any, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
+    def choose(self, run: PolicyRun, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
         probability = np.where(state.going_on, self.learning_zone_probability(run, state), -1.0)
         return probability >= run.args.learning_zone_threshold, probability
 
-    def learning_zone_probability(self, run: Any, state: RoundsState) -> np.ndarray:
+    def learning_zone_probability(self, run: PolicyRun, state: RoundsState) -> np.ndarray:
         """The probability that each group ends in the learning zone once complete
         ([`~lze_trl.method.energy.learning_zone_probability`]), from its rollouts so far and its
         [`~AdaptiveRounds.prior`]."""
         successes, trials = pass_counts(state.correctness, run.args.pass_threshold)
         return learning_zone_probability(successes, trials, state.remaining, *self.prior(run, state))
 
-    def prior(self, run: Any, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
+    def prior(self, run: PolicyRun, state: RoundsState) -> tuple[np.ndarray, np.ndarray]:
         """Each group's `Beta(a, b)` prior of its pass rate: its prompt's EMA weighed `history_prior_strength`
         rollouts ([`~lze_trl.method.energy.history_prior`]), or for a new prompt
         [`~AdaptiveRounds.new_prompt_prior`]."""
@@ -293,7 +298,7 @@ class AdaptiveRounds(RoundPolicy):
         new_a, new_b = self.new_prompt_prior(run, state.correctness)
         return np.where(np.isnan(ema), new_a, known_a), np.where(np.isnan(ema), new_b, known_b)
 
-    def new_prompt_prior(self, run: Any, correctness: np.ndarray) -> tuple[float, float]:
+    def new_prompt_prior(self, run: PolicyRun, correctness: np.ndarray) -> tuple[float, float]:
         """
         The `Beta(a, b)` prior of a new prompt's pass rate, fitted to every group's first round (the first
         `generation_rounds[0]` columns of `correctness`) by [`~lze_trl.method.energy.fit_beta_prior`]; where that
@@ -306,16 +311,8 @@ class AdaptiveRounds(RoundPolicy):
         a, b = history_prior((successes.sum() + 1.0) / (trials.sum() + 2.0), run.args.history_prior_strength)
         return float(a), float(b)
 
-    def metrics(self, run: Any, state: RoundsState) -> dict[str, float]:
+    def metrics(self, run: PolicyRun, state: RoundsState) -> dict[str, float]:
         """`lze/new_prompt_pass_rate_std`: the standard deviation of the new-prompt prior (how far apart the batch's
         new prompts are taken to be: 0 all alike, 0.5 each always or never solved)."""
         a, b = self.new_prompt_prior(run, state.rewards[:, :, state.correctness_index])
         return {"lze/new_prompt_pass_rate_std": float(np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1.0))))}
-
-
-def check_round_settings(args: LZESettings) -> None:
-    """Raises a `ValueError` naming the setting and the fix for `generation_rounds` and `round_policy`."""
-    fix = f"use one of {sorted(ROUND_POLICIES)}."
-    check_setting(args.round_policy in ROUND_POLICIES, "round_policy", args.round_policy, fix)
-    for policy in ROUND_POLICIES.values():
-        policy.check_args(args)

@@ -4,31 +4,29 @@ trainers' configs.
 [`~lze_trl.LZEGRPOConfig`] and [`~lze_trl.async_grpo.trainer.LZEAsyncGRPOConfig`] are TRL's configs with these
 fields mixed in (`class LZEGRPOConfig(LZESettings, GRPOConfig)`); the method layer ([`~lze_trl.method.run.LZERun`],
 the selectors, the round policies) reads them as an `LZESettings`, so that a reader can follow a setting such as
-`selection_ratio` from the config to the code that acts on it. [`validate_lze_args`] checks them (both configs'
+`selection_ratio` from the config to the code that acts on it. Each setting's own check is here (`SETTING_CHECKS`);
+[`~lze_trl.method.validation.validate_lze_args`], above the registries it also reads, runs them (both configs'
 `__post_init__`), naming the setting and the fix; it also reads the TRL settings it depends on (`num_generations`,
 `per_device_train_batch_size`, `steps_per_generation`), and the method reads the run's `seed`. Plain Python, no TRL.
 """
 
 from __future__ import annotations
 
-import copy
 import difflib
 import functools
 import math
 import re
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
 from .checkpoint import RESUME_MODES
+from .checks import check_setting as _check
+from .checks import is_finite_number as _finite
+from .checks import is_integer_at_least, within
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
 from .pruning import EXPLORATIONS
-from .round_policies import check_round_settings
-from .selectors import SELECTORS
-from .selectors.base import check_setting as _check
-from .selectors.base import is_finite_number as _finite
-from .selectors.base import is_integer_at_least, within
 
 
 @dataclass
@@ -210,7 +208,7 @@ def _count(low: int) -> Callable[[Any], bool]:
     return lambda v: is_integer_at_least(v, low)
 
 
-_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+SETTING_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     # (setting, whether a value is valid, the fix), checked in this order after `selector`
     ("selection_ratio", within(0, 1, closed_low=False), "use a fraction in (0, 1], e.g. 0.4 (1.0: every live group)."),
     ("selection_noise", within(0, math.inf), "use a finite value >= 0 (0 disables exploration noise)."),
@@ -273,47 +271,6 @@ def parse_lze_lists(args: LZESettings) -> None:
             _check(False, "generation_rounds", text, "use rollout counts separated by commas, e.g. '2,8' or '2,4,8'.")
 
 
-def validate_lze_args(args: LZESettings) -> None:
-    """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting; changes nothing."""
-    _check(args.selector in SELECTORS, "selector", args.selector, f"use one of {sorted(SELECTORS)}.")
-    for name, valid, fix in _CHECKS:
-        _check(valid(getattr(args, name)), name, getattr(args, name), fix)
-    terms = list(args.energy_terms)
-    fix = f"use a non-empty subset of {list(ENERGY_TERMS)}."
-    _check(len(terms) > 0 and set(terms) <= set(ENERGY_TERMS), "energy_terms", args.energy_terms, fix)
-    for selector in SELECTORS.values():  # each selector validates its own settings
-        selector.check_args(args)
-    G, needs_pass_rates = args.num_generations, SELECTORS[args.selector].needs_pass_rates
-    if G is not None and G < 2 and (needs_pass_rates or prunes(args)):
-        raise ValueError(
-            f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
-            "prompt; set num_generations >= 2 (the paper uses 8)."
-        )
-    _check(isinstance(args.shadow, bool), "shadow", args.shadow, "use True (measure, train as GRPO) or False.")
-    if args.shadow and (args.generation_rounds is not None or prunes(args)):
-        setting = "generation_rounds" if args.generation_rounds is not None else (
-            "prune_solved" if args.prune_solved else "prune_unsolved")  # fmt: skip
-        raise ValueError(
-            f"shadow=True trains exactly as GRPOTrainer and measures what LZE would skip, but {setting} changes what "
-            f"is generated. Set {setting} to {'None' if setting == 'generation_rounds' else 'False'}, or shadow=False."
-        )
-    rounds = args.generation_rounds
-    if rounds is not None:
-        counts = len(rounds) >= 2 and all(is_integer_at_least(r, 1) for r in rounds)
-        increasing = counts and all(a < b for a, b in zip(rounds, rounds[1:])) and (G is None or rounds[-1] == G)
-        fix = f"use strictly increasing rollout counts >= 1 ending at num_generations={G}, e.g. [2, {G}] or "
-        _check(increasing, "generation_rounds", rounds, fix + f"[2, 4, {G}] (None: one round).")
-        steps = getattr(args, "steps_per_generation", None)  # None: the async trainer, which keeps groups whole
-        rows = args.per_device_train_batch_size * (steps or 1)
-        if steps is not None and rows % G != 0:
-            raise ValueError(
-                f"generation_rounds={rounds} cannot run: every process needs whole groups: "
-                f"per_device_train_batch_size x steps_per_generation = {rows} rows is not a multiple of "
-                f"num_generations={G}. Set generation_rounds=None, or change that."
-            )
-    check_round_settings(args)
-
-
 def hint_misspelled_keywords(config_class: type) -> type:
     """Makes `config_class(...)` (a dataclass) answer a keyword it has no field for with the nearest field's name, as
     the recipe path does, instead of the dataclass's bare `TypeError`; the class, changed in place."""
@@ -331,26 +288,3 @@ def hint_misspelled_keywords(config_class: type) -> type:
 
     config_class.__init__ = __init__
     return config_class
-
-
-def as_config(
-    args: Any, config_class: type, settings: tuple[str, ...], output_dir: str, checks: tuple[Callable, ...] = ()
-) -> Any:
-    """
-    A copy of `args` as a `config_class` (the trainer's own: the caller's object is never changed), for both
-    trainers: a `config_class` is copied; `None` gives `config_class(output_dir)`; another config of TRL's keeps its
-    values and gets `config_class`'s defaults of `settings` (LZE's), then `validate_lze_args` and `checks`.
-    """
-    if isinstance(args, config_class):
-        return copy.copy(args)
-    if args is None:
-        return config_class(output_dir)
-    # Copy the already post-initialised values: running TRL's __post_init__ twice is not idempotent.
-    converted = config_class.__new__(config_class)
-    converted.__dict__.update(args.__dict__)
-    for f in fields(config_class):
-        if f.name in settings:
-            setattr(converted, f.name, f.default_factory() if f.default is MISSING else f.default)
-    for check in (*checks, validate_lze_args):
-        check(converted)
-    return converted

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-
-if TYPE_CHECKING:
-    from ..settings import LZESettings
+from ..checks import Registry
+from ..settings import LZESettings
 
 
 @dataclass
@@ -116,46 +113,9 @@ class Selector:
         pass
 
 
-def check_setting(condition: bool, setting: str, value: object, requirement: str) -> None:
-    """Raises a `ValueError` `"<setting>=<value> is invalid: <requirement>"` unless `condition` holds."""
-    if not condition:
-        raise ValueError(f"{setting}={value!r} is invalid: {requirement}")
-
-
-def is_finite_number(x: object) -> bool:
-    """Whether `x` is a finite `int` or `float` (not a `bool`)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def is_integer_at_least(x: object, low: int) -> bool:
-    """Whether `x` is an `int` (not a `bool`) `>= low`."""
-    return isinstance(x, int) and not isinstance(x, bool) and x >= low
-
-
-def within(low: float, high: float, closed_low: bool = True, closed_high: bool = True) -> Callable[[Any], bool]:
-    """The check that a value is a finite number between `low` and `high` (each end closed or open)."""
-
-    def valid(x: Any) -> bool:
-        if not is_finite_number(x):  # before comparing: a string would raise a TypeError naming no setting
-            return False
-        return (low <= x if closed_low else low < x) and (x <= high if closed_high else x < high)
-
-    return valid
-
-
-SELECTORS: dict[str, type[Selector]] = {}
-
-
-def register_selector(cls: type[Selector]) -> type[Selector]:
-    """Class decorator adding a selector to the registry under `cls.name`."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} must set a `name` to be registered.")
-    SELECTORS[cls.name] = cls
-    return cls
-
-
-def get_selector(name: str) -> type[Selector]:
-    """The selector class registered as `name`."""
-    if name not in SELECTORS:
-        raise ValueError(f"selector={name!r} is invalid: use one of {sorted(SELECTORS)}.")
-    return SELECTORS[name]
+SELECTORS: Registry[type[Selector]] = Registry("selector")
+"""The selectors by name (what `selector` names)."""
+register_selector = SELECTORS.register
+"""Class decorator adding a selector to [`SELECTORS`] under `cls.name`."""
+get_selector = SELECTORS.lookup
+"""The selector class registered as a name (a `ValueError` naming `selector` otherwise)."""
