@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from datasets import Dataset
 
-from lze_trl.async_grpo.cpu import InProcessWeightTransfer, StandInRolloutWorker
 from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
+from lze_trl.testing.async_stand_ins import InProcessWeightTransfer, StandInRolloutWorker
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 

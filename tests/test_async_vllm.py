@@ -96,8 +96,8 @@ def test_trl_async_trainer_trains_with_its_worker_and_syncs_weights_to_vllm_serv
     from vllm_cpu import max_logp_gap, model_sequence_logps
 
     from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
-    from lze_trl.async_grpo.reload import ReloadWeightTransfer
     from lze_trl.tasks.shared import arithmetic_reward
+    from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     base_url, model_dir = vllm_server
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -161,12 +161,12 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     from testing_utils import decided
     from transformers import AutoTokenizer
 
-    from lze_trl.async_grpo.reload import ReloadWeightTransfer
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
     from lze_trl.async_grpo.worker import LZERolloutWorker
     from lze_trl.method import checkpoint as checkpoint_files
     from lze_trl.rounds.in_flight import load_in_flight
     from lze_trl.tasks.shared import arithmetic_reward
+    from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     base_url, model_dir = vllm_server
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -229,10 +229,10 @@ def test_a_model_with_tied_embeddings_trains_against_its_untied_copy_on_vllm_ser
     from vllm_cpu import RAW_PROMPT_TEMPLATE, max_logp_gap, model_sequence_logps
 
     from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
-    from lze_trl.async_grpo.reload import ReloadWeightTransfer, untied_for_serving
     from lze_trl.demo.config import default_warm_start
     from lze_trl.demo.warmstart import load_warm_start
     from lze_trl.tasks.shared import arithmetic_reward
+    from lze_trl.testing.vllm_reload import ReloadWeightTransfer, untied_for_serving
 
     model, tokenizer, _ = load_warm_start(default_warm_start("carries"))
     assert model.config.tie_word_embeddings  # the warm start ties them, as SmolLM2 does
@@ -279,7 +279,7 @@ def test_a_model_with_tied_embeddings_trains_against_its_untied_copy_on_vllm_ser
 def test_reload_refuses_a_tied_lm_head_name_it_is_not_sent():
     import torch
 
-    from lze_trl.async_grpo.reload import ReloadWeightTransfer
+    from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     transfer = ReloadWeightTransfer("http://127.0.0.1:9", tied_lm_head="model.embed_tokens.weight")
     with pytest.raises(ValueError, match="tied_lm_head='model.embed_tokens.weight' is not among the 1 weights"):

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import tomllib
 from packaging.requirements import Requirement
+from test_import_graph import import_graph, reachable
 
 
 ROOT = Path(__file__).resolve().parents[1]
 OPTIONAL = ("matplotlib", "tabulate")
-PERIPHERY = ("demo", "plotting", "evaluation", "tasks", "data", "smollm2", "commands", "cli")
+PERIPHERY = ("demo", "plotting", "evaluation", "tasks", "data", "smollm2", "commands", "cli", "testing")
 BLOCK = f"import sys\nfor name in {OPTIONAL!r}: sys.modules[name] = None  # `import` raises ImportError\n"
 """A subprocess's first lines: neither optional library can be imported, as after `pip install lze-trl`."""
 
@@ -60,6 +61,15 @@ def test_the_base_install_brings_no_plotting_or_table_library():
     extras = project["optional-dependencies"]
     assert {"matplotlib"} <= closure(extras["plot"]) and {"matplotlib", "tabulate"} <= closure(extras["demo"])
     assert "tabulate" in closure(extras["eval"])
+
+
+@pytest.mark.parametrize("trainer", ["lze_trl.grpo.trainer", "lze_trl.async_grpo.trainer"])
+def test_no_import_of_a_trainer_reaches_the_periphery(trainer):
+    # every import, lazy ones and those only a type checker runs included (tests/test_import_graph.py's graph)
+    graph = import_graph()
+    reached = reachable(graph, trainer)
+    assert "lze_trl.method.run" in reached  # the walk follows the trainer's imports
+    assert sorted(m for m in reached if m.split(".")[1] in PERIPHERY) == []
 
 
 @pytest.mark.slow

@@ -102,8 +102,8 @@ def test_the_sync_walk_follows_a_real_step(tmp_path):
 @pytest.mark.slow
 def test_the_async_walk_follows_a_real_step(tmp_path):
     pytest.importorskip("lze_trl.async_grpo.trainer", reason="TRL outside the async trainer's ASYNC_TRL")
-    from lze_trl.async_grpo.cpu import InProcessWeightTransfer, StandInRolloutWorker
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
+    from lze_trl.testing.async_stand_ins import InProcessWeightTransfer, StandInRolloutWorker
 
     tokenizer = char_tokenizer()
     path = str(tmp_path / "tiny")

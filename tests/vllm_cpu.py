@@ -244,9 +244,9 @@ def save_warm_start(path, task: str = "carries"):
     CPU: untied embeddings (vLLM's CPU backend keeps a stale packed copy of a tied LM head after `reload_weights`),
     float32, [`RAW_PROMPT_TEMPLATE`]. Returns `(model, tokenizer)` (the tokenizer with [`RAW_RESPONSE_TEMPLATE`]).
     """
-    from lze_trl.async_grpo.reload import untied_for_serving
     from lze_trl.demo.config import default_warm_start
     from lze_trl.demo.warmstart import load_warm_start
+    from lze_trl.testing.vllm_reload import untied_for_serving
 
     model, tokenizer, _ = load_warm_start(default_warm_start(task))
     tokenizer.chat_template = RAW_PROMPT_TEMPLATE

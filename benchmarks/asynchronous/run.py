@@ -120,10 +120,10 @@ def train_arm(arm: str, seed: int, steps: int, window_groups: int, base_url: str
     from vllm_cpu import RAW_RESPONSE_TEMPLATE
 
     from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
-    from lze_trl.async_grpo.reload import ReloadWeightTransfer
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
     from lze_trl.demo.accuracy import greedy_accuracy
     from lze_trl.tasks.shared import arithmetic_reward  # grades the last message's text; TRL's worker pickles it
+    from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

@@ -7,7 +7,7 @@ data and settings, evaluated as the sync runs are (`run.py`'s `PROTOCOL`, `split
 
 SmolLM2 ties its LM head to its input embedding, which vLLM's CPU backend keeps in a packed copy that a weight reload
 leaves stale: the server serves the untied copy (`untied_for_serving`) under the trained model's name, and each sync
-also writes the head (`ReloadWeightTransfer(tied_lm_head=...)`, `lze_trl/async_grpo/reload.py`). One server per run,
+also writes the head (`ReloadWeightTransfer(tied_lm_head=...)`, `lze_trl/testing/vllm_reload.py`). One server per run,
 started from the starting weights. A step trains one generation batch's worth of rows: GRPO 8 prompts x 8 rollouts
 (64 rows), GRPO with half the group 8 x 4 (32), the probe (`window_groups=8`, `generation_rounds=[2, 8]`,
 `selection_ratio=0.33`) its 2 selected groups (16 rows); the weights are synced after every step. Each run writes
@@ -61,9 +61,9 @@ def train_async(arm: str, seed: int, model_dir: str, base_url: str, tied_lm_head
     from benchmarks.asynchronous.run import CountingQueue, StepClock, served_requests, steady_rates
     from benchmarks.smollm2_study.run import PROTOCOL, environment, measure
     from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
-    from lze_trl.async_grpo.reload import ReloadWeightTransfer
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
     from lze_trl.tasks.word_problems import word_problem_reward
+    from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     p, settings = PROTOCOL, dict(ASYNC_ARMS[arm])
     group = settings.pop("num_generations", p["num_generations"])
@@ -132,7 +132,7 @@ def main() -> None:
     from vllm_cpu import free_loopback_port, on_cpu, running_server, server_metadata_dir
 
     from benchmarks.smollm2_study.run import PROTOCOL, splits, write
-    from lze_trl.async_grpo.reload import untied_for_serving
+    from lze_trl.testing.vllm_reload import untied_for_serving
 
     path = Path(args.results) / "async" / args.arm / f"seed_{args.seed}.json"
     if path.exists() and args.steps is None:

@@ -103,7 +103,7 @@ def check_async_inputs(args: Any, train_dataset: Any, rollout_worker: Any, envir
             "groups go on, so its worker rolls out the trainer's orders (send_orders) and tags its rows "
             "(lze_trl.async_grpo.samples.LZERolloutSample). Pass rollout_worker=None (the trainer builds "
             "lze_trl.async_grpo.worker.LZERolloutWorker, TRL's vLLM worker taking orders) or "
-            "lze_trl.async_grpo.cpu.StandInRolloutWorker."
+            "lze_trl.testing.async_stand_ins.StandInRolloutWorker."
         )
     if not isinstance(train_dataset, Dataset):
         raise ValueError(
@@ -165,8 +165,9 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
     Takes `AsyncGRPOTrainer`'s arguments; `args` may be an [`LZEAsyncGRPOConfig`] or a plain `AsyncGRPOConfig` (which
     gets the LZE defaults), and is copied. With `rollout_worker=None` the trainer builds
     [`~lze_trl.async_grpo.worker.LZERolloutWorker`] (TRL's vLLM worker, taking orders); a worker passed in must take
-    orders (`send_orders`) and tag its rows, as [`~lze_trl.async_grpo.cpu.StandInRolloutWorker`] does. On a CPU
-    (`use_cpu=True`, or no CUDA) the trainer runs TRL's tree attention in plain torch
+    orders (`send_orders`) and tag its rows, as the test helper
+    [`~lze_trl.testing.async_stand_ins.StandInRolloutWorker`] does. On a CPU (`use_cpu=True`, or no CUDA) the trainer
+    runs TRL's tree attention in plain torch
     ([`~lze_trl.async_grpo.cpu.cpu_tree_attention`]).
 
     Attributes:

@@ -163,7 +163,7 @@ class GroupWindow:
                 f"A rollout sample of type {type(sample).__name__} lacks LZE's tags {missing}: LZE needs each row's "
                 "prompt key, rollout, round and the round's rewards. Use a rollout worker that takes LZE's orders and "
                 "pushes LZERolloutSample rows (lze_trl.async_grpo.worker.LZERolloutWorker, or "
-                "lze_trl.async_grpo.cpu.StandInRolloutWorker)."
+                "lze_trl.testing.async_stand_ins.StandInRolloutWorker)."
             )
         batch, g = self._group(sample.group_id)
         rows = self.partial.setdefault((sample.group_id, sample.round_first), [])
