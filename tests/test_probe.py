@@ -44,8 +44,9 @@ def test_even_out_gives_every_process_the_same_count_keeping_the_best():
 
 
 def test_round_done_moves_a_batch_in_flight_through_the_schedule(tmp_path):
-    # the rule both trainers follow (the sync rounds' InFlight, the async window's OpenBatch): after a round, the
-    # round policy chooses among the groups going on, evened out over the processes, and the next round begins
+    # the rule both trainers follow (the sync rounds' SyncBatchInFlight, the async window's AsyncBatchInFlight): after
+    # a round, the round policy chooses among the groups going on, evened out over the processes, and the next round
+    # begins
     args = lze_args(tmp_path, num_generations=8, generation_rounds=[2, 4, 8], round_policy="probe")
     run = LZERun(args, 8, None)
     rewards = np.full((4, 8, 1), np.nan)

@@ -11,7 +11,8 @@ import torch
 from lze_trl.method.run import LZERun
 from lze_trl.method.settings import LZESettings
 from lze_trl.rounds.fused import RoundPipeline, train_fused
-from lze_trl.rounds.generation_batch import RoundsContext, train_on_generation_batch
+from lze_trl.rounds.generation_batch import train_on_generation_batch
+from lze_trl.rounds.port import RoundsContext
 from lze_trl.rounds.rollouts import GeneratedRows, Rollouts
 
 
@@ -137,7 +138,7 @@ def test_a_batch_drawn_ahead_that_is_not_the_one_handed_is_dropped_with_a_warnin
 
 
 def test_the_fake_port_is_a_trl_port():
-    from lze_trl.rounds.generation_batch import TRLPort
+    from lze_trl.rounds.port import TRLPort
 
     names = {n for n in vars(TRLPort) if not n.startswith("_")}
     assert names == {"generate_rollouts", "update_rows", "total_rewards", "log_lze"}

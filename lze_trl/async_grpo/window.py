@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,8 +36,12 @@ from ..rounds.in_flight import BatchInFlight, round_done
 from .samples import TAGS, Order, group_advantages, rows_from_state, rows_state
 
 
+if TYPE_CHECKING:
+    from ..method.run import LZERun
+
+
 @dataclass(kw_only=True)
-class OpenBatch(BatchInFlight):
+class AsyncBatchInFlight(BatchInFlight):
     """
     A generation batch in flight in the window ([`~lze_trl.rounds.in_flight.BatchInFlight`]: `state`, whose
     `rollouts_so_far` counts the rounds arrived, and `round_last`, the end of the round in flight), with its rows as
@@ -96,7 +100,7 @@ class GroupWindow:
 
     def __init__(
         self,
-        run: Any,
+        run: LZERun,
         window_groups: int,
         num_generations: int,
         correctness_index: int = 0,
@@ -118,7 +122,7 @@ class GroupWindow:
         self.warned_stale = False
         self.source: Any = None  # the worker's queue of scored rows
         self.send: Callable[[list[Order]], None] | None = None  # sends the worker orders
-        self.batches: deque[OpenBatch] = deque()  # open, oldest first
+        self.batches: deque[AsyncBatchInFlight] = deque()  # open, oldest first
         self.ready: deque[Any] = deque()  # the selected groups' rows, to hand on in order
         self.partial: dict[tuple[int, int], list[Any]] = {}  # (group, round's first rollout): rows so far
         self.next_group = 0
@@ -173,7 +177,7 @@ class GroupWindow:
             self._round_arrived(batch, g, rows)
         self.advance()
 
-    def _group(self, group_id: int) -> tuple[OpenBatch, int]:
+    def _group(self, group_id: int) -> tuple[AsyncBatchInFlight, int]:
         for batch in self.batches:
             where = np.flatnonzero(batch.group_ids == group_id)
             if len(where):
@@ -183,7 +187,7 @@ class GroupWindow:
             "only the orders it is sent, each once."
         )
 
-    def _round_arrived(self, batch: OpenBatch, g: int, rows: list[Any]) -> None:
+    def _round_arrived(self, batch: AsyncBatchInFlight, g: int, rows: list[Any]) -> None:
         first = rows[0].round_first
         rewards = np.array(rows[0].round_rewards, dtype=np.float64)
         last = first + len(rewards)
@@ -231,7 +235,7 @@ class GroupWindow:
             return
         group_ids = np.arange(self.next_group, self.next_group + n, dtype=np.int64)
         self.next_group += n
-        batch = OpenBatch(self.schedule[0], indices=indices, group_ids=group_ids,
+        batch = AsyncBatchInFlight(self.schedule[0], indices=indices, group_ids=group_ids,
                           through=np.zeros(n, dtype=np.int64), versions=np.full(n, -1, dtype=np.int64),
                           rows=[[] for _ in range(n)])  # fmt: skip
         batch.start(run.dataset_keys[indices], G, len(run.unscorable_guard.reward_names), self.correctness_index)
@@ -267,7 +271,7 @@ class GroupWindow:
             self.drawn_in_epoch += len(take)
         return np.asarray(drawn, dtype=np.int64)
 
-    def _orders(self, batch: OpenBatch) -> list[Order]:
+    def _orders(self, batch: AsyncBatchInFlight) -> list[Order]:
         """The orders of `batch`'s round in flight still missing (every going-on group's, rollouts so far to
         `round_last`)."""
         first, last = batch.state.rollouts_so_far, batch.round_last
@@ -283,7 +287,7 @@ class GroupWindow:
             self.send(orders)
 
     # ----------------------------------------------------------------------------------------------- closing
-    def close(self, batch: OpenBatch) -> np.ndarray:
+    def close(self, batch: AsyncBatchInFlight) -> np.ndarray:
         """Scores a complete batch in version order, selects among its complete groups, records it, queues the selected
         rows (advantages over the whole group, scaled by the weight); returns each group's weight, in draw order."""
         run, state = self.run, batch.state
@@ -358,7 +362,7 @@ class GroupWindow:
         self.ready, rest = deque(rows[:ready]), iter(rows[ready:])
         self.batches = deque()
         for i, b in enumerate(json.loads(counters["window_batches"])):
-            self.batches.append(OpenBatch(
+            self.batches.append(AsyncBatchInFlight(
                 0, indices=np.asarray(b["indices"], dtype=np.int64),
                 group_ids=np.asarray(b["group_ids"], dtype=np.int64), through=np.asarray(b["through"], dtype=np.int64),
                 versions=np.asarray(b["versions"], dtype=np.int64),

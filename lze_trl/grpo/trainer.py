@@ -38,7 +38,8 @@ from ..method.run import LZERun
 from ..method.selection import total_rewards
 from ..method.settings import fuses_rounds
 from ..rounds.fused import RoundPipeline, train_fused
-from ..rounds.generation_batch import RoundsContext, train_on_generation_batch
+from ..rounds.generation_batch import train_on_generation_batch
+from ..rounds.port import RoundsContext
 from .adapter import TRLAdapter
 from .config import as_lze_config
 from .sampler import LZERepeatSampler, SamplerLookahead

@@ -41,14 +41,13 @@ import torch
 
 from .batching import Batch
 from .generation_batch import (
-    InFlight,
-    RoundsContext,
-    TRLPort,
+    SyncBatchInFlight,
     completed_rows,
     record_round,
     round_request,
     update_on,
 )
+from .port import RoundsContext, TRLPort
 from .rollouts import Rollouts, gather_rows
 
 
@@ -58,14 +57,14 @@ class RoundPipeline:
     The generation batches in flight on this process, oldest first, and the training generation batches so far.
 
     Attributes:
-        batches (`list[InFlight]`):
+        batches (`list[SyncBatchInFlight]`):
             The batches drawn and not yet complete.
         calls (`int`):
             Training generation batches so far (a [`~lze_trl.rounds.generation_batch.Round`]'s `call` is the one during
             which it was generated: a round of an earlier one is stale, an optimizer step came between).
     """
 
-    batches: list[InFlight] = field(default_factory=list)
+    batches: list[SyncBatchInFlight] = field(default_factory=list)
     calls: int = 0
 
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -86,7 +85,7 @@ class RoundPipeline:
         saved, rows = json.loads(counters["fused_batches"]), counters["fused_rows"]
         self.calls, self.batches = int(counters["fused_calls"]), []
         for i, (batch, (inputs, rounds)) in enumerate(zip(saved, rows, strict=True)):
-            self.batches.append(InFlight(0, inputs=inputs, rounds=rounds))
+            self.batches.append(SyncBatchInFlight(0, inputs=inputs, rounds=rounds))
             self.batches[-1].load_state_dict(arrays, batch, f"fused.batch{i}.")
 
 
@@ -153,7 +152,7 @@ def _generation_call(
     flight, recorded oldest batch first; the update rows of the batch it completes (the one TRL handed), if any."""
     run, G, processes = context.run, context.num_generations, context.processes
     if new is not None:
-        pipeline.batches.append(InFlight(run.round_policy.schedule[0], inputs=new))
+        pipeline.batches.append(SyncBatchInFlight(run.round_policy.schedule[0], inputs=new))
     requests = [round_request(batch, G, processes, context.process) for batch in pipeline.batches]
     # TRL's group size for the call (vLLM server's completions per prompt): one that divides every part's rollouts
     per_prompt = math.gcd(*[last - first for _, _, first, last in requests])

@@ -7,13 +7,13 @@ processes by [`even_out`], and the next round begins) until the schedule's last 
 scored into the per-prompt state, in policy-version order, and decided ([`BatchInFlight.decide`]: the selector's
 weight of each group), its rows cut to the selection, and closed ([`BatchInFlight.close`]: the update's metrics, the
 empty-update guard, the log). The synchronous trainer's serial and fused rounds
-([`~lze_trl.rounds.generation_batch.InFlight`]) and the async trainer's window
-([`~lze_trl.async_grpo.window.OpenBatch`]) keep their batches as subclasses of [`BatchInFlight`] and go through these
-functions; what each adds is how the rollouts travel (TRL's rows on each process, or the worker's tagged rows) and how
-the kept rows reach the update. Their checkpoint file is one too: [`save_in_flight`] writes what a process keeps of
-its batches in flight into `lze_in_flight_<process>.pt` of each checkpoint, and [`load_in_flight`] takes it back with
-the one set of refusals (the file missing, or written by another number of processes). Plain numpy and torch's file
-format, no TRL.
+([`~lze_trl.rounds.generation_batch.SyncBatchInFlight`]) and the async trainer's window
+([`~lze_trl.async_grpo.window.AsyncBatchInFlight`]) keep their batches as subclasses of [`BatchInFlight`] and go
+through these functions; what each adds is how the rollouts travel (TRL's rows on each process, or the worker's
+tagged rows) and how the kept rows reach the update. Their checkpoint file is one too: [`save_in_flight`] writes what
+a process keeps of its batches in flight into `lze_in_flight_<process>.pt` of each checkpoint, and [`load_in_flight`]
+takes it back with the one set of refusals (the file missing, or written by another number of processes). Plain numpy
+and torch's file format, no TRL.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -32,6 +32,10 @@ from ..method.checkpoint import atomic_write
 from ..method.errors import LZEStateError
 from ..method.round_policies import RoundsState
 from ..method.selectors import GroupBatch
+
+
+if TYPE_CHECKING:
+    from ..method.run import LZERun
 
 
 IN_FLIGHT_FILE = "lze_in_flight_{process}.pt"
@@ -75,7 +79,7 @@ class BatchInFlight:
 
     def decide(
         self,
-        run: Any,
+        run: LZERun,
         totals: np.ndarray,
         global_step: int,
         metrics: dict[str, float],
@@ -138,7 +142,7 @@ class BatchInFlight:
 
     def close(
         self,
-        run: Any,
+        run: LZERun,
         metrics: dict[str, float],
         update: tuple[int, int],
         grpo_update: tuple[int, int],
@@ -153,7 +157,7 @@ class BatchInFlight:
         log(metrics)
 
 
-def round_done(batch: BatchInFlight, run: Any, processes: int) -> bool:
+def round_done(batch: BatchInFlight, run: LZERun, processes: int) -> bool:
     """Moves `batch` past its round in flight, which has arrived whole (its rewards are in `batch.state`, its rollouts
     counted in `state.fresh`): unless that
     completes the batch, the round policy of `run` ([`~lze_trl.method.run.LZERun`]) chooses the groups that go on,
