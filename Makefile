@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.lze-installed
-# DeepSpeed for the ZeRO-3 recipes and their CPU tests (tests/test_engines.py). Pinned: the tests rely on its CPU
+# DeepSpeed for the ZeRO-3 recipes and their CPU tests (tests/distributed/test_engines.py). Pinned: the tests rely on its CPU
 # accelerator and ZeRO-3 partitioning.
 DEEPSPEED := deepspeed==0.19.8
 
@@ -34,7 +34,7 @@ test-fast: install
 
 # The oldest TRL and transformers that pyproject.toml allows, in their own virtual environment (.venv-trl-min): the
 # tests that need no training run plus the drop-in tests, which train stock `GRPOTrainer` and LZE side by side against
-# the installed TRL (tests/test_trl_coupling.py, which pins the private TRL and transformers names, is in the first
+# the installed TRL (tests/trainer/test_trl_coupling.py, which pins the private TRL and transformers names, is in the first
 # set). `make test` is the other end: the newest TRL and transformers the caps allow. Built like .venv: the CPU torch
 # first, then the project with both pinned, then DeepSpeed against that torch. TRL 1.15.0 is excluded in
 # pyproject.toml: its GRPO training needs Triton, which the CPU build of torch does not ship.
@@ -54,7 +54,7 @@ $(TRL_MIN_STAMP): pyproject.toml Makefile
 
 test-trl-min: $(TRL_MIN_STAMP)
 	$(TRL_MIN_PY) -m pytest -m "not slow and not distributed"
-	$(TRL_MIN_PY) -m pytest tests/test_drop_in.py
+	$(TRL_MIN_PY) -m pytest tests/trainer/test_drop_in.py
 
 # TRL's own GRPOTrainer tests, offline, against stock `GRPOTrainer`, `LZEGRPOTrainer` with selector="none" and with
 # the LZE selector (tests/trl_suite/README.md). SUITE=all for the whole file; TRL_TESTS_DIR for a local copy of TRL's
@@ -96,7 +96,7 @@ demo: install
 # page per entry of _toctree.yml, with every [[autodoc]] and [`Name`] link resolved against the installed lze_trl
 # (the build fails on a page missing from the table of contents or an [[autodoc]] name that does not exist). No
 # --html: that needs doc-builder's SvelteKit kit, which its package does not ship, and its npm packages.
-# tests/test_docs.py runs the same build.
+# tests/docs/test_docs.py runs the same build.
 docs: install
 	$(VENV)/bin/doc-builder build lze_trl docs/source --build_dir build/docs --clean --version main --version_tag_suffix ""
 

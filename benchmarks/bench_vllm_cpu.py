@@ -3,7 +3,8 @@
 backward and optimizer step of the rows that reach the loss).
 
 Runs in the vLLM environment of `make test-vllm` (vLLM's CPU build) with the test-side CPU workaround of
-`tests/vllm_cpu.py`; the model is a random Qwen2 built in code (character tokenizer), so completions run to `--max-
+`tests/support/vllm_cpu.py`; the model is a random Qwen2 built in code (character tokenizer), so completions run to
+`--max-
 completion-length`:
 
     .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --selectors none lze --steps 6
@@ -35,8 +36,8 @@ Besides the times, the first arm (the baseline, GRPO) gives the per-token profil
 to project a run's step time under vLLM from its token counts: seconds per generated completion token, per rollout
 scored, per update token, and the weight sync. `--profile PATH` writes that profile as JSON. `--table SAVED.json`
 prints the figures of a saved run's step-time table (BENCHMARKS.md section 2's; no training;
-`tests/test_vllm_step_table.py` checks them against BENCHMARKS.md and the README); `--report SAVED.json` prints the
-medians' table of a saved run (no training)."""
+`tests/benchmarks/test_vllm_step_table.py` checks them against BENCHMARKS.md and the README); `--report SAVED.json`
+prints the medians' table of a saved run (no training)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
     from lze_trl.method.settings import fuses_rounds
 
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "support")]
     sys.path.insert(0, str(ROOT))
     from testing_utils import mixed_reward, prompt_dataset
     from vllm_cpu import release_vllm_engines, track_vllm_engines
@@ -312,7 +313,7 @@ def main() -> None:
     for spec in args.selectors:
         parse_run(spec)  # a misspelt override fails here, before any training
 
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "support")]
     from vllm_cpu import apply_cpu_workarounds
 
     from lze_trl.tiny import char_tokenizer, tiny_qwen2

@@ -4,10 +4,10 @@
     python benchmarks/quote.py benchmarks/results/smollm2_revisits/report.md --check   # exit 1 if one differs
 
 A table of the page names its source on the line before it, `<!-- from PATH[, "HEADING"], table N -->`, and quotes
-some of that table's columns (by name, a repeated name in order) and rows; `tests/test_benchmarks_page.py` checks that
-every quoted row is a row of the source. Re-quoting the tables of one source keeps the page's columns and rows, each
-row matched by its first cell (the arm, the regime: unique in the source, else it refuses), and takes every cell
-from the source; it adds no row. The prose around the tables is not touched: its numbers are checked by the same
+some of that table's columns (by name, a repeated name in order) and rows; `tests/benchmarks/test_benchmarks_page.py`
+checks that every quoted row is a row of the source. Re-quoting the tables of one source keeps the page's columns and
+rows, each row matched by its first cell (the arm, the regime: unique in the source, else it refuses), and takes every
+cell from the source; it adds no row. The prose around the tables is not touched: its numbers are checked by the same
 test, and the writer updates them.
 """
 

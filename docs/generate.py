@@ -1,7 +1,7 @@
 """Writes the documentation pages that are generated from the code, so that they cannot drift from it.
 
     python docs/generate.py          # rewrite them
-    python docs/generate.py --check  # exit 1 when one is out of date (tests/test_docs.py runs this check)
+    python docs/generate.py --check  # exit 1 when one is out of date (tests/docs/test_docs.py runs this check)
 
 - `docs/source/configuration.md`: every setting `LZEGRPOConfig` adds to TRL's `GRPOConfig`, from the class's own
   field documentation (its docstring, in TRL's format; also each flag's `--help`), in the docstring's groups and

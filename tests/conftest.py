@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 
 import pytest
+from testing_utils import TEST_PATHS  # noqa: E402
+
+
+sys.path[:0] = [str(p) for p in TEST_PATHS[1:]]  # a test module imports one of another folder by name
 
 
 os.environ.setdefault("WANDB_MODE", "offline")

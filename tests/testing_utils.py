@@ -25,6 +25,16 @@ from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
 from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = ("method", "rounds", "trainer", "async", "distributed", "with_vllm", "cli", "docs", "benchmarks", "support")
+TEST_PATHS = [ROOT / "tests", *(ROOT / "tests" / folder for folder in FOLDERS)]
+"""tests/ and its folders (tests grouped by what they test, `support` for the launched scripts): on `sys.path` in
+the test run (conftest.py) and in the processes it launches, so that a test module or a script imports another
+by name."""
+SUPPORT = ROOT / "tests" / "support"
+"""The scripts the tests launch (torchrun, accelerate) and the vLLM CPU workarounds."""
+
+
 # The settings of every tiny training run: 8 rollouts per micro-batch in groups of 4 (2 prompts per step), 6-token
 # completions, one log entry per step, nothing saved, CPU, float32 (GRPOConfig's default bf16=True autocasts to
 # bfloat16, about 30x slower on a CPU without bf16 instructions), seed 0.
@@ -317,7 +327,7 @@ def run_torchrun(script, *script_args, timeout: int = 300):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = str(sock.getsockname()[1])
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(map(str, [ROOT, *TEST_PATHS]))}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port]
     proc = subprocess.Popen(
         [*cmd, str(script), *map(str, script_args)],

@@ -36,7 +36,7 @@ from transformers import TrainerCallback
 
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "support")]
 
 ARMS = ("grpo", "lze", "lze_mask", "probe")
 G = 8

@@ -19,7 +19,8 @@ Writes each step's whole output (`logs/<step>.log`, progress bars cut to their l
 step: command, folder, seconds, the 1-minute load average at its start and end, exit code, FutureWarnings and the
 numbers the README quotes, read from the output; once: the CPU count, the torch threads lze-trl runs on as `lze-trl
 env` prints them, and the load average before the clone) and `walkthrough.md`, the table made from it.
-`tests/test_first_contact.py` checks the README's numbers against `walkthrough.json` and the table against it.
+`tests/benchmarks/test_first_contact.py` checks the README's numbers against `walkthrough.json` and the table against
+it.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ def run(clone: Path, venv: Path, outside: Path, logs: Path) -> list[dict]:
     if not (clone / "benchmarks" / "results" / "first_contact" / "walkthrough.json").exists():
         # The first run: the test of these results cannot run before they exist (every later run's `make test` checks
         # the results committed before it). The command says so.
-        make_test = "PYTEST_ADDOPTS=--ignore=tests/test_first_contact.py make test"
+        make_test = "PYTEST_ADDOPTS=--ignore=tests/benchmarks/test_first_contact.py make test"
         commands = [(n, make_test if n == "make_test" else c, f) for n, c, f in commands]
     records = []
     for name, command, folder in commands:

@@ -16,7 +16,7 @@ test ran them):
 The seeds of each regime are those the upper 80% bound of the transformers confirmatory test's paired SD asks for
 (`benchmarks/results/fused_confirm/runs`), with its margin, power and Holm level (`power.py`); fresh: from
 `FIRST_SEED`. `train` applies the test-side workaround that lets vLLM's CPU build sync weights
-(`tests/vllm_cpu.py`: nothing on a machine with a CUDA GPU), then runs `benchmarks/bench.py train`.
+(`tests/support/vllm_cpu.py`: nothing on a machine with a CUDA GPU), then runs `benchmarks/bench.py train`.
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def build_report(results: Path = RESULTS, figures: bool = False) -> str:
 
 
 def train(argv: list[str]) -> int:
-    """`benchmarks/bench.py train` with vLLM's CPU build made to sync weights (`tests/vllm_cpu.py`)."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    """`benchmarks/bench.py train` with vLLM's CPU build made to sync weights (`tests/support/vllm_cpu.py`)."""
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "support")]
     from vllm_cpu import apply_cpu_workarounds
 
     from benchmarks.bench import main as bench

@@ -93,7 +93,7 @@ def bench_markdown(results: dict[str, Any]) -> str:
         "",
     ]
     # A row that older results do not carry (written before it was measured or shown) is left out, so that their
-    # committed tables rebuild from their JSON (tests/test_bench_tables.py).
+    # committed tables rebuild from their JSON (tests/benchmarks/test_bench_tables.py).
     rows = [
         [label, *[format_stat(agg[n]["summary"][key], kind) for n in names]]
         for label, key, kind in BENCH_ROWS

@@ -17,8 +17,8 @@ its logs, what the selector kept, its token meter and its evaluations; the runs 
 `speed` writes `speed/<arm>.json`: `SPEED_STEPS` steps of seed 0 with no evaluation, to be run one at a time with
 nothing else on the machine (the study's wall-clock); with `--generation vllm`, `speed/<arm>_vllm.json`, the same
 steps generating with vLLM colocated in the training process (TRL's `use_vllm=True, vllm_mode="colocate"`; vLLM's
-CPU build in `.venv-vllm`, with `tests/vllm_cpu.py`'s workarounds), the other generation path the study could have
-used (`vllm_uncorrected`: the same without TRL's importance-sampling correction). The protocol is
+CPU build in `.venv-vllm`, with `tests/support/vllm_cpu.py`'s workarounds), the other generation path the study could
+have used (`vllm_uncorrected`: the same without TRL's importance-sampling correction). The protocol is
 `benchmarks/results/smollm2_study/protocol.md`, committed before the runs; its settings are `PROTOCOL` and `ARMS`.
 Runs use one torch thread (the package's policy on this 2-core machine, `lze-trl env`).
 """
@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         path = args.results / "speed" / f"{args.arm}{suffix}.json"
         if args.force or not path.exists():
             if extra:
-                sys.path.insert(0, str(ROOT / "tests"))
+                sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "support")]
                 from vllm_cpu import apply_cpu_workarounds
 
                 apply_cpu_workarounds()

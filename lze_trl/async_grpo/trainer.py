@@ -7,7 +7,7 @@ constructor its `rollout_queue` (which `get_train_dataloader` hands to `RolloutQ
 [`~lze_trl.async_grpo.window.GroupWindow`], which sends the worker its orders, takes back the rounds, decides with the
 synchronous trainer's [`~lze_trl.method.run.LZERun`] and round policy, and hands on the selected groups' rows only. The
 LZE state is written into each checkpoint (`on_save`) and restored by `train(resume_from_checkpoint=...)`. What this
-relies on in TRL's source is pinned by `tests/test_async_lze.py`; see `docs/source/async.md`.
+relies on in TRL's source is pinned by `tests/async/test_async_lze.py`; see `docs/source/async.md`.
 """
 
 from __future__ import annotations

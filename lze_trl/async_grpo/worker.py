@@ -10,7 +10,7 @@ trainer's orders instead of cycling through the dataset.
   loop cannot be reused: it draws its work synchronously from an endless iterator (`_repeat_iterator`) and closes a
   group at `num_generations` rollouts, while LZE's work waits on the trainer's choices and a round has its own size.
   The loop is TRL's otherwise (slots, heartbeat, backpressure from the scoring queue, its metrics);
-  `tests/test_async_lze.py::test_what_lze_relies_on_in_trls_async_trainer` pins the source it follows.
+  `tests/async/test_async_lze.py::test_what_lze_relies_on_in_trls_async_trainer` pins the source it follows.
 - `_score_group` is TRL's, whose rows it tags for LZE ([`~lze_trl.async_grpo.samples.tag_round`]) with the rewards of
   every rollout, read from the reward functions as TRL called them (each one's last result; the score loop scores one
   round at a time).

@@ -23,7 +23,8 @@ ONE_SEED_NOISE = (
     "was up to 0.032 from another's in-domain and up to 0.213 OOD (GRPO, LZE and the probe alike). Compare methods "
     "on the 5-seed numbers there and in the README, not on one run's ranking."
 )
-"""What the demo says of its one seed; `tests/test_adaptive_report.py` checks it against sections 1-3's report."""
+"""What the demo says of its one seed; `tests/benchmarks/test_adaptive_report.py` checks it against sections 1-3's
+report."""
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

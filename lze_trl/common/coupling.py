@@ -3,8 +3,8 @@ lze-trl uses or overrides, and of TRL's experimental async GRPO that the async t
 versions of TRL and transformers they were tested on, and the check that meets any other with one line.
 
 Private names carry no promise across releases; this list is the whole of lze-trl's exposure to them, and
-`tests/test_trl_coupling.py` fails when the installed TRL lacks one of them, changes how it is called, or when the
-package starts using one that is not listed here (as a method, an attribute, a class attribute or an import). The
+`tests/trainer/test_trl_coupling.py` fails when the installed TRL lacks one of them, changes how it is called, or when
+the package starts using one that is not listed here (as a method, an attribute, a class attribute or an import). The
 supported ranges are the tested ones: CI runs the suite at both ends (`make test` resolves the newest release each cap
 admits, `make test-trl-min` pins the oldest), and `pyproject.toml` asks for the same ranges (checked by a test).
 """
@@ -67,7 +67,7 @@ ASYNC_PRIVATE_NAMES: dict[str, str] = {
     "(`async_grpo.worker.LZERolloutLoop`)",
     "_generate_loop": "overridden: LZE's loop generates the rounds the trainer orders instead of drawing prompts from "
     "an endless iterator; a copy of TRL's loop (the differences are listed in `async_grpo/worker.py`), pinned by a "
-    "hash of TRL's source in `tests/test_async_lze.py`",
+    "hash of TRL's source in `tests/async/test_async_lze.py`",
     "_generate_one": "TRL's one-rollout coroutine (generation and tool calls), called by the overridden loop",
     "_score_group": "overridden: calls TRL's, then tags the rows with their round and the rewards (`tag_round`)",
     "_push_metrics": "TRL's metric queue to the trainer: the loop's backpressure time, as TRL's loop pushes it",
@@ -82,7 +82,7 @@ ASYNC_PRIVATE_NAMES: dict[str, str] = {
     "_mp_ctx": "TRL's worker's multiprocessing context: the orders queue is made from it",
 }
 """Private name of TRL's experimental async GRPO -> what lze-trl's async trainer does with it (checked by
-`tests/test_trl_coupling.py` where TRL has the async trainer, `ASYNC_TRL`)."""
+`tests/trainer/test_trl_coupling.py` where TRL has the async trainer, `ASYNC_TRL`)."""
 
 
 def installed(package: str) -> str:

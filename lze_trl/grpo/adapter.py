@@ -20,7 +20,7 @@ overrides `_generate` and `_calculate_rewards` and steers them through one [`_TR
 
 The private TRL names used are `_generate_and_score_completions`, `_generate`, `_calculate_rewards`,
 `_pending_extra_logs` and `_get_per_token_logps_and_entropies`, each listed with its reason in
-`lze_trl/common/coupling.py` and pinned by `tests/test_trl_coupling.py`.
+`lze_trl/common/coupling.py` and pinned by `tests/trainer/test_trl_coupling.py`.
 """
 
 from __future__ import annotations

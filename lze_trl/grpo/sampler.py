@@ -20,7 +20,8 @@ from ..method.run import DataPosition
 class LZERepeatSampler(RepeatSampler):
     """
     TRL's `RepeatSampler` (a subclass) on map-style datasets, resumable: the permutation of epoch `e` (from the
-    Trainer's `set_epoch`) is the one TRL's draws, as a function of `(seed, e)`; `tests/test_sampler.py` pins it.
+    Trainer's `set_epoch`) is the one TRL's draws, as a function of `(seed, e)`; `tests/trainer/test_sampler.py` pins
+    it.
 
     Args:
         num_samples, mini_repeat_count, batch_size, repeat_count, shuffle, seed:

@@ -2,7 +2,7 @@
 
 Every part of TRL's `_generate` result ([`GENERATED_PARTS`]) holds one entry per row (or is `None`), but
 `extra_fields` (a dict whose lists hold one entry per row) and `tool_images` (`[]` without tools), as
-`tests/test_trl_coupling.py` pins against the installed TRL.
+`tests/trainer/test_trl_coupling.py` pins against the installed TRL.
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ class ReloadWeightTransfer:
 
     The server must run with `VLLM_SERVER_DEV_MODE=1` (all four endpoints are vLLM development endpoints, as TRL's
     `/pause` is) and read `weights_dir` on the trainer's filesystem. Tested against `vllm serve` of vLLM's CPU build
-    0.31 (`tests/test_async_vllm.py`). With tied embeddings (SmolLM2's), vLLM's CPU backend keeps computing the LM head
-    from its packed copy of the embedding, which the reload leaves stale: serve the model untied
+    0.31 (`tests/with_vllm/test_async_vllm.py`). With tied embeddings (SmolLM2's), vLLM's CPU backend keeps computing
+    the LM head from its packed copy of the embedding, which the reload leaves stale: serve the model untied
     ([`untied_for_serving`]) and set `tied_lm_head`, so that each sync writes the LM head the trainer's embedding is.
 
     Cost per sync: a reference to every tensor the trainer sends, held until the file is written (no copy for CPU
