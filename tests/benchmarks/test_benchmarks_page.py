@@ -140,3 +140,14 @@ def test_requoting_a_report_restores_its_quoted_tables():
     row = next(line for line in text.splitlines() if line.startswith("| lze | 8 | "))  # the manipulation check's
     broken = text.replace(row, row.rsplit("|", 2)[0] + "| 0.999 |", 1)
     assert broken != text and requoted(broken, path) == text
+
+
+def test_the_benchmarks_index_names_every_study_script_and_results_folder():
+    # a reader finds each section's study from BENCHMARKS.md through benchmarks/README.md
+    index = (ROOT / "benchmarks" / "README.md").read_text()
+    skip = ("README.md", "results", "__init__.py", "__pycache__")
+    here = [p.name for p in (ROOT / "benchmarks").iterdir() if p.name not in skip]
+    results = [p.name for p in (ROOT / "benchmarks" / "results").iterdir() if p.is_dir()]
+    assert [n for n in here if f"`{n}" not in index] == []
+    folders = index[index.index("## benchmarks/results/") :]
+    assert [n for n in results if f"`{n}/`" not in folders] == []
