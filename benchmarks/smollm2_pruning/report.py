@@ -100,6 +100,47 @@ def manipulation(runs: dict) -> tuple[list[str], bool]:
     return out, valid
 
 
+KINDS = ("unsolved", "live", "solved")
+"""A group's kind by its pass rate: 0, strictly between 0 and 1, 1."""
+
+
+def kind(pass_rate: pd.Series) -> pd.Series:
+    return pd.Series(np.select([pass_rate <= 0.0, pass_rate >= 1.0], ["unsolved", "solved"], "live"), pass_rate.index)
+
+
+def transitions(record: dict[str, Any]) -> pd.Series:
+    """The later visits up to R counted by (the prompt's kind at its previous visit, its kind now)."""
+    log = pd.DataFrame(record["selection_log"])
+    budget_step = next((e["step"] for e in record["evaluations"] if "budget" in e["points"]), None)
+    if budget_step is not None:
+        log = log[log["step"] < budget_step]
+    log = log.sort_values(["batch"], kind="stable")
+    log["now"] = kind(log["pass_rate"])
+    log["before"] = log.groupby("prompt_key")["now"].shift()
+    return log.dropna(subset=["before"]).groupby(["before", "now"]).size()
+
+
+def transitions_section(runs: dict) -> list[str]:
+    """Descriptive: where the later visits' dead groups come from, per arm (all its seeds): a rule on the last visit
+    can skip a prompt that was dead (unsolved or solved) before, never one that was live and turns dead."""
+    rows = []
+    for arm, seeds in runs.items():
+        counts = pd.concat([transitions(r) for r in seeds.values()]).groupby(level=[0, 1]).sum()
+        visits = [pd.DataFrame(r["selection_log"]).groupby("prompt_key").size() for r in seeds.values()]
+        dead = [int(counts.get((a, b), 0)) for a in KINDS for b in ("unsolved", "solved")]
+        rows.append([f"`{arm}`", len(seeds), *dead,
+                     int(counts.sum()), f"{min(v.min() for v in visits)}-{max(v.max() for v in visits)}"])  # fmt: skip
+    headers = ["arm", "seeds", *(f"{a} -> {b}" for a in KINDS for b in ("unsolved", "solved")), "later visits",
+               "visits a prompt"]  # fmt: skip
+    return [
+        "## Where the later visits' dead groups come from (secondary, descriptive)\n",
+        "Each later visit up to R counted by the prompt's group at its previous visit and now (unsolved: pass rate 0, "
+        "solved: 1, live: between); the columns are the dead ones. Skipping a prompt the last visit saw dead removes "
+        "the first two kinds' rows, not a live prompt that turns dead.\n",
+        tabulate(rows, headers=headers, tablefmt="github") + "\n",
+    ]
+
+
 def paired(runs: dict, arm: str, other: str, point: str) -> pd.Series:
     seeds = sorted(set(runs.get(arm, {})) & set(runs.get(other, {})))
     values = {s: (accuracy(runs[arm][s], point), accuracy(runs[other][s], point)) for s in seeds}
@@ -193,7 +234,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     if not runs:
         return "\n".join([*head, "No run has finished yet.\n"])
     check, valid = manipulation(runs)
-    return "\n".join([*head, *check, *tests(runs, valid), *arms_section(runs)])
+    return "\n".join([*head, *check, *tests(runs, valid), *arms_section(runs), *transitions_section(runs)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,3 +70,16 @@ def test_the_manipulation_check_reads_the_dead_share_of_later_visits_and_voids_t
     pruned["selection_log"]["live"] = [False, True, False, False, True, True]  # later: 2 of 2 dead, as the control
     lines, valid = report.manipulation(runs)
     assert not valid and "1.000 against 1.000" in lines[2] and "test 1 is void" in lines[2]
+
+
+def test_the_transitions_count_each_later_visit_by_its_previous_and_present_kind():
+    from benchmarks.smollm2_pruning import report
+
+    keys, steps = [0, 1, 0, 1, 0, 1], [0, 0, 1, 1, 2, 30]  # the visit at step 30 comes after R (step 26): not read
+    run = record([[1], [1]], [True] * 6, keys, steps)
+    run["selection_log"]["pass_rate"] = [0.0, 0.5, 0.0, 1.0, 0.5, 1.0]
+    counts = report.transitions(run)
+    assert counts.to_dict() == {("unsolved", "unsolved"): 1, ("live", "solved"): 1, ("unsolved", "live"): 1}
+    lines = report.transitions_section({"grpo_small": {0: run}})
+    row = next(line for line in lines[2].splitlines() if "grpo_small" in line)
+    assert [c.strip() for c in row.strip("|").split("|")][2:] == ["1", "0", "0", "1", "0", "0", "3", "3-3"]
