@@ -7,7 +7,7 @@ import os
 import sys
 
 import pytest
-from testing_utils import TEST_PATHS  # noqa: E402
+from testing_utils import TEST_PATHS
 
 
 sys.path[:0] = [str(p) for p in TEST_PATHS[1:]]  # a test module imports one of another folder by name
@@ -16,14 +16,6 @@ sys.path[:0] = [str(p) for p in TEST_PATHS[1:]]  # a test module imports one of 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def pytest_configure(config):
-    """The suite asks for the commands' thread policy (one torch thread on a CPU of at most 2 cores): a trainer
-    leaves torch's threads as they are."""
-    from lze_trl.common.engines import apply_thread_policy
-
-    apply_thread_policy()
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from transformers import TrainerCallback
 from trl.trainer.utils import get_callable_name
 
 from ..common.coupling import checkpointing_renames_quiet
-from ..common.engines import warn_if_slow_bf16
+from ..common.engines import apply_thread_policy, warn_if_slow_bf16
 from ..common.state_owner import LZEStateOwner, SaveLZEState, StepClock
 from ..method.errors import LZEStateError, LZEWarning
 from ..method.guards import resolve_correctness_reward, warn_if_quota_below_two
@@ -212,6 +212,8 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
         if on_cpu:
             use_cpu_tree_attention()
         warn_if_slow_bf16(self)
+        if self.args.thread_policy:  # the setting's reason is in its docstring (LZESettings)
+            apply_thread_policy(self.accelerator.device.type)
         self.prompt_keys = PromptKeys(train_dataset)  # the whole example: every column reaches the reward functions
         main = self.accelerator.is_main_process
         warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731

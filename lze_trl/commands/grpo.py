@@ -39,7 +39,6 @@ from typing import Any
 
 from trl.scripts.grpo import GRPOScriptArguments
 
-from ..common.engines import apply_thread_policy
 from ..data import load_datasets
 from ..method.errors import LZEStateError, LZEWarning
 from ..plotting.callback import add_plot_callback
@@ -274,7 +273,6 @@ def train(script_args: LZEGRPOScriptArguments, training_args: Any, model_args: A
         )
     except ValueError as error:  # a setting or the data does not fit: say so, no traceback
         raise UsageError(str(error)) from error
-    apply_thread_policy(trainer.accelerator.device.type)  # one torch thread on a small CPU, as every command runs
     try:  # learning-zone histograms and plots in wandb/trackio, when either is a reporter and matplotlib is installed
         add_plot_callback(trainer)
     except ImportError as error:

@@ -75,17 +75,18 @@ def warn_if_slow_bf16(trainer: Any) -> str | None:
 
 
 SMALL_CPU_CORES = 2
-"""A CPU with at most this many cores runs the `lze-trl` commands on one thread unless `OMP_NUM_THREADS` says
-otherwise ([`thread_policy`])."""
+"""A CPU with at most this many cores runs lze-trl on one thread unless `OMP_NUM_THREADS` says otherwise
+([`thread_policy`])."""
 
 
 def thread_policy(device_type: str = "cpu") -> tuple[int | None, str]:
     """
-    The torch threads every `lze-trl` command runs on, and why (`None` off the CPU): `OMP_NUM_THREADS` when
-    it is set; else one thread on a CPU of at most `SMALL_CPU_CORES` cores, where torch's default (one thread per core)
-    competes with anything else the machine runs (the README's quick start beside one busy process: 9.1 s on one
-    thread, 12.3 and 12.9 s on two; SmolLM2-135M under load: 60 s a step on one thread, 122 s on two); else torch's
-    default. A trainer built in Python leaves torch's threads as they are: [`apply_thread_policy`] applies this policy.
+    The torch threads every lze-trl command and trainer runs on (the trainers' `thread_policy`, on by default), and
+    why (`None` off the CPU): `OMP_NUM_THREADS` when it is set; else one thread on a CPU of at most `SMALL_CPU_CORES`
+    cores, where torch's default (one thread per core) competes with anything else the machine runs (the README's
+    quick start beside one busy process: 9.1 s on one thread, 12.3 and 12.9 s on two, on an earlier machine; 8.6 s and
+    89 s on this one, 2026-12-02; SmolLM2-135M under load: 60 s a step on one thread, 122 s on two); else torch's
+    default.
     """
     cores = os.cpu_count() or 1
     if device_type != "cpu":

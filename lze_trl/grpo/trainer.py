@@ -21,7 +21,7 @@ from datasets import IterableDataset
 from trl import GRPOConfig, GRPOTrainer
 
 from ..common.coupling import PRIVATE_NAMES, check_trl, checkpointing_renames_quiet
-from ..common.engines import warn_if_not_sharded, warn_if_slow_bf16
+from ..common.engines import apply_thread_policy, warn_if_not_sharded, warn_if_slow_bf16
 from ..common.state_owner import LZEStateOwner, SaveLZEState, StepClock
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from ..method.errors import LZEStateError, LZEWarning
@@ -139,6 +139,8 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         self.add_callback(StepClock(self))
         warn_if_not_sharded(self)
         warn_if_slow_bf16(self)
+        if self.args.thread_policy:  # the setting's reason is in its docstring (LZESettings)
+            apply_thread_policy(self.accelerator.device.type)
 
     # ----------------------------------------------------------------------------------------------- data
     def _get_train_sampler(self, dataset=None):

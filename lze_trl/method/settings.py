@@ -163,6 +163,12 @@ class LZESettings:
             missing or corrupt, or recorded on another train dataset): `"strict"` raises an error naming the cause, so
             per-prompt pass rates are never lost silently nor mapped onto other prompts; `"fresh"` resumes with a fresh
             LZE state after a warning. Where the state decides nothing (`selector="none"`, no pruning) it only warns.
+        thread_policy (`bool`, *optional*, defaults to `True`):
+            On a CPU of at most 2 cores, run torch on one thread unless `OMP_NUM_THREADS` is set (logged when the
+            trainer changes them; larger CPUs and GPUs keep torch's default). Why on by default: torch's default of
+            one thread per core competes with anything else the machine runs; the README's quick start beside one
+            busy process took 8.6 s on one thread and 89 s on torch's two (2026-12-02). `False` leaves torch's
+            threads as they are.
     """
 
     selector: str = "lze"
@@ -192,6 +198,7 @@ class LZESettings:
     fuse_rounds: bool | None = None
     selection_log_max_rows: int = 100_000
     resume_lze_state: str = field(default="strict", metadata={"choices": list(RESUME_MODES)})
+    thread_policy: bool = True
 
 
 LZE_FIELDS = tuple(f.name for f in fields(LZESettings))

@@ -33,6 +33,7 @@ def validate_lze_args(args: LZESettings) -> None:
             "prompt; set num_generations >= 2 (the paper uses 8)."
         )
     _check(isinstance(args.shadow, bool), "shadow", args.shadow, "use True (measure, train as GRPO) or False.")
+    _check(isinstance(args.thread_policy, bool), "thread_policy", args.thread_policy, "use True or False.")
     if args.shadow and (args.generation_rounds is not None or prunes(args)):
         setting = "generation_rounds" if args.generation_rounds is not None else (
             "prune_solved" if args.prune_solved else "prune_unsolved")  # fmt: skip

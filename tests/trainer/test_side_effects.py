@@ -1,7 +1,7 @@
 """No side effect a user did not ask for (issue #73): importing the trainers and building their configs leave
 `warnings.filters` as they were; the FutureWarnings TRL's own calls raise on transformers' renamed gradient
-checkpointing are silenced only around those calls; building a trainer leaves torch's threads alone
-(tests/trainer/test_trainer.py)."""
+checkpointing are silenced only around those calls; the thread policy is a setting (`thread_policy`, its default
+and reason stated: tests/trainer/test_trainer.py)."""
 
 from __future__ import annotations
 

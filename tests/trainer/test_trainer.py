@@ -244,15 +244,18 @@ def test_skipped_update_keeps_the_generation_pace(tmp_path):
     assert trainer._step == 4
 
 
-def test_a_trainer_leaves_torchs_threads_as_the_user_set_them(tmp_path, monkeypatch):
-    # the thread policy is the commands' (lze-trl grpo, demo), not a side effect of building a trainer
+def test_a_trainer_runs_a_small_cpu_on_one_thread_unless_told_not_to(tmp_path, monkeypatch):
+    # thread_policy (a setting, on by default with its reason stated) applies the commands' policy; False leaves
+    # torch's threads as the user set them
     before = torch.get_num_threads()
     try:
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
         monkeypatch.setattr("os.cpu_count", lambda: 2)
         torch.set_num_threads(2)
-        make_trainer(tmp_path / "small")
+        make_trainer(tmp_path / "off", thread_policy=False)
         assert torch.get_num_threads() == 2
+        make_trainer(tmp_path / "on")
+        assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
 
