@@ -60,13 +60,18 @@ def accuracy(record: dict[str, Any], point: str) -> float | None:
     return None
 
 
-def later_visits(record: dict[str, Any]) -> pd.DataFrame:
-    """The selection log's groups up to R on visits after each prompt's first, with whether each was dead."""
+def log_to_budget(record: dict[str, Any]) -> pd.DataFrame:
+    """The selection log's groups up to R, in the order they were generated."""
     log = pd.DataFrame(record["selection_log"])
     budget_step = next((e["step"] for e in record["evaluations"] if "budget" in e["points"]), None)
     if budget_step is not None:
         log = log[log["step"] < budget_step]
-    log = log.sort_values(["batch"], kind="stable")
+    return log.sort_values(["batch"], kind="stable")
+
+
+def later_visits(record: dict[str, Any]) -> pd.DataFrame:
+    """The selection log's groups up to R on visits after each prompt's first, with whether each was dead."""
+    log = log_to_budget(record)
     log["visit"] = log.groupby("prompt_key").cumcount()
     return log[log["visit"] > 0]
 
@@ -110,11 +115,7 @@ def kind(pass_rate: pd.Series) -> pd.Series:
 
 def transitions(record: dict[str, Any]) -> pd.Series:
     """The later visits up to R counted by (the prompt's kind at its previous visit, its kind now)."""
-    log = pd.DataFrame(record["selection_log"])
-    budget_step = next((e["step"] for e in record["evaluations"] if "budget" in e["points"]), None)
-    if budget_step is not None:
-        log = log[log["step"] < budget_step]
-    log = log.sort_values(["batch"], kind="stable")
+    log = log_to_budget(record)
     log["now"] = kind(log["pass_rate"])
     log["before"] = log.groupby("prompt_key")["now"].shift()
     return log.dropna(subset=["before"]).groupby(["before", "now"]).size()
