@@ -148,9 +148,9 @@ def paired(runs: dict, arm: str, other: str, point: str) -> pd.Series:
     return pd.Series({s: a - b for s, (a, b) in values.items() if a is not None and b is not None}, dtype=float)
 
 
-def pooled_sd(runs: dict) -> float:
-    """The error SD of test accuracy at R over the pilot's arms, the seed as a block (arm x seed ANOVA's residual)."""
-    rows = [{"arm": arm, "seed": s, "y": accuracy(r, "budget")} for arm in PILOT for s, r in runs.get(arm, {}).items()]
+def pooled_error_sd(rows: list[dict[str, Any]]) -> float:
+    """The error SD of `y` over `rows` (`arm`, `seed`, `y`; `y` `None` where missing), the seed as a block (arm x seed
+    ANOVA's residual); NaN with too few rows to fit it."""
     frame = pd.DataFrame([r for r in rows if r["y"] is not None])
     if len(frame) < 4 or frame["seed"].nunique() < 2 or frame["arm"].nunique() < 2:
         return math.nan
@@ -158,11 +158,21 @@ def pooled_sd(runs: dict) -> float:
     return float(np.sqrt(fit.scale)) if fit.df_resid > 0 else math.nan
 
 
-def tests(runs: dict, valid: bool) -> list[str]:
-    out = ["## The declared tests\n"]
+def pooled_sd(runs: dict) -> float:
+    """The error SD of test accuracy at R over the pilot's arms, the seed as a block."""
+    return pooled_error_sd([{"arm": arm, "seed": s, "y": accuracy(r, "budget")}
+                            for arm in PILOT for s, r in runs.get(arm, {}).items()])  # fmt: skip
+
+
+TEST_HEADERS = ["comparison", "at", "seeds", "mean [95% t interval]", "test", "p", "verdict (Holm)"]
+
+
+def declared_rows(declared: list[tuple], differences: list[pd.Series], valid: bool) -> list[list[Any]]:
+    """The declared tests' table rows (`TEST_HEADERS`) from their paired differences: a two-sided t-test where the
+    margin is `None`, else a one-sided non-inferiority test at the margin, Holm over those that stand at `ALPHA`; a
+    two-sided test is void when the manipulation check failed (`valid` false)."""
     rows, p_values, names = [], [], []
-    for arm, other, point, name, margin in TESTS:
-        d = paired(runs, arm, other, point)
+    for (arm, other, point, name, margin), d in zip(declared, differences):
         if len(d) >= 2 and d.std(ddof=1) > 0:
             if margin is None:
                 p = float(stats.ttest_1samp(d, 0.0).pvalue)
@@ -176,13 +186,17 @@ def tests(runs: dict, valid: bool) -> list[str]:
             p_values.append(p)
             names.append(name)
     verdict = dict(zip(names, multipletests(p_values, alpha=ALPHA, method="holm")[0])) if p_values else {}
-    for row, (_, _, _, name, margin) in zip(rows, TESTS):
+    for row, (_, _, _, name, margin) in zip(rows, declared):
         if name not in verdict:
             row.append("void (manipulation check)" if margin is None and not valid else "too few seeds")
         else:
             row.append(("non-inferior" if margin else "differs") if verdict[name] else "not shown")
-    headers = ["comparison", "at", "seeds", "mean [95% t interval]", "test", "p", "verdict (Holm)"]
-    out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
+    return rows
+
+
+def tests(runs: dict, valid: bool) -> list[str]:
+    rows = declared_rows(TESTS, [paired(runs, arm, other, point) for arm, other, point, _, _ in TESTS], valid)
+    out = ["## The declared tests\n", tabulate(rows, headers=TEST_HEADERS, tablefmt="github") + "\n"]
     sd = pooled_sd(runs)
     if not math.isnan(sd):
         effect = SMALLEST / (sd * math.sqrt(2))
