@@ -50,6 +50,8 @@ or `None` for a two-sided test)."""
 TESTED = ["grpo_prune_small", "grpo_small", "grpo"]
 """The arms of the declared tests, whose error SD (pooled, the seed as a block) gives the power."""
 POWER, SMALLEST = 0.8, 0.015
+PLANNED_PAIRED_SD = 0.0109
+"""The paired SD the protocol planned the seeds with (the largest of sections 1-3's)."""
 DEAD_RATIO_NEEDED = 0.5
 """The manipulation check: the pruned small arm's dead share after first visits at most this share of the control's."""
 GENERATION_SHARE = 0.8
@@ -148,11 +150,14 @@ def tests(runs: dict, valid: bool) -> list[str]:
         power = TTestPower()
         effect = power.solve_power(nobs=n, alpha=ALPHA / 2, power=POWER, alternative="two-sided")
         detectable = effect * sd * math.sqrt(2)
-        out.append(
-            f"Power: the error SD pooled over {', '.join(TESTED)} with the seed as a block is {sd:.4f} (a paired "
-            f"difference's {sd * math.sqrt(2):.4f}; the protocol planned for 0.0109); with {n} seeds test 1 detects "
-            f"{detectable:.4f} with 80% power at the first Holm level (the protocol's target: {SMALLEST}).\n"
-        )
+        row = [f"{sd:.4f}", f"{sd * math.sqrt(2):.4f}", f"{PLANNED_PAIRED_SD}", n, f"{detectable:.4f}", f"{SMALLEST}"]
+        headers = ["error SD (arm x seed)", "a paired difference's SD", "planned paired SD", "seeds",
+                   "test 1 detects (80% power, first Holm level)", "the protocol's target"]  # fmt: skip
+        out += [
+            f"Power: the error SD pooled over {', '.join(TESTED)} with the seed as a block, against the paired SD the "
+            "protocol planned for.\n",
+            tabulate([row], headers=headers, tablefmt="github", disable_numparse=True) + "\n",
+        ]
     return out
 
 
