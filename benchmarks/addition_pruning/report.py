@@ -14,6 +14,7 @@ import gzip
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,10 @@ GENERATION_SHARE = 0.8
 SIDES = ("solved", "unsolved")
 
 
-def load_runs(results: Path) -> dict[str, dict[int, dict[str, Any]]]:
+def load_runs(results: Path, arms: dict[str, Any] = ARMS) -> dict[str, dict[int, dict[str, Any]]]:
+    """The finished runs under `results/runs/`, by arm (in the order of `arms`) and seed."""
     runs: dict[str, dict[int, dict[str, Any]]] = {}
-    for arm in ARMS:
+    for arm in arms:
         for path in sorted((results / "runs" / arm).glob("seed_*.json.gz")):
             with gzip.open(path, "rt") as f:
                 runs.setdefault(arm, {})[int(path.name.split(".")[0].split("_")[1])] = json.load(f)
@@ -234,17 +236,27 @@ def figure(runs: dict, results: Path) -> list[str]:
     return ["![test accuracy against generated rollouts](accuracy_vs_rollouts.png)\n"]
 
 
-def build(results: Path = RESULTS, figures: bool = False) -> str:
-    runs = load_runs(results)
-    head = ["# Addition pruning study: report\n", "Rebuilt by `python benchmarks/addition_pruning/report.py` from "
-            "`runs/`; the protocol is `protocol.md` beside it.\n"]  # fmt: skip
+def assemble(title: str, script: str, runs: dict, results: Path, figures: bool,
+             sections: Callable[[dict], list[str]]) -> str:  # fmt: skip
+    """A pruning study's report: its title, the command that rebuilds it, `sections(runs)` and the figure (drawn when
+    `figures`)."""
+    head = [f"# {title}: report\n", f"Rebuilt by `python {script}` from `runs/`; the protocol is `protocol.md` "
+            "beside it.\n"]  # fmt: skip
     if not runs:
         return "\n".join([*head, "No run has finished yet.\n"])
-    check, valid = manipulation(runs)
-    body = [*check, *tests(runs, valid), *arms_section(runs), *transitions_section(runs)]
     picture = figure(runs, results) if figures else ["![test accuracy against generated rollouts]"
                                                      "(accuracy_vs_rollouts.png)\n"]  # fmt: skip
-    return "\n".join([*head, *body, *picture])
+    return "\n".join([*head, *sections(runs), *picture])
+
+
+def sections(runs: dict) -> list[str]:
+    check, valid = manipulation(runs)
+    return [*check, *tests(runs, valid), *arms_section(runs), *transitions_section(runs)]
+
+
+def build(results: Path = RESULTS, figures: bool = False) -> str:
+    script = "benchmarks/addition_pruning/report.py"
+    return assemble("Addition pruning study", script, load_runs(results), results, figures, sections)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,22 +54,23 @@ SELECTION_LOG = ("step", "batch", "prompt_key", "pass_rate", "live")
 """The selection log's columns a record keeps: every generated group, with its prompt key."""
 
 
-def steps(arm: str) -> int:
+def steps(arm: str, arms: dict[str, dict[str, Any]] = ARMS) -> int:
     """The arm's optimizer steps: `equal_steps` at B, as many as reach `rollout_budget` at B'."""
-    prompts = ARMS[arm].get("prompts_per_step", PROTOCOL["prompts_per_step"])
+    prompts = arms[arm].get("prompts_per_step", PROTOCOL["prompts_per_step"])
     return max(PROTOCOL["equal_steps"], -(-PROTOCOL["rollout_budget"] // (prompts * PROTOCOL["num_generations"])))
 
 
-def config(arm: str, seed: int, **overrides: Any):
-    """The arm's [`DemoConfig`]: the regime's, the protocol's batch, the arm's settings as its one method."""
+def config(arm: str, seed: int, arms: dict[str, dict[str, Any]] = ARMS, **overrides: Any):
+    """The arm's [`DemoConfig`] (`arms`: the study's arms): the regime's, the protocol's batch, the arm's settings as
+    its one method."""
     from benchmarks.adaptive.regimes import demo_config
     from lze_trl.demo import MethodSpec
 
-    settings = dict(ARMS[arm])
+    settings = dict(arms[arm])
     prompts = settings.pop("prompts_per_step", PROTOCOL["prompts_per_step"])
     values: dict[str, Any] = dict(
         seed=seed,
-        steps=steps(arm),
+        steps=steps(arm, arms),
         prompts_per_step=prompts,
         num_generations=PROTOCOL["num_generations"],
         eval_steps=PROTOCOL["eval_steps"],
@@ -95,13 +96,13 @@ def evaluations(curve: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def train(arm: str, seed: int, **overrides: Any) -> dict[str, Any]:
-    """One run of `arm` (`overrides`: [`DemoConfig`] fields, for smoke runs); its record."""
+def train(arm: str, seed: int, arms: dict[str, dict[str, Any]] = ARMS, **overrides: Any) -> dict[str, Any]:
+    """One run of `arm` of `arms` (`overrides`: [`DemoConfig`] fields, for smoke runs); its record."""
     from lze_trl.demo import run_method
     from lze_trl.demo.comparison import to_jsonable
     from lze_trl.demo.training import prepare
 
-    cfg = config(arm, seed, **overrides)
+    cfg = config(arm, seed, arms, **overrides)
     model, tokenizer, splits, _ = prepare(cfg)
     with tempfile.TemporaryDirectory() as out:
         run = run_method(cfg, cfg.methods[0], model, tokenizer, splits, out)
@@ -109,7 +110,7 @@ def train(arm: str, seed: int, **overrides: Any) -> dict[str, Any]:
     return to_jsonable({
         "arm": arm,
         "seed": seed,
-        "settings": ARMS[arm],
+        "settings": arms[arm],
         "protocol": PROTOCOL,
         "evaluations": evaluations(run["curve"]),
         "steps": run["steps"],
@@ -138,14 +139,21 @@ def jobs(seeds: int, arms: list[str], results: Path) -> list[tuple[str, int]]:
     return [(arm, s) for s in range(seeds) for arm in arms if not path(results, arm, s).exists()]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(
+    argv: list[str] | None = None,
+    arms: dict[str, dict[str, Any]] = ARMS,
+    results: Path = RESULTS,
+    seeds: int = 8,
+    description: str = __doc__.split("\n\n")[0],
+) -> int:
+    """The command line of a study of this harness: its `arms`, its `results` folder, its protocol's `seeds`."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("what", choices=["jobs", "train"])
-    parser.add_argument("arm", nargs="?", choices=list(ARMS))
+    parser.add_argument("arm", nargs="?", choices=list(arms))
     parser.add_argument("seed", nargs="?", type=int)
-    parser.add_argument("--seeds", type=int, default=8, help="jobs: seeds 0..N-1")
-    parser.add_argument("--arms", default=",".join(ARMS), help="jobs: the arms, comma-separated")
-    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--seeds", type=int, default=seeds, help="jobs: seeds 0..N-1")
+    parser.add_argument("--arms", default=",".join(arms), help="jobs: the arms, comma-separated")
+    parser.add_argument("--results", type=Path, default=results)
     args = parser.parse_args(argv)
     if args.what == "jobs":
         for arm, seed in jobs(args.seeds, args.arms.split(","), args.results):
@@ -155,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("train needs an ARM and a SEED")
     target = path(args.results, args.arm, args.seed)
     if not target.exists():
-        write(target, train(args.arm, args.seed))
+        write(target, train(args.arm, args.seed, arms))
     return 0
 
 
