@@ -83,3 +83,17 @@ def test_a_folder_without_a_run_state_is_refused_with_the_fix(tmp_path, capsys):
     assert "no trainer_state.json" in capsys.readouterr().out
     assert advise.main([str(tmp_path), "--generation_share", "1.5"]) == 2
     assert "--generation_share=1.5 is invalid" in capsys.readouterr().out
+
+
+def test_pruning_is_judged_side_by_side():
+    # the addition task's shape (BENCHMARKS.md section 14): the solved side predicts badly, the unsolved side well
+    line = advise.pruning_line({"solved": (100, 62), "unsolved": (300, 48)}, share=0.3)
+    assert "precision 0.38" in line and "precision 0.84" in line and "1 - 110/400 = 0.72" in line
+    assert "worth trying on the unsolved side (prune_unsolved=True: it would skip 0.23 of the groups)" in line
+    assert "prune_solved=True" not in line
+    # a good side that would skip too little, and a side never predicted
+    assert "little to gain" in advise.pruning_line({"solved": (100, 62), "unsolved": (30, 2)}, share=0.1)
+    line = advise.pruning_line({"solved": (0, 0), "unsolved": (10, 1)}, share=0.25)
+    assert "precision n/a" in line and "prune_unsolved=True: it would skip 0.25" in line
+    both = advise.pruning_line({"solved": (100, 5), "unsolved": (100, 5)}, share=0.4)
+    assert "the solved side and the unsolved side (prune_solved=True, prune_unsolved=True" in both
