@@ -73,15 +73,29 @@ def later_shares(seeds: dict[int, dict[str, Any]]) -> tuple[float, float, float]
     )
 
 
+CLOCK = ("seconds", "step_time")
+"""The recorded fields that are clock readings (names ending so): they differ between any two runs."""
+
+
+def unclocked(value: Any) -> Any:
+    """`value` without the clock readings of its dicts, at any depth."""
+    if isinstance(value, dict):
+        return {k: unclocked(v) for k, v in value.items() if not k.endswith(CLOCK)}
+    if isinstance(value, list):
+        return [unclocked(v) for v in value]
+    return value
+
+
 def reproduced(runs: dict, addition: Path = ADDITION) -> str:
-    """Whether this study's `grpo` runs equal the addition study's of the same seeds (its evaluations, selection log
-    and logged steps), the check that the harness and the package did not change what GRPO does."""
+    """Whether this study's `grpo` runs equal the addition study's of the same seeds (evaluations, selection log and
+    every logged step, but the clock readings), the check that the harness and the package did not change GRPO."""
     earlier = load_runs(addition, {"grpo": None}).get("grpo", {})
     seeds = sorted(set(earlier) & set(runs.get("grpo", {})))
     fields = ("evaluations", "selection_log", "steps")
-    same = [s for s in seeds if all(runs["grpo"][s][f] == earlier[s][f] for f in fields)]
+    same = [s for s in seeds if all(unclocked(runs["grpo"][s][f]) == unclocked(earlier[s][f]) for f in fields)]
     return (f"`grpo` seeds {seeds[0]}-{seeds[-1]}: {len(same)} of {len(seeds)} equal the addition study's runs of "
-            "the same seeds (evaluations, selection log and every logged step).") if seeds else ""  # fmt: skip
+            "the same seeds (evaluations, selection log and every logged step, but the clock readings: "
+            "`*seconds`, `step_time`).") if seeds else ""  # fmt: skip
 
 
 def manipulation(runs: dict) -> tuple[list[str], bool]:

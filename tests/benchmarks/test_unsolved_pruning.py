@@ -99,6 +99,8 @@ def test_the_reproduction_of_the_addition_study_s_grpo_runs_is_checked(tmp_path)
     for s, r in earlier.items():
         harness.write(harness.path(tmp_path, "grpo", s), r)
     runs = {"grpo": copy.deepcopy(earlier)}
+    runs["grpo"][0]["steps"][3]["lze/step_seconds"] = 9.5  # a clock reading differs between any two runs
+    runs["grpo"][0]["evaluations"][0]["train_seconds"] = 1.5
     assert "seeds 0-1: 2 of 2 equal" in report.reproduced(runs, tmp_path)
     runs["grpo"][1]["selection_log"]["pass_rate"][5] = 0.125
     assert "seeds 0-1: 1 of 2 equal" in report.reproduced(runs, tmp_path)
