@@ -177,9 +177,45 @@ def arms_section(runs: dict) -> list[str]:
     ]
 
 
+def explored_shares(record: dict[str, Any]) -> list[float]:
+    """The share of the unsolved side's prune pool each epoch's plan rolled out again (explored), in order: a new plan
+    is a change of the pair (skipped, explored) the steps log."""
+    out, previous = [], None
+    for step in record["steps"]:
+        pair = (step.get("lze/skipped_prompts_unsolved", 0.0), step.get("lze/revisited_prompts_unsolved", 0.0))
+        if pair != previous and sum(pair) > 0:
+            out.append(pair[1] / sum(pair))
+        previous = pair
+    return out
+
+
+def exploration_section(runs: dict, addition: Path = ADDITION) -> list[str]:
+    """Descriptive: how much of the unsolved side's pool each epoch explored, in this study's pruned arm and in the
+    addition study's (both sides pruned there, the unsolved side's target two thirds of this one's)."""
+    arms = {"grpo_prune_unsolved": runs.get("grpo_prune_unsolved", {}),
+            **{f"{arm} (addition study)": seeds for arm, seeds in load_runs(
+                addition, {"grpo_prune": None, "grpo_prune_small": None}).items()}}  # fmt: skip
+    rows = []
+    for arm, seeds in arms.items():
+        shares = np.array([x for r in seeds.values() for x in explored_shares(r)])
+        if not len(shares):
+            continue
+        first = explored_shares(seeds[min(seeds)])
+        rows.append([f"`{arm}`", len(seeds), len(shares), f"{np.median(shares):.3f}", f"{(shares >= 0.5).mean():.2f}",
+                     f"{(shares <= 0.1).mean():.2f}", ", ".join(f"{x:.2f}" for x in first)])  # fmt: skip
+    headers = ["arm", "seeds", "epoch plans", "explored share of the pool (median)", "plans exploring at least half",
+               "plans exploring at most a tenth", "the first seed's plans, in order"]  # fmt: skip
+    return [
+        "## The exploration, epoch by epoch (secondary, descriptive)\n",
+        "The adaptive exploration probability moves after every generation batch, but the pool is explored when an "
+        "epoch is planned: the share of the unsolved side's pool each plan rolled out again.\n",
+        tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n",
+    ]
+
+
 def sections(runs: dict) -> list[str]:
     check, valid = manipulation(runs)
-    return [*check, *tests(runs, valid), *arms_section(runs), *transitions_section(runs)]
+    return [*check, *tests(runs, valid), *arms_section(runs), *exploration_section(runs), *transitions_section(runs)]
 
 
 def build(results: Path = RESULTS, figures: bool = False) -> str:

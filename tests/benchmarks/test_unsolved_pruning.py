@@ -108,3 +108,9 @@ def test_the_reproduction_of_the_addition_study_s_grpo_runs_is_checked(tmp_path)
 
 def test_the_committed_report_rebuilds_from_the_committed_runs():
     assert report.main(["--check"]) == 0
+
+
+def test_each_epoch_plan_s_explored_share_is_read_from_the_logged_steps():
+    pairs = [(0, 0), (0, 0), (90, 10), (90, 10), (5, 95), (5, 95), (5, 95), (80, 20)]
+    steps = [{"lze/skipped_prompts_unsolved": a, "lze/revisited_prompts_unsolved": b} for a, b in pairs]
+    assert report.explored_shares({"steps": steps}) == [0.1, 0.95, 0.2]
