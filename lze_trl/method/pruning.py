@@ -38,12 +38,17 @@ class PromptPruner:
     epoch's explored prompts (`revisited_keys`) by `exploration`:
 
     - `"replay"` (the paper's): `revisit_fraction` of each side's pool (at least one prompt) is drawn each epoch.
-    - `"adaptive"` (GRESO's rule): each pooled prompt is rolled out with probability `max(p ** depth, 0.01)`, `depth`
-      its streak beyond the side's threshold plus one, `p` the side's exploration probability. After every recorded
-      generation batch ([`~PromptPruner.observe`]) `p` moves by `exploration_step` toward the side's target dead share
-      (down when the share of the batch's groups dead on that side is at or above it, up otherwise; within [0.05,
-      0.95], from 0.5). The targets are `target_dead_frac` split as GRESO splits it, a third to the solved side and two
-      thirds to the unsolved side where both are pruned, whole where one is.
+    - `"adaptive"` (GRESO's rule, adapted when it acts): each pooled prompt is rolled out with probability
+      `max(p ** depth, 0.01)`, `depth` its streak beyond the side's threshold plus one, `p` the side's exploration
+      probability (from 0.5, within [0.05, 0.95]). `p` acts once an epoch, when the epoch is planned, so it adapts
+      then, from the groups recorded ([`~PromptPruner.observe`]) since the last plan: `p <- p * target / share`, the
+      side's target dead share over the share of those groups dead on that side (a side whose last plan pooled no
+      prompt keeps its `p`). With a dead share `f` that exploration does not cause, the share is about `f + c p` and
+      the map has its fixed point where the share meets the target, approached without overshoot (slope `f / target`);
+      where `f` alone exceeds the target, `p` settles at 0.05. GRESO moves `p` by a fixed step after every batch,
+      which swings across its whole range within an epoch of tens of batches (BENCHMARKS.md section 14). The targets
+      are `target_dead_frac` split as GRESO splits it, a third to the solved side and two thirds to the unsolved side
+      where both are pruned, whole where one is.
 
     A prompt never observed is always rolled out. Every decision is a function of the per-prompt table, of the
     pruner's state and of `(seed, epoch)`: the same on every process and on resume.
@@ -61,8 +66,6 @@ class PromptPruner:
             One of [`EXPLORATIONS`].
         target_dead_frac (`float`, *optional*, defaults to `0.25`):
             `"adaptive"`'s target share of dead groups among the generated ones (GRESO's), in [0, 1].
-        exploration_step (`float`, *optional*, defaults to `0.01`):
-            `"adaptive"`'s change of `p` after each generation batch (GRESO's per step), in [0, 1].
 
     Attributes:
         revisited_keys (`np.ndarray`):
@@ -73,6 +76,8 @@ class PromptPruner:
             Per side, over the run: revisited groups scored, and those of them that were live (not dead).
         keep_probability (`np.ndarray`):
             `"adaptive"`'s `p`, per side.
+        window_dead, window_scored (`np.ndarray`):
+            Since the last plan: the recorded groups dead on each side, and those scored (`"adaptive"`'s next share).
     """
 
     def __init__(
@@ -83,15 +88,14 @@ class PromptPruner:
         unsolved_after: int | None = None,
         exploration: str = "replay",
         target_dead_frac: float = 0.25,
-        exploration_step: float = 0.01,
     ) -> None:
         thresholds = [a for a in (solved_after, unsolved_after) if a is not None]
-        fractions = (revisit_fraction, target_dead_frac, exploration_step)
+        fractions = (revisit_fraction, target_dead_frac)
         if not thresholds or any(a < 1 for a in thresholds) or not all(0.0 <= f <= 1.0 for f in fractions):
             # a public class: checked here too, not only by LZEGRPOConfig (0 would prune every prompt)
             raise ValueError(
-                "PromptPruner needs solved_after or unsolved_after >= 1 (the other may be None) and revisit_fraction, "
-                f"target_dead_frac and exploration_step in [0, 1]; got solved_after={solved_after}, "
+                "PromptPruner needs solved_after or unsolved_after >= 1 (the other may be None) and revisit_fraction "
+                f"and target_dead_frac in [0, 1]; got solved_after={solved_after}, "
                 f"unsolved_after={unsolved_after}, {fractions}."
             )
         if exploration not in EXPLORATIONS:
@@ -100,7 +104,6 @@ class PromptPruner:
         self.revisit_fraction = revisit_fraction
         self.seed = seed
         self.exploration = exploration
-        self.exploration_step = exploration_step
         both = len(thresholds) == 2
         self.targets = np.array([target_dead_frac / 3 if both else target_dead_frac, 2 * target_dead_frac / 3 if both
                                  else target_dead_frac])  # fmt: skip
@@ -112,6 +115,8 @@ class PromptPruner:
         self.revisits_scored = np.zeros(2, dtype=np.int64)
         self.revisits_live = np.zeros(2, dtype=np.int64)
         self.keep_probability = np.full(2, KEEP_PROBABILITY_START)
+        self.window_dead = np.zeros(2, dtype=np.int64)
+        self.window_scored = np.zeros(1, dtype=np.int64)
 
     @property
     def sides(self) -> tuple[str, ...]:
@@ -148,6 +153,8 @@ class PromptPruner:
         pool, where = np.unique(keys[side >= 0], return_index=True)
         pool_side, pool_depth = side[side >= 0][where], depth[side >= 0][where]
         rng = np.random.default_rng([self.seed, epoch])
+        if self.exploration == "adaptive":
+            self._adapt()
         if self.exploration == "replay":
             chosen = np.zeros(len(pool), dtype=bool)
             for s in range(2):
@@ -164,9 +171,20 @@ class PromptPruner:
         self.pending_sides = np.concatenate([self.pending_sides, self.revisited_sides])
         return order[(side < 0) | np.isin(keys, self.revisited_keys)]
 
+    def _adapt(self) -> None:
+        """`"adaptive"`'s move of `p`, per pruned side whose last plan pooled prompts, from the groups recorded since
+        that plan; the window then starts again."""
+        pooled = (self.skipped + np.bincount(self.revisited_sides, minlength=2)) > 0
+        acts = pooled & np.array([a is not None for a in self.after]) & (self.window_scored[0] > 0)
+        share = self.window_dead / max(int(self.window_scored[0]), 1)
+        with np.errstate(divide="ignore"):
+            moved = self.keep_probability * np.where(share > 0, self.targets / share, np.inf)
+        self.keep_probability = np.where(acts, np.clip(moved, *KEEP_PROBABILITY_RANGE), self.keep_probability)
+        self.window_dead[:], self.window_scored[:] = 0, 0
+
     def observe(self, keys: np.ndarray, pass_rates: np.ndarray) -> None:
         """Takes a recorded generation batch (all its groups: prompt keys and pass rates, NaN where unscorable): counts
-        the revisits it scored and which were live, and adapts `"adaptive"`'s exploration probabilities."""
+        the revisits it scored and which were live, and the groups dead on each side for `"adaptive"`'s next move."""
         keys, p = np.asarray(keys, dtype=np.int64), np.asarray(pass_rates, dtype=np.float64)
         scored = np.isfinite(p)
         dead = np.stack([scored & (p >= 1), scored & (p <= 0)])
@@ -177,13 +195,8 @@ class PromptPruner:
             self.revisits_scored += np.bincount(sides, minlength=2)
             self.revisits_live += np.bincount(sides[np.isin(self.pending_keys[hit], live_keys)], minlength=2)
             self.pending_keys, self.pending_sides = self.pending_keys[~hit], self.pending_sides[~hit]
-        if self.exploration == "adaptive" and scored.any():
-            share = dead.sum(axis=1) / scored.sum()
-            step = np.where(share >= self.targets, -self.exploration_step, self.exploration_step)
-            pruned_side = np.array([a is not None for a in self.after])
-            low, high = KEEP_PROBABILITY_RANGE
-            self.keep_probability = np.where(pruned_side, np.clip(self.keep_probability + step, low, high),
-                                             self.keep_probability)  # fmt: skip
+        self.window_dead += dead.sum(axis=1)
+        self.window_scored += int(scored.sum())
 
     def metrics(self, state: PromptState) -> dict[str, float]:
         """The pruner's `lze/` metrics: the pools, the current epoch's skipped and revisited prompts per side, and over
@@ -205,7 +218,7 @@ class PromptPruner:
 
     def state_dict(self) -> dict[str, np.ndarray]:
         names = ("revisited_keys", "revisited_sides", "pending_keys", "pending_sides", "skipped", "revisits_scored",
-                 "revisits_live", "keep_probability")  # fmt: skip
+                 "revisits_live", "keep_probability", "window_dead", "window_scored")  # fmt: skip
         return {name: getattr(self, name).copy() for name in names}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:

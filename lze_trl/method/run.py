@@ -65,7 +65,6 @@ def make_pruner(args: LZESettings) -> PromptPruner:
         unsolved_after=args.prune_unsolved_after if args.prune_unsolved else None,
         exploration=args.prune_exploration,
         target_dead_frac=args.prune_target_dead_frac,
-        exploration_step=args.prune_exploration_step,
     )
 
 

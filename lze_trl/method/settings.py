@@ -95,17 +95,15 @@ class LZESettings:
         prune_exploration (`str`, *optional*, defaults to `"replay"`):
             How pruned prompts are rolled out again: `"replay"` (the paper's: `prune_revisit_fraction` of each side's
             pool each epoch) or `"adaptive"` (GRESO's: each pruned prompt with probability `max(p ** depth, 0.01)`,
-            `depth` the observations of its streak past the threshold plus one, `p` per side adapted after every
-            generation batch toward `prune_target_dead_frac`; `lze_trl.method.pruning.PromptPruner`).
+            `depth` the observations of its streak past the threshold plus one, `p` per side set when each epoch is
+            planned from the dead share since the last plan, `p * target / share`, toward `prune_target_dead_frac`;
+            `lze_trl.method.pruning.PromptPruner`).
         prune_revisit_fraction (`float`, *optional*, defaults to `0.1`):
             `"replay"`: fraction of each side's prune pool rolled out again at the start of each epoch (at least one
             prompt when > 0), in [0, 1].
         prune_target_dead_frac (`float`, *optional*, defaults to `0.25`):
             `"adaptive"`: the share of the generated groups that may be dead (GRESO's 0.25; a third of it on the
             solved side and two thirds on the unsolved side when both are pruned), in [0, 1].
-        prune_exploration_step (`float`, *optional*, defaults to `0.01`):
-            `"adaptive"`: how far `p` moves after each generation batch (GRESO's per step), in [0, 1]; a run of few
-            batches needs a larger step for `p` to reach its target.
         > Parameters that control shadow mode (measuring what LZE would save, changing nothing)
 
         shadow (`bool`, *optional*, defaults to `False`):
@@ -189,7 +187,6 @@ class LZESettings:
     prune_exploration: str = field(default="replay", metadata={"choices": list(EXPLORATIONS)})
     prune_revisit_fraction: float = 0.1
     prune_target_dead_frac: float = 0.25
-    prune_exploration_step: float = 0.01
     shadow: bool = False
     generation_rounds: list[int] | None = None
     round_policy: str = "adaptive"
@@ -231,7 +228,6 @@ SETTING_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("prune_unsolved_after", _count(1), "use an integer >= 1, e.g. 1."),
     ("prune_exploration", lambda v: v in EXPLORATIONS, f"use one of {list(EXPLORATIONS)}."),
     ("prune_target_dead_frac", within(0, 1), "use a fraction in [0, 1], e.g. 0.25 (GRESO's)."),
-    ("prune_exploration_step", within(0, 1), "use a step in [0, 1], e.g. 0.01 (GRESO's)."),
     ("learning_zone_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
     ("history_prior_strength", within(0, math.inf), "use a weight >= 0, e.g. 4 (0: the rollouts alone)."),
     (

@@ -471,7 +471,7 @@ def test_the_async_trainer_prunes_solved_prompts_from_what_it_draws(tmp_path, se
 def test_the_async_trainer_prunes_both_sides_and_counts_its_revisits(tmp_path, setup):
     # prompts 0 and 6 never pass, 2 always: both sides pruned once recorded, each explored again with adaptive p
     trainer = make_trainer(tmp_path, setup, max_steps=8, prune_solved=True, prune_solved_after=1, prune_unsolved=True,
-                           prune_exploration="adaptive", prune_exploration_step=0.2, selector="none")  # fmt: skip
+                           prune_exploration="adaptive", selector="none")  # fmt: skip
     _, _, dataset = setup
     dead = [i for i, r in enumerate(dataset["pass_rate"]) if r in (0.0, 1.0)]
     trainer.train()
@@ -486,7 +486,11 @@ def test_the_async_trainer_prunes_both_sides_and_counts_its_revisits(tmp_path, s
     assert pruner.revisits_scored[1] > 0 and pruner.revisits_live[1] <= pruner.revisits_scored[1]
     precision = [e["lze/prune_precision"] for e in trainer.state.log_history if "lze/prune_precision" in e]
     assert precision[-1] == pytest.approx(1 - pruner.revisits_live.sum() / pruner.revisits_scored.sum())
-    assert (pruner.keep_probability < 0.5).all()  # each batch had dead groups above the targets: explore less
+    # both sides' p adapted, and only when an epoch was planned: at most one value an epoch planned
+    assert (pruner.keep_probability != 0.5).all()
+    for side in ("solved", "unsolved"):
+        values = [e[f"lze/keep_probability_{side}"] for e in trainer.state.log_history if "lze/pruned_prompts" in e]
+        assert 1 < len(set(values)) <= trainer.lze.position.epoch + 1
 
 
 def test_an_epoch_left_empty_by_pruning_ends_the_async_run_with_a_warning(tmp_path, setup):

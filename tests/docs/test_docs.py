@@ -155,7 +155,6 @@ def test_the_metrics_page_lists_every_metric_runs_log(tmp_path):
                 prune_solved_after=1,
                 prune_unsolved=True,
                 prune_exploration="adaptive",
-                prune_exploration_step=0.2,
                 per_device_train_batch_size=16,
                 max_steps=12,
             ),  # fmt: skip

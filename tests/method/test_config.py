@@ -29,7 +29,6 @@ BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
         ("prune_unsolved_after", 0),
         ("prune_exploration", "greso"),
         ("prune_target_dead_frac", 1.5),
-        ("prune_exploration_step", -0.01),
         ("selector", "best"),
         ("pass_threshold", float("inf")),
         ("energy_terms", ["anchor", "entropy"]),

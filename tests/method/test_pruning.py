@@ -77,7 +77,7 @@ def test_state_roundtrip():
         dict(solved_after=None),
         dict(unsolved_after=0),
         dict(target_dead_frac=2.0),
-        dict(exploration_step=-0.5),
+        dict(target_dead_frac=-0.1),
     ],
 )
 def test_bad_settings_are_refused_by_the_pruner_itself(settings):
@@ -133,20 +133,55 @@ def test_adaptive_keeps_a_prompt_with_probability_p_to_the_depth():
     assert abs(np.isin(keys[2000:], planned).mean() - 0.25) < 0.04  # p ** 2 at depth 2
 
 
-def test_adaptive_probability_moves_toward_each_sides_target():
-    pruner = PromptPruner(solved_after=1, unsolved_after=1, exploration="adaptive", target_dead_frac=0.3,
-                          exploration_step=0.1)  # fmt: skip
+def test_adaptive_probability_is_set_when_an_epoch_is_planned_from_the_share_since_the_last_plan():
+    state = PromptState()
+    record_pass_rates(state, np.arange(4), [1.0, 1.0, 0.0, 0.0])  # two prompts pooled on each side
+    pruner = PromptPruner(solved_after=1, unsolved_after=1, exploration="adaptive", target_dead_frac=0.3)
     np.testing.assert_allclose(pruner.targets, [0.1, 0.2])  # GRESO's split: a third, two thirds
-    # 2 of 10 solved (0.2 >= 0.1: explore less), 1 of 10 unsolved (0.1 < 0.2: explore more)
-    pruner.observe(np.arange(10), np.r_[1.0, 1.0, 0.0, np.full(7, 0.5)])
-    np.testing.assert_allclose(pruner.keep_probability, [0.4, 0.6])
-    for _ in range(20):
-        pruner.observe(np.arange(10), np.ones(10))
-    np.testing.assert_allclose(pruner.keep_probability, [0.05, 0.95])  # clipped to GRESO's range
+    pruner.plan_epoch(0, np.arange(10), np.arange(10), state)
+    for _ in range(30):  # an epoch of batches: 2 of 10 solved (0.2 against 0.1), 1 of 10 unsolved (0.1 against 0.2)
+        pruner.observe(np.arange(10), np.r_[1.0, 1.0, 0.0, np.full(7, 0.5)])
+    np.testing.assert_allclose(pruner.keep_probability, [0.5, 0.5])  # nothing moves before the plan it acts in
+    pruner.plan_epoch(1, np.arange(10), np.arange(10), state)
+    np.testing.assert_allclose(pruner.keep_probability, [0.25, 0.95])  # 0.5 x 0.1 / 0.2; 0.5 x 0.2 / 0.1, clipped
+    assert pruner.window_dead.tolist() == [0, 0] and pruner.window_scored.tolist() == [0]  # a new window
+    pruner.plan_epoch(2, np.arange(10), np.arange(10), state)  # nothing recorded since: p stays
+    np.testing.assert_allclose(pruner.keep_probability, [0.25, 0.95])
+    pruner.observe(np.arange(10), np.full(10, 0.5))
+    pruner.plan_epoch(3, np.arange(10), np.arange(10), state)  # no dead group: explore as much as the range allows
+    np.testing.assert_allclose(pruner.keep_probability, [0.95, 0.95])
+
+
+def test_adaptive_probability_stays_on_a_side_with_nothing_pooled_or_not_pruned():
+    state = PromptState()
+    record_pass_rates(state, np.arange(4), [0.5, 0.5, 0.0, 0.5])
+    pruner = PromptPruner(solved_after=1, unsolved_after=1, exploration="adaptive", target_dead_frac=0.3)
     one_side = PromptPruner(solved_after=None, unsolved_after=1, exploration="adaptive", target_dead_frac=0.3)
     assert one_side.targets[1] == 0.3
-    one_side.observe(np.arange(10), np.ones(10))  # the solved side is not pruned: its p stays
-    assert one_side.keep_probability[0] == 0.5
+    for pruner_ in (pruner, one_side):
+        pruner_.plan_epoch(0, np.arange(4), np.arange(4), state)
+        pruner_.observe(np.arange(4), np.zeros(4))
+        pruner_.plan_epoch(1, np.arange(4), np.arange(4), state)
+    np.testing.assert_allclose(pruner.keep_probability, [0.5, 0.1])  # the solved pool was empty at the last plan
+    np.testing.assert_allclose(one_side.keep_probability, [0.5, 0.15])  # the solved side is not pruned: its p stays
+
+
+def test_adaptive_probability_settles_at_its_target_without_swinging():
+    """A closed loop: 1,000 pooled prompts all wrong again whenever explored, 1,000 others of which 5% are all wrong.
+    The unsolved share of an epoch is (50 + 1000 p) / (1000 + 1000 p), which meets the target 0.1 at p = 1/18."""
+    state, keys = PromptState(), np.arange(2000)
+    record_pass_rates(state, keys[:1000], np.zeros(1000))
+    pruner = PromptPruner(solved_after=None, unsolved_after=1, exploration="adaptive", target_dead_frac=0.1)
+    probabilities, shares = [], []
+    for epoch in range(8):
+        planned = pruner.plan_epoch(epoch, keys, keys, state)
+        probabilities.append(pruner.keep_probability[1])
+        pass_rates = np.where((planned < 1000) | (planned % 20 == 0), 0.0, 0.5)
+        for batch in np.array_split(np.arange(len(planned)), 20):
+            pruner.observe(planned[batch], pass_rates[batch])
+        shares.append((pass_rates == 0).mean())
+    assert np.all(np.diff(probabilities) < 0)  # down toward its fixed point, never past it
+    assert probabilities[-1] > 1 / 18 - 0.01 and abs(shares[-1] - 0.1) < 0.01
 
 
 def test_revisits_are_scored_once_and_their_liveness_counted():

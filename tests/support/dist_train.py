@@ -70,8 +70,8 @@ def main(out_dir: str, mode: str) -> None:
     if mode == "prune-both":
         reward = sided_reward
         probe = dict(generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=8,
-                     gradient_accumulation_steps=1, max_steps=10, prune_unsolved=True, prune_exploration="adaptive",
-                     prune_exploration_step=0.1)  # fmt: skip
+                     gradient_accumulation_steps=1, max_steps=10, prune_unsolved=True,
+                     prune_exploration="adaptive")  # fmt: skip
     args = tiny_config(
         out_dir,
         **{

@@ -17,7 +17,7 @@ from testing_utils import (
 pytestmark = pytest.mark.slow
 
 
-BOTH_SIDES = dict(prune_unsolved=True, prune_exploration="adaptive", prune_exploration_step=0.1)
+BOTH_SIDES = dict(prune_unsolved=True, prune_exploration="adaptive")
 
 
 def pruning_trainer(out_dir, prune):
