@@ -86,14 +86,14 @@ def unclocked(value: Any) -> Any:
     return value
 
 
-def reproduced(runs: dict, addition: Path = ADDITION) -> str:
-    """Whether this study's `grpo` runs equal the addition study's of the same seeds (evaluations, selection log and
-    every logged step, but the clock readings), the check that the harness and the package did not change GRPO."""
+def reproduced(runs: dict, addition: Path = ADDITION, study: str = "the addition study's") -> str:
+    """Whether this study's `grpo` runs equal `study`'s (in `addition`) of the same seeds (evaluations, selection log
+    and every logged step, but the clock readings), the check that the harness and the package did not change GRPO."""
     earlier = load_runs(addition, {"grpo": None}).get("grpo", {})
     seeds = sorted(set(earlier) & set(runs.get("grpo", {})))
     fields = ("evaluations", "selection_log", "steps")
     same = [s for s in seeds if all(unclocked(runs["grpo"][s][f]) == unclocked(earlier[s][f]) for f in fields)]
-    return (f"`grpo` seeds {seeds[0]}-{seeds[-1]}: {len(same)} of {len(seeds)} equal the addition study's runs of "
+    return (f"`grpo` seeds {seeds[0]}-{seeds[-1]}: {len(same)} of {len(seeds)} equal {study} runs of "
             "the same seeds (evaluations, selection log and every logged step, but the clock readings: "
             "`*seconds`, `step_time`).") if seeds else ""  # fmt: skip
 
@@ -185,12 +185,12 @@ def arms_section(runs: dict, addition: Path = ADDITION) -> list[str]:
     ]
 
 
-def explored_shares(record: dict[str, Any]) -> list[float]:
-    """The share of the unsolved side's prune pool each epoch's plan rolled out again (explored), in order: a new plan
-    is a change of the pair (skipped, explored) the steps log."""
+def explored_shares(record: dict[str, Any], side: str = "unsolved") -> list[float]:
+    """The share of `side`'s prune pool each epoch's plan rolled out again (explored), in order: a new plan is a change
+    of the pair (skipped, explored) the steps log."""
     out, previous = [], None
     for step in record["steps"]:
-        pair = (step.get("lze/skipped_prompts_unsolved", 0.0), step.get("lze/revisited_prompts_unsolved", 0.0))
+        pair = (step.get(f"lze/skipped_prompts_{side}", 0.0), step.get(f"lze/revisited_prompts_{side}", 0.0))
         if pair != previous and sum(pair) > 0:
             out.append(pair[1] / sum(pair))
         previous = pair
