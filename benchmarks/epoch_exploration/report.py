@@ -40,7 +40,7 @@ from benchmarks.smollm2_pruning.report import (  # noqa: E402
     pooled_error_sd,
     transitions_section,
 )
-from benchmarks.unsolved_pruning.report import explored_shares, later_shares, reproduced, unclocked  # noqa: E402
+from benchmarks.unsolved_pruning.report import equal_seeds, explored_shares, later_shares, reproduced  # noqa: E402
 
 
 UNSOLVED = ROOT / "benchmarks" / "results" / "unsolved_pruning"
@@ -59,14 +59,16 @@ POWER, PLANNED_PAIRED_SD = 0.8, 0.0209
 """The power the seeds were sized for, and the paired SD they were sized with (the unsolved-side study's)."""
 
 
+def table(rows: list[list[Any]], headers: list[str]) -> str:
+    """A section's table, as the other pruning reports print theirs (numbers kept as formatted)."""
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n"
+
+
 def grpo_runs(own: dict[int, dict[str, Any]], unsolved: Path = UNSOLVED) -> tuple[dict[int, dict[str, Any]], bool]:
     """GRPO's runs for the tests: the unsolved-side study's if every rerun of this study equals them (but the clock),
     else this study's own; and whether they were reproduced."""
     earlier = load_runs(unsolved, {"grpo": None}).get("grpo", {})
-    fields = ("evaluations", "selection_log", "steps")
-    same = bool(own) and all(
-        s in earlier and all(unclocked(own[s][f]) == unclocked(earlier[s][f]) for f in fields) for s in own
-    )
+    same = bool(own) and equal_seeds(own, earlier) == sorted(own)
     return (earlier if same else own), same
 
 
@@ -120,7 +122,7 @@ def manipulation(runs: dict, reruns: dict, same: bool) -> tuple[list[str], dict[
         "all wrong, whose prompt's previous group was all right, dead and all right; from the pruner's metrics, the "
         "explored pruned prompts and the share of them dead again, and the skipped ones (a step's epoch's, averaged "
         "over the steps).\n",
-        tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n",
+        table(rows, headers),
         f"Required (the random choice of as many prompts is `grpo`): both pruned arms' all-wrong share at most "
         f"{RATIO_NEEDED} of `grpo`'s ({control[0]:.3f}), and `grpo_prune`'s share of visits after an all-right group "
         f"at most {RATIO_NEEDED} of `grpo`'s ({control[1]:.3f}). "
@@ -145,8 +147,7 @@ def tests(runs: dict, valid: dict[str, bool]) -> list[str]:
     reject = multipletests(p_values, alpha=ALPHA, method="holm")[0]
     for row, rejected in zip(rows, reject):
         row[-1] = row[-1] or ("differs" if rejected else "not shown")
-    out = ["## The declared tests\n", tabulate(rows, headers=TEST_HEADERS, tablefmt="github", disable_numparse=True)
-           + "\n"]  # fmt: skip
+    out = ["## The declared tests\n", table(rows, TEST_HEADERS)]  # fmt: skip
     sd = pooled_error_sd([{"arm": a, "seed": s, "y": accuracy(r, "budget")} for a, seeds in runs.items()
                           for s, r in seeds.items() if s in set(runs.get("grpo_prune", {}))])  # fmt: skip
     seeds = len(paired(runs, "grpo_prune", "grpo", "budget"))
@@ -160,7 +161,7 @@ def tests(runs: dict, valid: dict[str, bool]) -> list[str]:
                    "detects (80%) at Holm's first level", "at 0.05"]  # fmt: skip
         out += ["Power: the error SD with the seed as a block (the three arms, the pruned arms' seeds), against the "
                 "paired SD the protocol planned for.\n",
-                tabulate([row], headers=headers, tablefmt="github", disable_numparse=True) + "\n"]  # fmt: skip
+                table([row], headers)]  # fmt: skip
     return out
 
 
@@ -181,28 +182,16 @@ def arms_section(runs: dict) -> list[str]:
                                 f"{d.index.min()}-{d.index.max()}", "test at R", interval(d)])  # fmt: skip
     return [
         "## Every arm (secondary, descriptive)\n",
-        tabulate(
-            rows,
-            headers=["arm", "seeds", "test accuracy at R (mean +- SD)", "OOD at R"],
-            tablefmt="github",
-            disable_numparse=True,
-        )
-        + "\n",  # fmt: skip
+        table(rows, ["arm", "seeds", "test accuracy at R (mean +- SD)", "OOD at R"]),
         "Outside the declared tests (no correction; descriptive; the last rows across studies, the rule changed "
         "between them):\n",
-        tabulate(
-            differences,
-            headers=["difference", "at", "mean [95% t interval]"],
-            tablefmt="github",
-            disable_numparse=True,
-        )
-        + "\n",  # fmt: skip
+        table(differences, ["difference", "at", "mean [95% t interval]"]),
     ]
 
 
 def exploration_section(runs: dict) -> list[str]:
-    """Descriptive: each side's exploration probability and the explored share of its pool, epoch plan by epoch plan,
-    in this study's pruned arms and, beside them, the old rule's (the unsolved-side study's pruned arm)."""
+    """Descriptive: the explored share of each side's pool, epoch plan by epoch plan, in this study's pruned arms and,
+    beside them, the old rule's (the unsolved-side study's pruned arm)."""
     arms = {arm: runs.get(arm, {}) for arm in ("grpo_prune_unsolved", "grpo_prune")}
     arms["grpo_prune_unsolved (per-batch rule)"] = load_runs(UNSOLVED, {"grpo_prune_unsolved": None}).get(
         "grpo_prune_unsolved", {}
@@ -231,7 +220,7 @@ def exploration_section(runs: dict) -> list[str]:
         "## The exploration, epoch by epoch (secondary, descriptive)\n",
         "The share of each side's pool each epoch's plan rolled out again. The first pooled plan explores at p = 0.5 "
         "in every arm.\n",
-        tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n",
+        table(rows, headers),
     ]
 
 

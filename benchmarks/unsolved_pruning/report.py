@@ -86,13 +86,20 @@ def unclocked(value: Any) -> Any:
     return value
 
 
+def equal_seeds(runs: dict[int, dict[str, Any]], earlier: dict[int, dict[str, Any]]) -> list[int]:
+    """The seeds of `runs` whose run equals `earlier`'s of the same seed (evaluations, selection log and every logged
+    step, but the clock readings)."""
+    fields = ("evaluations", "selection_log", "steps")
+    return [s for s in sorted(set(runs) & set(earlier))
+            if all(unclocked(runs[s][f]) == unclocked(earlier[s][f]) for f in fields)]  # fmt: skip
+
+
 def reproduced(runs: dict, addition: Path = ADDITION, study: str = "the addition study's") -> str:
     """Whether this study's `grpo` runs equal `study`'s (in `addition`) of the same seeds (evaluations, selection log
     and every logged step, but the clock readings), the check that the harness and the package did not change GRPO."""
     earlier = load_runs(addition, {"grpo": None}).get("grpo", {})
     seeds = sorted(set(earlier) & set(runs.get("grpo", {})))
-    fields = ("evaluations", "selection_log", "steps")
-    same = [s for s in seeds if all(unclocked(runs["grpo"][s][f]) == unclocked(earlier[s][f]) for f in fields)]
+    same = equal_seeds(runs.get("grpo", {}), earlier)
     return (f"`grpo` seeds {seeds[0]}-{seeds[-1]}: {len(same)} of {len(seeds)} equal {study} runs of "
             "the same seeds (evaluations, selection log and every logged step, but the clock readings: "
             "`*seconds`, `step_time`).") if seeds else ""  # fmt: skip
