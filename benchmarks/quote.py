@@ -6,8 +6,9 @@
 A table of the page names its source on the line before it, `<!-- from PATH[, "HEADING"], table N -->`, and quotes
 some of that table's columns (by name, a repeated name in order) and rows; `tests/benchmarks/test_benchmarks_page.py`
 checks that every quoted row is a row of the source. Re-quoting the tables of one source keeps the page's columns and
-rows, each row matched by its first cell (the arm, the regime: unique in the source, else it refuses), and takes every
-cell from the source; it adds no row. The prose around the tables is not touched: its numbers are checked by the same
+rows, each row matched by its first cell (the arm, the regime), or its first cells where one is not unique in the
+source (an arm and its side; it refuses when the page lacks them), and takes every cell from the source; it adds no
+row. The prose around the tables is not touched: its numbers are checked by the same
 test, and the writer updates them.
 """
 
@@ -56,16 +57,22 @@ def source_table(match: re.Match) -> tuple[list[str], list[list[str]]]:
 
 
 def requote(page_table: str, source: tuple[list[str], list[list[str]]]) -> str:
-    """`page_table` (Markdown) with its columns and rows taken from `source`, matched by name and by first cell."""
+    """`page_table` (Markdown) with its columns and rows taken from `source`, matched by name and by the source's
+    leading cells: the first, or as many as make a row unique (an arm and its side)."""
     lines = page_table.splitlines()
     header = cells(lines[0])
     source_header, source_rows = source
     named = [(name, header[:i].count(name)) for i, name in enumerate(header)]
     where = {(name, source_header[:i].count(name)): i for i, name in enumerate(source_header)}
-    by_key = {row[0]: row for row in source_rows}
-    if len(by_key) < len(source_rows):
-        raise ValueError(f"the source table's first cells are not unique: {[row[0] for row in source_rows]}")
-    keys = [cells(line)[0] for line in lines[2:]]
+    width = next(
+        (k for k in range(1, len(source_header) + 1) if len({tuple(r[:k]) for r in source_rows}) == len(source_rows)),
+        None,
+    )
+    if width is None or any(name not in header for name in source_header[:width]):
+        raise ValueError(f"the page's columns do not tell the source's rows apart: {[row[:2] for row in source_rows]}")
+    by_key = {tuple(row[:width]): row for row in source_rows}
+    key_columns = [header.index(name) for name in source_header[:width]]
+    keys = [tuple(cells(line)[i] for i in key_columns) for line in lines[2:]]
     rows = ["| " + " | ".join(by_key[k][where[c]] for c in named) + " |" for k in keys]
     return "\n".join([lines[0], lines[1], *rows])
 

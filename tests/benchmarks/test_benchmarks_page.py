@@ -142,6 +142,16 @@ def test_requoting_a_report_restores_its_quoted_tables():
     assert broken != text and requoted(broken, path) == text
 
 
+def test_requoting_matches_a_row_by_its_leading_cells_where_the_first_repeats():
+    from benchmarks.quote import requote
+
+    source = (["arm", "side", "share"], [["a", "unsolved", "0.1"], ["a", "solved", "0.2"], ["b", "unsolved", "0.3"]])
+    page = "| arm | side | share |\n|---|---|---|\n| a | solved | 0.9 |\n| b | unsolved | 0.3 |"
+    assert requote(page, source).splitlines()[2:] == ["| a | solved | 0.2 |", "| b | unsolved | 0.3 |"]
+    with pytest.raises(ValueError, match="do not tell the source's rows apart"):
+        requote("| arm | share |\n|---|---|\n| a | 0.9 |", source)
+
+
 def test_the_benchmarks_index_names_every_study_script_and_results_folder():
     # a reader finds each section's study from BENCHMARKS.md through benchmarks/README.md
     index = (ROOT / "benchmarks" / "README.md").read_text()

@@ -85,15 +85,16 @@ def test_a_folder_without_a_run_state_is_refused_with_the_fix(tmp_path, capsys):
     assert "--generation_share=1.5 is invalid" in capsys.readouterr().out
 
 
-def test_pruning_is_judged_side_by_side():
+def test_pruning_is_judged_against_a_random_choice_and_advises_both_sides():
     # the addition task's shape (BENCHMARKS.md section 14): the solved side predicts badly, the unsolved side well
-    line = advise.pruning_line({"solved": (100, 62), "unsolved": (300, 48)}, share=0.3)
+    line = advise.pruning_line({"solved": (100, 62), "unsolved": (300, 48)}, share=0.3, dead_share=0.41)
     assert "precision 0.38" in line and "precision 0.84" in line and "1 - 110/400 = 0.72" in line
-    assert "worth trying on the unsolved side (prune_unsolved=True: it would skip 0.23 of the groups)" in line
-    assert "prune_solved=True" not in line
-    # a good side that would skip too little, and a side never predicted
-    assert "little to gain" in advise.pruning_line({"solved": (100, 62), "unsolved": (30, 2)}, share=0.1)
-    line = advise.pruning_line({"solved": (0, 0), "unsolved": (10, 1)}, share=0.25)
-    assert "precision n/a" in line and "prune_unsolved=True: it would skip 0.25" in line
-    both = advise.pruning_line({"solved": (100, 5), "unsolved": (100, 5)}, share=0.4)
-    assert "the solved side and the unsolved side (prune_solved=True, prune_unsolved=True" in both
+    assert "a random choice's 0.41, the dead share" in line
+    assert 'worth trying (prune_solved=True, prune_unsolved=True, prune_exploration="adaptive")' in line
+    # no better than a random choice, too little skipped, no dead share to compare with: little to gain
+    assert "little to gain" in advise.pruning_line({"solved": (100, 62), "unsolved": (300, 48)}, 0.3, dead_share=0.75)
+    assert "little to gain" in advise.pruning_line({"solved": (100, 5), "unsolved": (100, 5)}, 0.1, dead_share=0.4)
+    line = advise.pruning_line({"solved": (100, 5), "unsolved": (100, 5)}, 0.3, dead_share=None)
+    assert "no dead share logged" in line and "little to gain" in line
+    line = advise.pruning_line({"solved": (0, 0), "unsolved": (10, 1)}, share=0.25, dead_share=0.4)
+    assert "precision n/a" in line and "worth trying" in line
