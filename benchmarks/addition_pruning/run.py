@@ -134,9 +134,10 @@ def write(target: Path, record: dict[str, Any]) -> None:
     print(f"wrote {target}")
 
 
-def jobs(seeds: int, arms: list[str], results: Path) -> list[tuple[str, int]]:
-    """The runs of `arms`, seeds `0..seeds-1`, seed by seed, not yet in `results`."""
-    return [(arm, s) for s in range(seeds) for arm in arms if not path(results, arm, s).exists()]
+def jobs(seeds: int, arms: list[str], results: Path, first_seed: int = 0) -> list[tuple[str, int]]:
+    """The runs of `arms`, `seeds` seeds from `first_seed`, seed by seed, not yet in `results`."""
+    chosen = range(first_seed, first_seed + seeds)
+    return [(arm, s) for s in chosen for arm in arms if not path(results, arm, s).exists()]
 
 
 def main(
@@ -145,18 +146,21 @@ def main(
     results: Path = RESULTS,
     seeds: int = 8,
     description: str = __doc__.split("\n\n")[0],
+    first_seed: int = 0,
 ) -> int:
-    """The command line of a study of this harness: its `arms`, its `results` folder, its protocol's `seeds`."""
+    """The command line of a study of this harness: its `arms`, its `results` folder, its protocol's `seeds` (from
+    `first_seed`)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("what", choices=["jobs", "train"])
     parser.add_argument("arm", nargs="?", choices=list(arms))
     parser.add_argument("seed", nargs="?", type=int)
-    parser.add_argument("--seeds", type=int, default=seeds, help="jobs: seeds 0..N-1")
+    parser.add_argument("--seeds", type=int, default=seeds, help="jobs: N seeds from --first_seed")
+    parser.add_argument("--first_seed", type=int, default=first_seed, help="jobs: the first seed")
     parser.add_argument("--arms", default=",".join(arms), help="jobs: the arms, comma-separated")
     parser.add_argument("--results", type=Path, default=results)
     args = parser.parse_args(argv)
     if args.what == "jobs":
-        for arm, seed in jobs(args.seeds, args.arms.split(","), args.results):
+        for arm, seed in jobs(args.seeds, args.arms.split(","), args.results, args.first_seed):
             print(arm, seed)
         return 0
     if args.arm is None or args.seed is None:
