@@ -84,26 +84,36 @@ def after_all_right(seeds: dict[int, dict[str, Any]]) -> float:
     return float((later["previous"] >= 1).mean()) if len(later) else math.nan
 
 
+CHECK_HEADERS = ["arm", "seeds", "all wrong", "previous group all right", "dead", "all right",
+                 "precision (explored, dead again)", "explored", "skipped solved (an epoch)",
+                 "skipped unsolved (an epoch)", "live groups a step"]  # fmt: skip
+"""The manipulation check's columns, a row per arm ([`check_row`])."""
+
+
+def check_row(arm: str, seeds: dict[int, dict[str, Any]]) -> tuple[list[Any], tuple[float, float]]:
+    """An arm's row of the manipulation check (`CHECK_HEADERS`) and the two shares the check reads: the later visits'
+    all-wrong share and the share of them that followed an all-right group."""
+    dead, unsolved, solved = later_shares(seeds)
+    follows = after_all_right(seeds)
+    last = [r["steps"][-1] for r in seeds.values() if r["steps"]]
+    scored = sum(e.get(f"lze/revisits_scored_{s}", 0.0) for e in last for s in ("solved", "unsolved"))
+    live = sum(e.get(f"lze/revisits_live_{s}", 0.0) for e in last for s in ("solved", "unsolved"))
+    skipped = [np.mean([e.get(f"lze/skipped_prompts_{s}", 0.0) for r in seeds.values() for e in r["steps"]])
+               for s in ("solved", "unsolved")]  # fmt: skip
+    groups = [(1 - e["lze/dead_frac"]) * e["lze/fresh_rollouts"] for r in seeds.values() for e in r["steps"]]
+    live_a_step = np.mean(groups) / PROTOCOL["num_generations"]
+    row = [f"`{arm}`", len(seeds), f"{unsolved:.3f}", f"{follows:.3f}", f"{dead:.3f}", f"{solved:.3f}",
+           f"{1 - live / scored:.3f}" if scored else "n/a", int(scored), f"{skipped[0]:.0f}", f"{skipped[1]:.0f}",
+           f"{live_a_step:.1f}"]  # fmt: skip
+    return row, (unsolved, follows)
+
+
 def manipulation(runs: dict, reruns: dict, same: bool) -> tuple[list[str], dict[str, bool]]:
     """The check's table and, per pruned arm, whether its check is met."""
     rows, shares = [], {}
     for arm, seeds in runs.items():
-        dead, unsolved, solved = later_shares(seeds)
-        follows = after_all_right(seeds)
-        shares[arm] = (unsolved, follows)
-        last = [r["steps"][-1] for r in seeds.values() if r["steps"]]
-        scored = sum(e.get(f"lze/revisits_scored_{s}", 0.0) for e in last for s in ("solved", "unsolved"))
-        live = sum(e.get(f"lze/revisits_live_{s}", 0.0) for e in last for s in ("solved", "unsolved"))
-        skipped = [np.mean([e.get(f"lze/skipped_prompts_{s}", 0.0) for r in seeds.values() for e in r["steps"]])
-                   for s in ("solved", "unsolved")]  # fmt: skip
-        groups = [(1 - e["lze/dead_frac"]) * e["lze/fresh_rollouts"] for r in seeds.values() for e in r["steps"]]
-        live_a_step = np.mean(groups) / PROTOCOL["num_generations"]
-        rows.append([f"`{arm}`", len(seeds), f"{unsolved:.3f}", f"{follows:.3f}", f"{dead:.3f}", f"{solved:.3f}",
-                     f"{1 - live / scored:.3f}" if scored else "n/a", int(scored), f"{skipped[0]:.0f}",
-                     f"{skipped[1]:.0f}", f"{live_a_step:.1f}"])  # fmt: skip
-    headers = ["arm", "seeds", "all wrong", "previous group all right", "dead", "all right",
-               "precision (explored, dead again)", "explored", "skipped solved (an epoch)",
-               "skipped unsolved (an epoch)", "live groups a step"]  # fmt: skip
+        row, shares[arm] = check_row(arm, seeds)
+        rows.append(row)
     control = shares.get("grpo", (math.nan, math.nan))
     valid = {}
     for arm in ("grpo_prune_unsolved", "grpo_prune"):
@@ -112,32 +122,46 @@ def manipulation(runs: dict, reruns: dict, same: bool) -> tuple[list[str], dict[
         if arm == "grpo_prune":
             checks.append(follows <= RATIO_NEEDED * control[1])
         valid[arm] = arm in runs and bool(all(checks))
-    verdicts = [f"`{arm}`: **{'met' if ok else 'not met (or not yet measured)'}**" for arm, ok in valid.items()]
+    required = (
+        f"Required (the random choice of as many prompts is `grpo`): both pruned arms' all-wrong share at most "
+        f"{RATIO_NEEDED} of `grpo`'s ({control[0]:.3f}), and `grpo_prune`'s share of visits after an all-right group "
+        f"at most {RATIO_NEEDED} of `grpo`'s ({control[1]:.3f}). "
+    )
     out = [
         "## GRPO's runs and the manipulation check (before any outcome)\n",
         reproduced(reruns, UNSOLVED, "the unsolved-side study's")
         + (" GRPO's runs are the unsolved-side study's." if same else " GRPO's runs are this study's own.")
         + "\n",
-        "Up to R, from the selection logs, on the visits after a prompt's first: the shares of the groups that were "
-        "all wrong, whose prompt's previous group was all right, dead and all right; from the pruner's metrics, the "
-        "explored pruned prompts and the share of them dead again, and the skipped ones (a step's epoch's, averaged "
-        "over the steps).\n",
-        table(rows, headers),
-        f"Required (the random choice of as many prompts is `grpo`): both pruned arms' all-wrong share at most "
-        f"{RATIO_NEEDED} of `grpo`'s ({control[0]:.3f}), and `grpo_prune`'s share of visits after an all-right group "
-        f"at most {RATIO_NEEDED} of `grpo`'s ({control[1]:.3f}). "
-        + "; ".join(verdicts)
-        + ". "
-        + " ".join(budget_rows(runs))
-        + "\n",
+        *check_lines(runs, rows, required, valid),
     ]
     return out, valid
 
 
-def tests(runs: dict, valid: dict[str, bool]) -> list[str]:
-    """The three declared tests, Holm over the three, a void one counted with p = 1."""
+def check_lines(runs: dict, rows: list[list[Any]], required: str, valid: dict[str, bool]) -> list[str]:
+    """The manipulation check's paragraphs: what is read, the table of `rows`, what is `required` and whether each
+    pruned arm met it (`valid`), and that every evaluation at R came at R."""
+    verdicts = [f"`{arm}`: **{'met' if ok else 'not met (or not yet measured)'}**" for arm, ok in valid.items()]
+    return [
+        "Up to R, from the selection logs, on the visits after a prompt's first: the shares of the groups that were "
+        "all wrong, whose prompt's previous group was all right, dead and all right; from the pruner's metrics, the "
+        "explored pruned prompts and the share of them dead again, and the skipped ones (a step's epoch's, averaged "
+        "over the steps).\n",
+        table(rows, CHECK_HEADERS),
+        required + "; ".join(verdicts) + ". " + " ".join(budget_rows(runs)) + "\n",
+    ]
+
+
+def tests(
+    runs: dict,
+    valid: dict[str, bool],
+    declared: tuple = TESTS,
+    planned_sd: float = PLANNED_PAIRED_SD,
+    power_from: tuple[str, str] = ("grpo_prune", "grpo"),
+) -> list[str]:
+    """The `declared` tests (arm, minus arm, what it isolates), Holm over them, a void one counted with p = 1, and the
+    difference the seeds of the `power_from` pair detect against the `planned_sd` of the protocol."""
     rows, p_values = [], []
-    for arm, other, name in TESTS:
+    for arm, other, name in declared:
         d = paired(runs, arm, other, "budget")
         void = not (valid.get(arm, True) and valid.get(other, True))
         p = float(stats.ttest_1samp(d, 0.0).pvalue) if len(d) >= 2 and d.std(ddof=1) > 0 else math.nan
@@ -148,14 +172,15 @@ def tests(runs: dict, valid: dict[str, bool]) -> list[str]:
     for row, rejected in zip(rows, reject):
         row[-1] = row[-1] or ("differs" if rejected else "not shown")
     out = ["## The declared tests\n", table(rows, TEST_HEADERS)]  # fmt: skip
+    first, control = power_from
     sd = pooled_error_sd([{"arm": a, "seed": s, "y": accuracy(r, "budget")} for a, seeds in runs.items()
-                          for s, r in seeds.items() if s in set(runs.get("grpo_prune", {}))])  # fmt: skip
-    seeds = len(paired(runs, "grpo_prune", "grpo", "budget"))
+                          for s, r in seeds.items() if s in set(runs.get(first, {}))])  # fmt: skip
+    seeds = len(paired(runs, first, control, "budget"))
     if seeds >= 2 and not math.isnan(sd):
         power = TTestPower()
         detects = [power.solve_power(nobs=seeds, alpha=a, power=POWER, alternative="two-sided") * sd * math.sqrt(2)
-                   for a in (ALPHA / len(TESTS), ALPHA)]  # fmt: skip
-        row = [f"{sd:.4f}", f"{sd * math.sqrt(2):.4f}", f"{PLANNED_PAIRED_SD}", seeds, f"{detects[0]:.4f}",
+                   for a in (ALPHA / len(declared), ALPHA)]  # fmt: skip
+        row = [f"{sd:.4f}", f"{sd * math.sqrt(2):.4f}", f"{planned_sd}", seeds, f"{detects[0]:.4f}",
                f"{detects[1]:.4f}"]  # fmt: skip
         headers = ["error SD (arm x seed)", "a paired difference's SD", "planned paired SD", "seeds",
                    "detects (80%) at Holm's first level", "at 0.05"]  # fmt: skip
