@@ -37,7 +37,7 @@ ASYNC_TRL = ">=1.16,<1.17"
 moved it out of `trl.experimental`: `docs/upstream/trl-1.18-port.md`)."""
 
 PRIVATE_NAMES: dict[str, str] = {
-    "_generate_and_score_completions": "overridden to run a generation batch (`rounds/generation_batch.py`); called "
+    "_generate_and_score_completions": "overridden to run a generation batch (`rounds/serial.py`); called "
     "for each generation round (stopped right after `_generate`: TRL prepares the prompts inside it, and has no "
     "separate hook for that) and once for the update rows (`docs/upstream/score-generated-rollouts.md`); timed by the "
     "demo",

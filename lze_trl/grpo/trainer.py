@@ -1,6 +1,6 @@
 """[`LZEGRPOTrainer`]: TRL's `GRPOTrainer` that updates only on learning-zone prompt groups.
 
-The class overrides TRL's hooks; a generation batch runs in `lze_trl/rounds/generation_batch.py`, the method's state
+The class overrides TRL's hooks; a generation batch runs in `lze_trl/rounds/serial.py`, the method's state
 lives in [`LZERun`], and the interception of TRL's `_generate_and_score_completions` in `lze_trl/grpo/adapter.py`.
 Every private TRL name used is listed, with its reason, in `lze_trl/common/coupling.py`.
 """
@@ -38,8 +38,8 @@ from ..method.run import LZERun
 from ..method.selection import total_rewards
 from ..method.settings import fuses_rounds
 from ..rounds.fused import RoundPipeline, train_fused
-from ..rounds.generation_batch import train_on_generation_batch
 from ..rounds.port import RoundsContext
+from ..rounds.serial import train_on_generation_batch
 from .adapter import TRLAdapter
 from .config import as_lze_config
 from .sampler import LZERepeatSampler, SamplerLookahead

@@ -5,7 +5,7 @@ the batch TRL hands now, the next round of each later batch already in flight, a
 `R - 1` generation batches ahead, which the trainer's [`Lookahead`] draws from the sampler before TRL hands it: as
 SPEED fuses the next batch's screening into the current batch's completion. The batch TRL hands is then complete:
 its groups are scored, selected and recorded, and TRL's update trains on its rows, exactly as for a batch generated
-in serial rounds ([`~lze_trl.rounds.generation_batch.update_on`]), at the same step. The rounds of a call are recorded
+in serial rounds ([`~lze_trl.rounds.serial.update_on`]), at the same step. The rounds of a call are recorded
 oldest batch first, so that a complete batch is recorded before the later batches' choices: with two rounds every
 choice sees the per-prompt state the serial rounds give it; with more, a batch's earlier choices see that state one
 batch behind.
@@ -40,15 +40,15 @@ import numpy as np
 import torch
 
 from .batching import Batch
-from .generation_batch import (
+from .port import RoundsContext, TRLPort
+from .rollouts import Rollouts, gather_rows
+from .serial import (
     SyncBatchInFlight,
     completed_rows,
     record_round,
     round_request,
     update_on,
 )
-from .port import RoundsContext, TRLPort
-from .rollouts import Rollouts, gather_rows
 
 
 @dataclass
@@ -60,7 +60,7 @@ class RoundPipeline:
         batches (`list[SyncBatchInFlight]`):
             The batches drawn and not yet complete.
         calls (`int`):
-            Training generation batches so far (a [`~lze_trl.rounds.generation_batch.Round`]'s `call` is the one during
+            Training generation batches so far (a [`~lze_trl.rounds.serial.Round`]'s `call` is the one during
             which it was generated: a round of an earlier one is stale, an optimizer step came between).
     """
 

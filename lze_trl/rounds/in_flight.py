@@ -7,7 +7,7 @@ processes by [`even_out`], and the next round begins) until the schedule's last 
 scored into the per-prompt state, in policy-version order, and decided ([`BatchInFlight.decide`]: the selector's
 weight of each group), its rows cut to the selection, and closed ([`BatchInFlight.close`]: the update's metrics, the
 empty-update guard, the log). The synchronous trainer's serial and fused rounds
-([`~lze_trl.rounds.generation_batch.SyncBatchInFlight`]) and the async trainer's window
+([`~lze_trl.rounds.serial.SyncBatchInFlight`]) and the async trainer's window
 ([`~lze_trl.async_grpo.window.AsyncBatchInFlight`]) keep their batches as subclasses of [`BatchInFlight`] and go
 through these functions; what each adds is how the rollouts travel (TRL's rows on each process, or the worker's
 tagged rows) and how the kept rows reach the update. Their checkpoint file is one too: [`save_in_flight`] writes what

@@ -1,5 +1,5 @@
 """The port between the rounds and TRL ([`TRLPort`]), and what else a generation batch is given ([`RoundsContext`]):
-everything the rounds (`generation_batch.py`, `fused.py`) know of the trainer. No TRL import."""
+everything the rounds (`serial.py`, `fused.py`) know of the trainer. No TRL import."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def test_graph_parser_sees_the_trainer_imports():
     assert {
         "lze_trl.grpo.config",
         "lze_trl.method.run",
-        "lze_trl.rounds.generation_batch",
+        "lze_trl.rounds.serial",
         "lze_trl.method.checkpoint",
     } <= graph["lze_trl.grpo.trainer"]
     assert "lze_trl.method.selectors.base" in graph["lze_trl.method.selectors.builtin"]

@@ -14,7 +14,7 @@ from lze_trl import LZEWarning
 from lze_trl.method.energy import fit_beta_prior, learning_zone_probability
 from lze_trl.method.round_policies import AdaptiveRounds, RoundsState
 from lze_trl.method.run import LZERun
-from lze_trl.rounds.generation_batch import served_rows
+from lze_trl.rounds.serial import served_rows
 
 
 def test_live_probability_is_one_minus_the_beta_binomial_chance_that_the_group_stays_alike():

@@ -11,9 +11,9 @@ import torch
 from lze_trl.method.run import LZERun
 from lze_trl.method.settings import LZESettings
 from lze_trl.rounds.fused import RoundPipeline, train_fused
-from lze_trl.rounds.generation_batch import train_on_generation_batch
 from lze_trl.rounds.port import RoundsContext
 from lze_trl.rounds.rollouts import GeneratedRows, Rollouts
+from lze_trl.rounds.serial import train_on_generation_batch
 
 
 G, PROMPTS = 4, 4  # rollouts of a complete group; prompts a generation batch
