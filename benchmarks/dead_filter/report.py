@@ -22,10 +22,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.adaptive.report import report_main  # noqa: E402
-from benchmarks.addition_pruning.report import accuracy, assemble, budget_rows, load_runs, mean_sd, paired  # noqa: E402
+from benchmarks.addition_pruning.report import assemble, budget_rows, load_runs, paired  # noqa: E402
 from benchmarks.addition_pruning.run import PROTOCOL  # noqa: E402
 from benchmarks.dead_filter.run import ARMS, RESULTS  # noqa: E402
-from benchmarks.epoch_exploration.report import table, tests  # noqa: E402
+from benchmarks.epoch_exploration.report import every_arm, table, tests  # noqa: E402
 from benchmarks.fused.report import interval  # noqa: E402
 from benchmarks.smaller_batch import run as smaller  # noqa: E402
 
@@ -87,18 +87,11 @@ def manipulation(runs: dict) -> tuple[list[str], dict[str, bool]]:
 
 
 def arms_section(runs: dict) -> list[str]:
-    rows = [[f"`{arm}`", len(seeds), *(mean_sd([accuracy(r, "budget", split) for r in seeds.values()])
-                                       for split in ("test", "ood"))] for arm, seeds in runs.items()]  # fmt: skip
     differences = [
         [f"`{arm}` - `{other}`", f"{split} at R", interval(paired(runs, arm, other, "budget", split))]
         for arm, other, split in (("grpo_filter", "grpo_small", "test"), ("grpo_prune", "grpo_filter", "ood"))
     ]
-    return [
-        "## Every arm (secondary, descriptive)\n",
-        table(rows, ["arm", "seeds", "test accuracy at R (mean +- SD)", "OOD at R"]),
-        "Outside the declared test (no correction; descriptive):\n",
-        table(differences, ["difference", "at", "mean [95% t interval]"]),
-    ]
+    return every_arm(runs, differences, "Outside the declared test (no correction; descriptive):\n")
 
 
 def sections(runs: dict) -> list[str]:
@@ -108,8 +101,8 @@ def sections(runs: dict) -> list[str]:
 
 
 def build(results: Path = RESULTS, figures: bool = False) -> str:
-    earlier = load_runs(smaller.RESULTS, {"grpo_small": None, "grpo_prune": None})
-    runs = {**earlier, **load_runs(results, ARMS)} if load_runs(results, ARMS) else {}
+    own = load_runs(results, ARMS)
+    runs = {**load_runs(smaller.RESULTS, {"grpo_small": None, "grpo_prune": None}), **own} if own else {}
     script = "benchmarks/dead_filter/report.py"
     return assemble("Dead-filter pruning study", script, runs, results, figures, sections)
 

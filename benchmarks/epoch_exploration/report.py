@@ -190,9 +190,20 @@ def tests(
     return out
 
 
-def arms_section(runs: dict) -> list[str]:
+def every_arm(runs: dict, differences: list[list[str]], outside: str) -> list[str]:
+    """The secondary section: each arm's test and OOD accuracy at R, then the `differences` outside the declared
+    tests, introduced by `outside`."""
     rows = [[f"`{arm}`", len(seeds), *(mean_sd([accuracy(r, "budget", split) for r in seeds.values()])
                                        for split in ("test", "ood"))] for arm, seeds in runs.items()]  # fmt: skip
+    return [
+        "## Every arm (secondary, descriptive)\n",
+        table(rows, ["arm", "seeds", "test accuracy at R (mean +- SD)", "OOD at R"]),
+        outside,
+        table(differences, ["difference", "at", "mean [95% t interval]"]),
+    ]
+
+
+def arms_section(runs: dict) -> list[str]:
     pruned = set(runs.get("grpo_prune", {}))
     own = {arm: {s: r for s, r in seeds.items() if s in pruned} for arm, seeds in runs.items()}
     differences = [[f"`{arm}` - `{other}`", "ood at R", interval(paired(own, arm, other, "budget", "ood"))]
@@ -205,13 +216,9 @@ def arms_section(runs: dict) -> list[str]:
         if len(d) >= 2:
             differences.append([f"`{arm}`, this rule - the per-batch rule (its earlier study's), seeds "
                                 f"{d.index.min()}-{d.index.max()}", "test at R", interval(d)])  # fmt: skip
-    return [
-        "## Every arm (secondary, descriptive)\n",
-        table(rows, ["arm", "seeds", "test accuracy at R (mean +- SD)", "OOD at R"]),
-        "Outside the declared tests (no correction; descriptive; the last rows across studies, the rule changed "
-        "between them):\n",
-        table(differences, ["difference", "at", "mean [95% t interval]"]),
-    ]
+    outside = ("Outside the declared tests (no correction; descriptive; the last rows across studies, the rule "
+               "changed between them):\n")  # fmt: skip
+    return every_arm(runs, differences, outside)
 
 
 def exploration_section(runs: dict) -> list[str]:

@@ -21,8 +21,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.adaptive.report import report_main  # noqa: E402
-from benchmarks.addition_pruning.report import accuracy, assemble, load_runs, mean_sd, paired  # noqa: E402
-from benchmarks.epoch_exploration.report import RATIO_NEEDED, check_lines, check_row, table, tests  # noqa: E402
+from benchmarks.addition_pruning.report import assemble, load_runs, paired  # noqa: E402
+from benchmarks.epoch_exploration.report import RATIO_NEEDED, check_lines, check_row, every_arm, tests  # noqa: E402
 from benchmarks.fused.report import interval  # noqa: E402
 from benchmarks.smaller_batch.run import ARMS, RESULTS  # noqa: E402
 from benchmarks.smollm2_pruning.report import transitions_section  # noqa: E402
@@ -58,19 +58,12 @@ def manipulation(runs: dict) -> tuple[list[str], dict[str, bool]]:
 
 
 def arms_section(runs: dict) -> list[str]:
-    rows = [[f"`{arm}`", len(seeds), *(mean_sd([accuracy(r, "budget", split) for r in seeds.values()])
-                                       for split in ("test", "ood"))] for arm, seeds in runs.items()]  # fmt: skip
     differences = [[f"`{arm}` - `{other}`", "ood at R", interval(paired(runs, arm, other, "budget", "ood"))]
                    for arm, other, _ in TESTS]  # fmt: skip
     d = paired(runs, "grpo_prune", "grpo_prune_small", "budget")
     if len(d) >= 2:
         differences.append(["`grpo_prune` - `grpo_prune_small`", "test at R", interval(d)])
-    return [
-        "## Every arm (secondary, descriptive)\n",
-        table(rows, ["arm", "seeds", "test accuracy at R (mean +- SD)", "OOD at R"]),
-        "Outside the declared tests (no correction; descriptive):\n",
-        table(differences, ["difference", "at", "mean [95% t interval]"]),
-    ]
+    return every_arm(runs, differences, "Outside the declared tests (no correction; descriptive):\n")
 
 
 def sections(runs: dict) -> list[str]:
