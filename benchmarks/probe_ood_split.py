@@ -13,8 +13,9 @@ Candidates:
 - `u10`: the units digits sum to exactly 10 (levels 1-2);
 - `l2u10`: two carries whose units digits sum to exactly 10 (level 2);
 - `l2t17`: two carries whose tens digits sum to 17 or 18 (level 2);
-- `a80`: both operands at least 80 (level 2): the split the task adopted (`lze_trl.tasks.carries.OOD_MIN_OPERAND`),
-  whose committed OOD split is the region's 180 prompts once each rather than 400 draws.
+- `a80`: both operands at least 80 (level 2): the split the task adopted
+  (`lze_examples.tasks.carries.OOD_MIN_OPERAND`), whose committed OOD split is the region's 180 prompts once each
+  rather than 400 draws.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from benchmarks.harness.specs import parse_method  # noqa: E402
 from benchmarks.harness.train import run_train_bench  # noqa: E402
-from lze_trl.demo import DemoConfig  # noqa: E402
-from lze_trl.tasks import carries  # noqa: E402
+from lze_examples.demo import DemoConfig  # noqa: E402
+from lze_examples.tasks import carries  # noqa: E402
 
 
 REGIONS = {

@@ -22,10 +22,10 @@ import json
 import time
 
 import lze_trl
+from lze_examples.demo.config import DemoConfig, MethodSpec, lze_config
+from lze_examples.demo.training import prepare
+from lze_examples.tasks.arithmetic import arithmetic_reward
 from lze_trl import LZEGRPOTrainer
-from lze_trl.demo.config import DemoConfig, MethodSpec, lze_config
-from lze_trl.demo.training import prepare
-from lze_trl.tasks.arithmetic import arithmetic_reward
 
 
 class TimedTrainer(LZEGRPOTrainer):

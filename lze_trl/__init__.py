@@ -1,9 +1,9 @@
 """lze-trl: Learning-Zone Energy prompt selection for TRL's GRPO.
 
 The public names are imported lazily (as TRL does): `import lze_trl.method.checkpoint` loads neither torch nor TRL;
-`from lze_trl import LZEGRPOTrainer` loads the trainer on first use. The periphery is not among them: the demo, the
-embedded tasks, the evaluation, the plots (`lze_trl.demo`, `lze_trl.tasks`, `lze_trl.evaluation`, `lze_trl.plotting`)
-are imported by name, their plotting and table libraries from the extras (`pip install "lze-trl[demo]"`).
+`from lze_trl import LZEGRPOTrainer` loads the trainer on first use. The plots (`lze_trl.plotting`) are imported by
+name, matplotlib from the `plot` extra (`pip install "lze-trl[plot]"`). The demo, the embedded tasks, the evaluation
+and SmolLM2's loader are not in this package: they are the examples' (`lze_examples`, `pip install -e examples`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The optional dependencies of the periphery, named by the extra that installs them.
+"""The optional dependency of the library's periphery, named by the extra that installs it.
 
 The base install (`pip install lze-trl`) is the trainers, their config, the method and the CLI; the figures need
-matplotlib (`lze-trl[plot]`), `lze-trl eval`'s report tabulate (`lze-trl[eval]`), the demo both (`lze-trl[demo]`).
+matplotlib (`lze-trl[plot]`). The examples (examples/, `lze_examples`) depend on their libraries themselves.
 """
 
 from __future__ import annotations

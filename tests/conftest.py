@@ -21,7 +21,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture
 def tiny():
     """A fresh tiny Qwen2 and its character tokenizer."""
-    from lze_trl.tiny import char_tokenizer, tiny_qwen2
+    from lze_examples.tiny import char_tokenizer, tiny_qwen2
 
     tokenizer = char_tokenizer()
     return tiny_qwen2(tokenizer), tokenizer

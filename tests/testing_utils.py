@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from datasets import Dataset
 
+from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -367,7 +367,7 @@ def tiny_qwen2_vl(seed: int = 0):
     )
     from transformers.processing_utils import ProcessorMixin
 
-    from lze_trl.tiny import DEFAULT_CHARSET, SPECIAL_TOKENS
+    from lze_examples.tiny import DEFAULT_CHARSET, SPECIAL_TOKENS
 
     vision = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
     vocab = {tok: i for i, tok in enumerate([*SPECIAL_TOKENS, *vision, *dict.fromkeys(DEFAULT_CHARSET)])}

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lze_trl.demo import DemoConfig, MethodSpec, default_warm_start, run_comparison
+from lze_examples.demo import DemoConfig, MethodSpec, default_warm_start, run_comparison
 
 
 REGIMES: dict[str, dict[str, Any]] = {

@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.regimes import run_one_arm  # noqa: E402
-from lze_trl.demo import MethodSpec  # noqa: E402
+from lze_examples.demo import MethodSpec  # noqa: E402
 from lze_trl.method.energy import compute_energy  # noqa: E402
 from lze_trl.method.round_policies import AdaptiveRounds, RoundsState, register_round_policy  # noqa: E402
 from lze_trl.method.selection import pass_counts  # noqa: E402

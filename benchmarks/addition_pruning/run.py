@@ -64,7 +64,7 @@ def config(arm: str, seed: int, arms: dict[str, dict[str, Any]] = ARMS, **overri
     """The arm's [`DemoConfig`] (`arms`: the study's arms): the regime's, the protocol's batch, the arm's settings as
     its one method."""
     from benchmarks.adaptive.regimes import demo_config
-    from lze_trl.demo import MethodSpec
+    from lze_examples.demo import MethodSpec
 
     settings = dict(arms[arm])
     prompts = settings.pop("prompts_per_step", PROTOCOL["prompts_per_step"])
@@ -98,9 +98,9 @@ def evaluations(curve: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def train(arm: str, seed: int, arms: dict[str, dict[str, Any]] = ARMS, **overrides: Any) -> dict[str, Any]:
     """One run of `arm` of `arms` (`overrides`: [`DemoConfig`] fields, for smoke runs); its record."""
-    from lze_trl.demo import run_method
-    from lze_trl.demo.comparison import to_jsonable
-    from lze_trl.demo.training import prepare
+    from lze_examples.demo import run_method
+    from lze_examples.demo.comparison import to_jsonable
+    from lze_examples.demo.training import prepare
 
     cfg = config(arm, seed, arms, **overrides)
     model, tokenizer, splits, _ = prepare(cfg)

@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from lze_trl.demo import MeteredLZEGRPOTrainer
-from lze_trl.evaluation.generation import generate_transformers
-from lze_trl.tasks.shared import parse_completion
+from lze_examples.demo import MeteredLZEGRPOTrainer
+from lze_examples.evaluation.generation import generate_transformers
+from lze_examples.tasks.shared import parse_completion
 
 
 _QUESTION = re.compile(r"(\d+)\+(\d+)=$")

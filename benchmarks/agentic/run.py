@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.regimes import demo_config, run_and_keep, run_parser  # noqa: E402
 from benchmarks.agentic.checker import CheckerRollouts, checker_trainer  # noqa: E402
-from lze_trl.demo import MethodSpec  # noqa: E402
+from lze_examples.demo import MethodSpec  # noqa: E402
 
 
 ARMS = {

@@ -119,10 +119,10 @@ def train_arm(arm: str, seed: int, steps: int, window_groups: int, base_url: str
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
     from vllm_cpu import RAW_RESPONSE_TEMPLATE
 
+    from lze_examples.demo.accuracy import greedy_accuracy
+    from lze_examples.tasks.shared import arithmetic_reward  # grades the last message's text; TRL's worker pickles it
     from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
-    from lze_trl.demo.accuracy import greedy_accuracy
-    from lze_trl.tasks.shared import arithmetic_reward  # grades the last message's text; TRL's worker pickles it
     from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     torch.manual_seed(seed)
@@ -201,8 +201,8 @@ def main() -> None:
     import torch
     from vllm_cpu import free_loopback_port, on_cpu, running_server, save_warm_start, server_metadata_dir
 
-    from lze_trl.demo.config import DemoConfig
-    from lze_trl.tasks import get_task
+    from lze_examples.demo.config import DemoConfig
+    from lze_examples.tasks import get_task
 
     out = Path(args.output)
     (out / "runs").mkdir(parents=True, exist_ok=True)

@@ -17,10 +17,10 @@ from typing import Any
 
 from trl_cgrpo import CGRPOConfig, CGRPOTrainer
 
+from lze_examples.demo import DemoConfig, MeteredLZEGRPOTrainer
+from lze_examples.tasks import get_task
+from lze_examples.tasks.shared import parse_completion
 from lze_trl import LZEGRPOConfig
-from lze_trl.demo import DemoConfig, MeteredLZEGRPOTrainer
-from lze_trl.tasks import get_task
-from lze_trl.tasks.shared import parse_completion
 
 
 CALIBRATION_PROMPTS = 64

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.regimes import demo_config, run_and_keep, run_parser  # noqa: E402
 from benchmarks.cgrpo.arm import CGRPOArmConfig, calibration_set, cgrpo_arm  # noqa: E402
-from lze_trl.demo import MethodSpec  # noqa: E402
+from lze_examples.demo import MethodSpec  # noqa: E402
 
 
 ARM = "cgrpo"

@@ -173,7 +173,7 @@ def run(clone: Path, venv: Path, outside: Path, logs: Path) -> list[dict]:
         cwd, step_env = folders[folder]
         load_start, start = load(), time.perf_counter()
         # bytes, not text: text mode would turn each progress bar's carriage returns into newlines; bash, as the
-        # README's blocks are (the SmolLM2 evaluation's `$(python -m lze_trl.smollm2)`)
+        # README's blocks are (the SmolLM2 evaluation's `$(python -m lze_examples.smollm2)`)
         done = subprocess.run(command, shell=True, executable="/bin/bash", cwd=cwd, env=step_env, capture_output=True)
         seconds, load_end = time.perf_counter() - start, load()
         output = last_states((done.stdout + done.stderr).decode(errors="replace"))

@@ -12,8 +12,8 @@ run of some arms, `--steps 240`) names its arms `ARM@LABEL`, so they sit beside 
 Per run (arm) and seed: the mean in-domain and OOD accuracy over the last 3 evaluations, generated (fresh) rollouts
 relative to the baseline's, dead groups among those generated, the rollouts
 and FLOPs spent until the run's 3-evaluation mean first reached the target, the step projected under vLLM
-(`lze_trl.demo.projection`; with `--profile PATH`, re-projected from the run's totals under that per-token profile,
-e.g. one written by `benchmarks/bench_vllm_cpu.py --profile`), and whether the run's guards warned
+(`lze_examples.demo.projection`; with `--profile PATH`, re-projected from the run's totals under that per-token
+profile, e.g. one written by `benchmarks/bench_vllm_cpu.py --profile`), and whether the run's guards warned
 (`methods.<m>.warnings`). The target of a seed is the baseline's mean in-domain accuracy over its last 3 evaluations on
 that seed (the same for every arm, labelled ones included); "90% target" is the start plus 90% of the baseline's gain,
 less fragile to a plateau one prompt short. Means over seeds come with a 95% t interval; differences are paired by
@@ -38,8 +38,8 @@ import pandas as pd
 from scipy import stats
 from tabulate import tabulate
 
-from lze_trl.demo.projection import load_profile, projected_summary_seconds
-from lze_trl.demo.summary import first_reaching
+from lze_examples.demo.projection import load_profile, projected_summary_seconds
+from lze_examples.demo.summary import first_reaching
 
 
 WINDOW = 3

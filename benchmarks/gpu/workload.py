@@ -2,7 +2,7 @@
 
 - [`Size`]: the model's shape and the run's sizes (`SIZES["h100"]`: Qwen2.5-1.5B's shape in bf16 on the GPU;
   `SIZES["tiny"]`: a few-layer model on the CPU, for the tests).
-- [`full_vocab_tokenizer`]: the project's character tokenizer (`lze_trl.tiny`) grown to the model's vocabulary, so
+- [`full_vocab_tokenizer`]: the project's character tokenizer (`lze_examples.tiny`) grown to the model's vocabulary, so
   that every id the model samples decodes.
 - [`EOSHazard`]: a forward hook on the LM head that, while generating, forces the EOS token at each sequence's decode
   step with a fixed probability, so completion lengths are geometric (mean ~1/hazard) and truncated at
@@ -23,7 +23,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from lze_trl.tiny import DEFAULT_CHARSET, SPECIAL_TOKENS
+from lze_examples.tiny import DEFAULT_CHARSET, SPECIAL_TOKENS
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ SIZES = {
 
 def full_vocab_tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
     """
-    The character tokenizer of `lze_trl.tiny` (pad, eos, unk, then one token per character) with filler tokens
+    The character tokenizer of `lze_examples.tiny` (pad, eos, unk, then one token per character) with filler tokens
     `<t{i}>` up to `vocab_size`, so that any id a model of that vocabulary samples decodes to text.
 
     Args:

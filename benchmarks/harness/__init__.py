@@ -1,4 +1,4 @@
-"""The benchmark harness behind `python benchmarks/bench.py`: the demo's comparison ([`lze_trl.demo`]) over several
+"""The benchmark harness behind `python benchmarks/bench.py`: the demo's comparison ([`lze_examples.demo`]) over
 seeds and any selectors, the selector-sweep report, and the selection micro-benchmark.
 
 The modules:
@@ -12,5 +12,5 @@ The modules:
 - `sweep`, `sweep_plot`: the selector-sweep report over `train` folders (`sweep.md`, `sweep.json`, `sweep.png`).
 - `cli`: the command line of `benchmarks/bench.py`.
 
-It imports `lze_trl` and `lze_trl.demo`; the package never imports it.
+It imports `lze_trl` and `lze_examples.demo`; the package never imports it.
 """

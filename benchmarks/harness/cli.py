@@ -18,10 +18,10 @@ import os
 import sys
 import warnings
 
+from lze_examples.demo import DemoConfig, default_warm_start
+from lze_examples.tasks import get_task
 from lze_trl.commands import option
-from lze_trl.demo import DemoConfig, default_warm_start
 from lze_trl.method.guards import LZEWarning
-from lze_trl.tasks import get_task
 
 from .markdown import bench_markdown, selection_markdown
 from .selection import run_selection_bench

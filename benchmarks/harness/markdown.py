@@ -9,7 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from lze_trl.demo.summary import RATIO_KEYS
+from lze_examples.demo.summary import RATIO_KEYS
 
 
 def format_stat(stat: dict[str, Any], kind: str = "") -> str:

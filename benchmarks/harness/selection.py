@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from lze_trl.demo import DemoConfig, MethodSpec, run_method
-from lze_trl.demo.comparison import machine_info, to_jsonable
-from lze_trl.demo.training import prepare
+from lze_examples.demo import DemoConfig, MethodSpec, run_method
+from lze_examples.demo.comparison import machine_info, to_jsonable
+from lze_examples.demo.training import prepare
 from lze_trl.grpo.config import LZE_FIELDS, LZEGRPOConfig
 from lze_trl.method.prompt_state import COLUMNS, PromptState
 from lze_trl.method.run import LZERun

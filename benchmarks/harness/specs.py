@@ -16,7 +16,7 @@ from typing import Any
 from transformers import HfArgumentParser
 from transformers.hf_argparser import string_to_bool
 
-from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec
+from lze_examples.demo import MeteredLZEGRPOTrainer, MethodSpec
 from lze_trl.grpo.config import LZEGRPOConfig
 from lze_trl.method.selectors import SELECTORS
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lze_trl.demo.summary import RATIO_KEYS
+from lze_examples.demo.summary import RATIO_KEYS
 
 
 SUMMARY_KEYS = (
@@ -49,7 +49,7 @@ SUMMARY_KEYS = (
     "dead_share",
     "dead_share_last_quarter",
 )
-"""The per-run figures ([`~lze_trl.demo.summary.summarize`]) aggregated over seeds by [`aggregate`]."""
+"""The per-run figures ([`~lze_examples.demo.summary.summarize`]) aggregated over seeds by [`aggregate`]."""
 
 AGGREGATES = ["mean", "std", "min", "max", "count"]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from lze_trl.demo.summary import first_reaching
+from lze_examples.demo.summary import first_reaching
 
 from .markdown import level_markdown, sweep_markdown
 from .stats import column_stats

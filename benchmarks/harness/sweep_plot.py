@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from lze_trl.demo.plots import _pyplot
+from lze_examples.demo.plots import _pyplot
 
 
 ENERGY_TERMS = ("anchor", "uncertainty", "momentum")

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lze_trl.demo import DemoConfig, run_comparison
-from lze_trl.demo.comparison import machine_info, to_jsonable
+from lze_examples.demo import DemoConfig, run_comparison
+from lze_examples.demo.comparison import machine_info, to_jsonable
 
 from .markdown import bench_markdown
 from .stats import aggregate

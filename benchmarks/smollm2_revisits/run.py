@@ -100,7 +100,7 @@ def operands(question: str, level: int) -> tuple[int, ...]:
 
 def splits() -> dict[str, Any]:
     """The training pool, the test set (the first study's) and which test questions ask no training prompt's sum."""
-    from lze_trl.tasks.word_problems import TRAIN_LEVELS, make_dataset
+    from lze_examples.tasks.word_problems import TRAIN_LEVELS, make_dataset
 
     train = make_dataset(PROTOCOL["train_prompts"], seed=0, split="train")
     test = study._distinct("test", list(TRAIN_LEVELS), PROTOCOL["test_per_level"])
@@ -312,7 +312,7 @@ def run_record(trainer, data: dict[str, Any]) -> dict[str, Any]:
     meter, TRL's logs of the training steps and the selection log (each group with its prompt key and level)."""
     import subprocess
 
-    from lze_trl.demo import count_parameters
+    from lze_examples.demo import count_parameters
 
     log = trainer.selection_log.columns()
     level_of = dict(zip(trainer.prompt_keys.dataset_keys.tolist(), data["train"]["difficulty"]))

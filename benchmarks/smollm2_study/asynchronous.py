@@ -2,7 +2,7 @@
 async LZE with the probe, training SmolLM2-135M-Instruct against `vllm serve` of vLLM's CPU build, on the sync study's
 data and settings, evaluated as the sync runs are (`run.py`'s `PROTOCOL`, `splits` and `measure`).
 
-    MODEL=$(.venv/bin/python -m lze_trl.smollm2)     # the converted model folder (the package is the main venv's)
+    MODEL=$(.venv/bin/python -m lze_examples.smollm2)     # the converted model folder (the package is the main venv's)
     .venv-vllm/bin/python benchmarks/smollm2_study/asynchronous.py ARM SEED --model_dir $MODEL
 
 SmolLM2 ties its LM head to its input embedding, which vLLM's CPU backend keeps in a packed copy that a weight reload
@@ -60,9 +60,9 @@ def train_async(arm: str, seed: int, model_dir: str, base_url: str, tied_lm_head
 
     from benchmarks.asynchronous.run import CountingQueue, StepClock, served_requests, steady_rates
     from benchmarks.smollm2_study.run import PROTOCOL, environment, measure
+    from lze_examples.tasks.word_problems import word_problem_reward
     from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
-    from lze_trl.tasks.word_problems import word_problem_reward
     from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     p, settings = PROTOCOL, dict(ASYNC_ARMS[arm])
@@ -123,7 +123,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("arm", choices=list(ASYNC_ARMS))
     parser.add_argument("seed", type=int)
-    parser.add_argument("--model_dir", required=True, help="the converted SmolLM2 folder (python -m lze_trl.smollm2)")
+    parser.add_argument(
+        "--model_dir", required=True, help="the converted SmolLM2 folder (python -m lze_examples.smollm2)"
+    )
     parser.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "smollm2_study"))
     parser.add_argument("--steps", type=int, default=None, help="fewer steps than the protocol's: a smoke test")
     args = parser.parse_args()

@@ -1,6 +1,6 @@
 """The SmolLM2 study (BENCHMARKS.md section 11): GRPO, LZE and the savers training SmolLM2-135M-Instruct
-(lze_trl/smollm2.py) on arithmetic word problems (lze_trl/tasks/word_problems.py) on a CPU, from the same start, seed
-after seed, each finished run written to git-tracked JSON and skipped when there.
+(examples/lze_examples/smollm2.py) on arithmetic word problems (examples/lze_examples/tasks/word_problems.py) on a
+CPU, from the same start, seed after seed, each finished run written to git-tracked JSON and skipped when there.
 
     python benchmarks/smollm2_study/run.py budget [--options ..] # what a step and an evaluation cost, by option
     python benchmarks/smollm2_study/run.py start                # the starting model's measurements (start.json)
@@ -97,7 +97,7 @@ RUNS = {**ARMS, **CONTROLS}
 
 def _distinct(split: str, levels: list[int], per_level: int, seed: int = 0):
     """`per_level` distinct questions of each level of `split`, in the task's order (it repeats easy ones)."""
-    from lze_trl.tasks.word_problems import make_dataset
+    from lze_examples.tasks.word_problems import make_dataset
 
     pool = make_dataset(40 * per_level * len(levels), seed=seed, split=split, levels=levels)
     seen: set[str] = set()
@@ -115,7 +115,7 @@ def _distinct(split: str, levels: list[int], per_level: int, seed: int = 0):
 
 def splits() -> dict[str, Any]:
     """The training pool and the evaluation sets (the same for every arm and seed)."""
-    from lze_trl.tasks.word_problems import OOD_LEVELS, TRAIN_LEVELS, make_dataset
+    from lze_examples.tasks.word_problems import OOD_LEVELS, TRAIN_LEVELS, make_dataset
 
     p = PROTOCOL
     train = make_dataset(p["train_prompts"], seed=0, split="train")
@@ -133,9 +133,10 @@ def splits() -> dict[str, Any]:
 
 
 def load_model(folder: str | None = None):
-    """The starting model and its tokenizer: the installed file's (`lze_trl/smollm2.py`), or its converted `folder`
-    (`python -m lze_trl.smollm2` prints it) in an environment without the file, as `.venv-vllm`."""
-    from lze_trl.smollm2 import load_smollm2
+    """The starting model and its tokenizer: the installed file's (`examples/lze_examples/smollm2.py`), or its
+    converted `folder` (`python -m lze_examples.smollm2` prints it) in an environment without the file, as
+    `.venv-vllm`."""
+    from lze_examples.smollm2 import load_smollm2
 
     if folder is None:
         return load_smollm2(source="package")
@@ -157,9 +158,9 @@ def evaluate(
     """Per-prompt accuracy (greedy) or pass rate (`samples` at `temperature`) of `dataset`, its levels and seconds;
     completions of at most `max_new_tokens` (the protocol's `max_completion_length` unless given); with `lengths`,
     every completion's tokens and whether it ended (prompt by prompt)."""
-    from lze_trl.evaluation.benchmarks import render_prompts
-    from lze_trl.evaluation.generation import generate_transformers
-    from lze_trl.tasks.word_problems import word_problem_reward
+    from lze_examples.evaluation.benchmarks import render_prompts
+    from lze_examples.evaluation.generation import generate_transformers
+    from lze_examples.tasks.word_problems import word_problem_reward
 
     start = time.perf_counter()
     texts, _ = render_prompts(dataset["prompt"], tokenizer)
@@ -231,9 +232,9 @@ def make_trainer(
     from trl import GRPOTrainer
 
     import benchmarks.peers  # noqa: F401  (registers the controls' selectors)
+    from lze_examples.demo import MeteredLZEGRPOTrainer
+    from lze_examples.tasks.word_problems import word_problem_reward
     from lze_trl import LZEGRPOConfig
-    from lze_trl.demo import MeteredLZEGRPOTrainer
-    from lze_trl.tasks.word_problems import word_problem_reward
 
     class Clock(GRPOTrainer):
         """Times TRL's `_generate` (generation) and `_calculate_rewards` (the reward) in training: below
@@ -335,7 +336,7 @@ def train(
 ) -> dict[str, Any]:
     """One run of `arm` from the starting model (of `model_dir`, see [`load_model`]); its record (see the module's
     docstring)."""
-    from lze_trl.demo import count_parameters
+    from lze_examples.demo import count_parameters
 
     model, tokenizer = load_model(model_dir)
     trainer, clock = make_trainer(arm, model, tokenizer, data, seed, steps, **extra)

@@ -19,7 +19,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.regimes import run_one_arm  # noqa: E402
-from lze_trl.demo import MeteredLZEGRPOTrainer, MethodSpec  # noqa: E402
+from lze_examples.demo import MeteredLZEGRPOTrainer, MethodSpec  # noqa: E402
 from lze_trl.rounds.batching import pad_rows  # noqa: E402
 
 

@@ -35,6 +35,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any
 
 from trl.scripts.grpo import GRPOScriptArguments
@@ -42,11 +43,24 @@ from trl.scripts.grpo import GRPOScriptArguments
 from ..data import load_datasets
 from ..method.errors import LZEStateError, LZEWarning
 from ..plotting.callback import add_plot_callback
-from ..smollm2 import resolve_model_name
 from . import UsageError, did_you_mean, parse_args
 
 
 logger = logging.getLogger(__name__)
+
+
+def resolve_model_name(name: str) -> str:
+    """
+    The `model_name_or_path` to load: `name` as each installed package's entry point of the `lze_trl.model_names` group
+    reads it (the examples' reads SmolLM2's Hub id as the installed file when the Hub is out of reach), else `name`.
+
+    Args:
+        name (`str`):
+            A recipe's `model_name_or_path`.
+    """
+    for entry in entry_points(group="lze_trl.model_names"):
+        name = entry.load()(name)
+    return name
 
 
 @dataclass

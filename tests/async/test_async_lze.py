@@ -32,6 +32,7 @@ from trl.experimental.async_grpo.async_rollout_worker import RolloutGroup, Rollo
 from trl.experimental.async_grpo.packing import TREE_ATTENTION, TreeRow, register_tree_attention, tree_attention
 from trl.trainer.utils import RepeatSampler
 
+from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl.async_grpo.cpu import cpu_tree_attention, use_cpu_tree_attention
 from lze_trl.async_grpo.samples import LZERolloutSample, Order, group_advantages, tag_round
 from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
@@ -44,7 +45,6 @@ from lze_trl.method.run import LZERun
 from lze_trl.rounds.fused import RoundPipeline
 from lze_trl.rounds.in_flight import IN_FLIGHT_FILE, even_out, load_in_flight, save_in_flight
 from lze_trl.testing.async_stand_ins import InProcessWeightTransfer, StandInRolloutWorker
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 G = 4

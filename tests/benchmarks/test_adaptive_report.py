@@ -88,7 +88,7 @@ def test_the_summary_table_is_the_report_s_row_by_row():
 
 
 def test_the_demo_quotes_the_seed_to_seed_spread_of_section_12_on_its_task():
-    from lze_trl.commands.demo import ONE_SEED_NOISE
+    from lze_examples.commands.demo import ONE_SEED_NOISE
 
     report = (RESULTS / "report.md").read_text()
     table = report[report.index("## How far one seed is from another") :].split("\n\n")[1]

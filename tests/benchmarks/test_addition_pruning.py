@@ -30,7 +30,7 @@ def test_evaluations_mark_the_first_at_the_budget_and_the_one_at_equal_steps():
 
 
 def test_a_run_records_its_evaluations_selection_log_and_pruner_metrics(tmp_path, monkeypatch):
-    from lze_trl.demo import DemoConfig
+    from lze_examples.demo import DemoConfig
 
     monkeypatch.setitem(run.PROTOCOL, "rollout_budget", 3 * 4 * 8)
     monkeypatch.setitem(run.PROTOCOL, "equal_steps", 2)

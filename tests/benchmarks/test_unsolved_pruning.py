@@ -29,7 +29,7 @@ def test_the_queue_is_this_study_s_arms_and_seeds(tmp_path, capsys):
 
 
 def test_a_pruned_run_prunes_only_the_unsolved_side(tmp_path):
-    from lze_trl.demo import DemoConfig
+    from lze_examples.demo import DemoConfig
 
     record = harness.train("grpo_prune_unsolved", 0, run.ARMS, warm_start=DemoConfig.tiny().warm_start, n_train=32,
                            n_test=8, n_ood=4, n_train_eval=4, progress=False, steps=3, eval_steps=1,

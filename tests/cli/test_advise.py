@@ -8,8 +8,8 @@ import pytest
 from testing_utils import make_trainer, prompt_dataset, sided_reward, text_reward, tiny_config
 from trl import GRPOConfig, GRPOTrainer
 
+from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl.commands import advise
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 pytestmark = pytest.mark.slow

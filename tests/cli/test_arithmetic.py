@@ -6,8 +6,8 @@ from datasets import Dataset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lze_trl.tasks import arithmetic
-from lze_trl.tasks.arithmetic import (
+from lze_examples.tasks import arithmetic
+from lze_examples.tasks.arithmetic import (
     CHARSET,
     OOD_LEVELS,
     TRAIN_LEVELS,

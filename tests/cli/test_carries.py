@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from lze_trl.tasks import TASKS, arithmetic_reward, carries, get_task, is_test_prompt
-from lze_trl.tasks.carries import (
+from lze_examples.tasks import TASKS, arithmetic_reward, carries, get_task, is_test_prompt
+from lze_examples.tasks.carries import (
     DEFAULT_N_OOD,
     LEVELS,
     OOD_LEVELS,
@@ -75,7 +75,7 @@ def test_the_ood_split_is_the_operand_range_rl_never_trains_on():
 
 
 def test_the_demo_evaluates_the_whole_ood_range_by_default():
-    from lze_trl.demo import DemoConfig
+    from lze_examples.demo import DemoConfig
 
     assert DemoConfig().n_ood is None and DemoConfig().resolved_n_ood() == 180
     assert DemoConfig(task="arithmetic").resolved_n_ood() == 200 and DemoConfig(n_ood=50).resolved_n_ood() == 50

@@ -13,12 +13,12 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl.cli import main as cli_main
 from lze_trl.commands import looks_local
 from lze_trl.commands.grpo import LZEGRPOScriptArguments, make_parser, resolve_reward_funcs, reward_registry
 from lze_trl.data import load_datasets, resolve_math_kind
 from lze_trl.rewards import format_reward, math_accuracy
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "cli"
@@ -167,7 +167,7 @@ def write_recipe(path: Path, **settings) -> Path:
         ("./my_data", True),
         ("../models/tiny", True),
         ("/abs/data", True),
-        ("lze_trl/demo/weights/48f3e60dc1d23923", True),  # more than one `/`: no Hub id
+        ("examples/lze_examples/demo/weights/48f3e60dc1d23923", True),  # more than one `/`: no Hub id
         ("gsm8k", False),  # a math kind
         ("openai/gsm8k", False),  # Hub ids
         ("Qwen/Qwen2.5-Math-1.5B", False),
@@ -212,10 +212,11 @@ def test_an_unknown_reward_is_one_error_naming_the_recipe_and_the_valid_rewards(
         f"lze-trl grpo: error: {recipe}: reward_funcs='math_acuracy' is invalid: not a registered reward (did you "
         f"mean `math_accuracy`?): {fix}"
     )
-    write_recipe(recipe, dataset_name="gsm8k", reward_funcs=["lze_trl.tasks.arithmetic_rewad"])
+    write_recipe(recipe, dataset_name="gsm8k", reward_funcs=["lze_examples.tasks.arithmetic_rewad"])
     assert one_error(capsys, ["grpo", "--config", str(recipe)]) == (
-        f"lze-trl grpo: error: {recipe}: reward_funcs='lze_trl.tasks.arithmetic_rewad' is invalid: module "
-        "'lze_trl.tasks' has no function 'arithmetic_rewad' (did you mean `lze_trl.tasks.arithmetic_reward`?): "
+        f"lze-trl grpo: error: {recipe}: reward_funcs='lze_examples.tasks.arithmetic_rewad' is invalid: module "
+        "'lze_examples.tasks' has no function 'arithmetic_rewad' (did you mean "
+        "`lze_examples.tasks.arithmetic_reward`?): "
         f"{fix}"
     )
     write_recipe(recipe, dataset_name="gsm8k", reward_funcs="no_such_module.reward")  # one name, not a list

@@ -16,7 +16,7 @@ from datasets import Dataset
 from testing_utils import lze_args, mixed_reward, prompt_dataset
 from transformers import GenerationConfig
 
-from lze_trl.demo import (
+from lze_examples.demo import (
     AccuracyCallback,
     DemoConfig,
     MeteredLZEGRPOTrainer,
@@ -32,12 +32,12 @@ from lze_trl.demo import (
     sampled_pass_rates,
     train_warm_start,
 )
-from lze_trl.demo.summary import ratios, summarize
-from lze_trl.demo.tables import format_table
-from lze_trl.demo.training import recorded_lze_warnings
+from lze_examples.demo.summary import ratios, summarize
+from lze_examples.demo.tables import format_table
+from lze_examples.demo.training import recorded_lze_warnings
+from lze_examples.tasks.arithmetic import CHARSET, arithmetic_reward
+from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl.method.guards import LZEWarning
-from lze_trl.tasks.arithmetic import CHARSET, arithmetic_reward
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 TINY_WARM = dict(hidden_size=16, num_layers=1, num_heads=2, num_examples=64, steps=3, batch_size=8)
@@ -166,7 +166,7 @@ def _reference_completions(model, tokenizer, prompts, batch_size, num_samples=1,
 
 
 def test_accuracy_and_pass_rates_generate_like_plain_generate_calls():
-    from lze_trl.demo.accuracy import _generate
+    from lze_examples.demo.accuracy import _generate
 
     tokenizer = char_tokenizer(CHARSET)
     model = tiny_qwen2(tokenizer, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64, seed=3)
@@ -333,7 +333,7 @@ def test_time_and_flops_to_the_baseline_target():
 # ----------------------------------------------------------------------------------------------- end to end
 @pytest.mark.slow
 def test_demo_command_end_to_end(tmp_path, capsys, monkeypatch):
-    from lze_trl.commands.demo import main
+    from lze_examples.commands.demo import main
 
     out = tmp_path / "demo"
     monkeypatch.delenv("WANDB_MODE", raising=False)
@@ -489,15 +489,20 @@ def test_the_demo_is_one_package_without_the_old_paths():
     import importlib
     import importlib.util
 
-    import lze_trl.demo
+    import lze_examples.demo
 
-    for old in ("lze_trl.experiments", "lze_trl.demo.runner", "lze_trl.demo.bench", "lze_trl.demo._moved"):
+    for old in (
+        "lze_trl.experiments",
+        "lze_examples.demo.runner",
+        "lze_examples.demo.bench",
+        "lze_examples.demo._moved",
+    ):
         assert importlib.util.find_spec(old) is None, old
     with pytest.raises(AttributeError):
-        lze_trl.demo.aggregate  # noqa: B018
-    # the shipped warm start is package data of `lze_trl.demo`
-    assert (Path(lze_trl.demo.__file__).parent / "weights").is_dir()
-    assert importlib.import_module("lze_trl.demo.warmstart").SHIPPED_DIR.parent.name == "demo"
+        lze_examples.demo.aggregate  # noqa: B018
+    # the shipped warm start is package data of `lze_examples.demo`
+    assert (Path(lze_examples.demo.__file__).parent / "weights").is_dir()
+    assert importlib.import_module("lze_examples.demo.warmstart").SHIPPED_DIR.parent.name == "demo"
 
 
 def test_the_demo_names_import_without_warnings():
@@ -505,4 +510,4 @@ def test_the_demo_names_import_without_warnings():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        from lze_trl.demo import DemoConfig, MethodSpec, WarmStartConfig, run_demo  # noqa: F401
+        from lze_examples.demo import DemoConfig, MethodSpec, WarmStartConfig, run_demo  # noqa: F401

@@ -1,4 +1,4 @@
-"""Tests of `lze_trl.evaluation` and `lze-trl eval`, offline on hand-built tiny models saved to disk.
+"""Tests of `lze_examples.evaluation` and `lze-trl eval`, offline on hand-built tiny models saved to disk.
 
 The end-to-end tests use a "bigram" Qwen2 whose next token depends only on the current one (attention and MLP
 outputs are zero, the embeddings one-hot, the LM head a lookup table): it answers every prompt with "7" (or, through a
@@ -16,8 +16,7 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from lze_trl.cli import main as cli_main
-from lze_trl.evaluation import (
+from lze_examples.evaluation import (
     Completion,
     EvalArguments,
     benchmark_metrics,
@@ -29,8 +28,9 @@ from lze_trl.evaluation import (
     merge_results,
     render_prompts,
 )
-from lze_trl.evaluation.arguments import BENCHMARKS_HELP
-from lze_trl.tiny import char_tokenizer
+from lze_examples.evaluation.arguments import BENCHMARKS_HELP
+from lze_examples.tiny import char_tokenizer
+from lze_trl.cli import main as cli_main
 
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "cli"
@@ -300,9 +300,9 @@ def test_eval_vllm_backend_matches_transformers(models, tmp_path):
 def test_eval_grades_an_embedded_task_as_the_demo_does(tmp_path):
     # `lze-trl eval --config recipes/eval/cpu-carries.yaml`: the README's CPU evaluation, offline, on the shipped warm
     # start: the same greedy accuracy as the demo's `greedy_accuracy` on the same 200 held-out prompts (and on OOD)
-    from lze_trl.demo import default_warm_start, greedy_accuracy, load_warm_start
-    from lze_trl.demo.warmstart import shipped_path
-    from lze_trl.tasks import get_task
+    from lze_examples.demo import default_warm_start, greedy_accuracy, load_warm_start
+    from lze_examples.demo.warmstart import shipped_path
+    from lze_examples.tasks import get_task
 
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "eval" / "cpu-carries.yaml"
     warm = str(shipped_path(default_warm_start("carries")))
@@ -327,14 +327,15 @@ def test_eval_grades_an_embedded_task_as_the_demo_does(tmp_path):
 
 def test_the_help_lists_every_benchmark_from_the_registries(capsys):
     # `lze-trl --help` and `lze-trl eval --help` list what `--benchmarks` accepts: the math kinds and embedded tasks
+    from lze_examples.tasks import TASKS
     from lze_trl.data import KINDS
-    from lze_trl.tasks import TASKS
 
     names = [*KINDS, *TASKS]
     assert {"carries", "word_problems", "gsm8k"} <= set(names)
     assert cli_main(["--help"]) == 0
     usage = capsys.readouterr().out
-    eval_text = " ".join(usage[usage.index("  eval ") : usage.index("  env ")].split())
+    start = usage.index("  eval ")  # the examples' commands come after the library's
+    eval_text = " ".join(usage[start : usage.index("\n\n", start)].split())
     assert eval_text == f"eval Pass@1 / avg@k of a model, checkpoint or LoRA adapter on {BENCHMARKS_HELP}."
     with pytest.raises(SystemExit) as exit:
         cli_main(["eval", "--help"])
@@ -357,8 +358,8 @@ def test_the_help_lists_every_benchmark_from_the_registries(capsys):
 def test_the_readme_evaluation_runs_from_another_folder(tmp_path, monkeypatch):
     # `lze-trl eval --config recipes/eval/cpu-carries.yaml --model ...` from a folder other than the repository's root:
     # the recipe is read from the repository, the results go under the working directory
-    from lze_trl.demo import default_warm_start
-    from lze_trl.demo.warmstart import shipped_path
+    from lze_examples.demo import default_warm_start
+    from lze_examples.demo.warmstart import shipped_path
 
     monkeypatch.chdir(tmp_path)
     warm = str(shipped_path(default_warm_start("carries")))

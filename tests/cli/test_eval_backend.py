@@ -8,8 +8,8 @@ import importlib.util
 import pytest
 import torch
 
-from lze_trl.evaluation import vllm_available
-from lze_trl.evaluation.runner import _resolve_backend
+from lze_examples.evaluation import vllm_available
+from lze_examples.evaluation.runner import _resolve_backend
 
 
 @pytest.fixture

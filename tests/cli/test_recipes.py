@@ -12,8 +12,8 @@ import yaml
 from accelerate.commands.config.config_args import ClusterConfig
 from testing_utils import restored_environ
 
+from lze_examples.commands.eval import make_parser as make_eval_parser
 from lze_trl.commands import UsageError, parse_args, recipe_path
-from lze_trl.commands.eval import make_parser as make_eval_parser
 from lze_trl.commands.grpo import RECIPE_PATHS, make_parser
 from lze_trl.grpo.config import LZE_FIELDS
 
@@ -83,7 +83,7 @@ def test_recipe_parses_and_sets_its_values(path):
         assert same(parsed[key], value), f"{key}: {parsed[key]!r} != {value!r}"
     assert model_args.model_name_or_path
     cpu = path.parent.name == "cpu"  # the offline CPU recipe: the embedded task and its reward
-    cpu_rewards = ("lze_trl.tasks.arithmetic_reward", "lze_trl.tasks.word_problems.word_problem_reward")
+    cpu_rewards = ("lze_examples.tasks.arithmetic_reward", "lze_examples.tasks.word_problems.word_problem_reward")
     assert script_args.reward_funcs[0] in (cpu_rewards if cpu else ("math_accuracy",))
 
 
@@ -198,7 +198,7 @@ def test_the_cpu_recipe_finds_its_model_and_data_from_any_folder(cwd, tmp_path, 
     script_args, _, model_args, _ = parse_args(make_parser(), ["--config", recipe], RECIPE_PATHS)
     assert Path(script_args.dataset_name).resolve() == RECIPES / "cpu" / "carries_train.jsonl"
     assert (Path(model_args.model_name_or_path) / "model.safetensors").is_file()
-    assert script_args.reward_funcs == ["lze_trl.tasks.arithmetic_reward"]  # not a path: as written
+    assert script_args.reward_funcs == ["lze_examples.tasks.arithmetic_reward"]  # not a path: as written
     flag = ["--dataset_name", str(tmp_path / "mine.jsonl")]  # a flag wins over the recipe, as it is written
     (tmp_path / "mine.jsonl").write_text("{}\n")
     script_args, _, _, _ = parse_args(make_parser(), ["--config", recipe, *flag], RECIPE_PATHS)

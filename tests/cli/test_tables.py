@@ -1,4 +1,4 @@
-"""The tables: the demo's printed text tables (`lze_trl.demo.tables`) and the Markdown of the benchmarks and the
+"""The tables: the demo's printed text tables (`lze_examples.demo.tables`) and the Markdown of the benchmarks and the
 sweep (`benchmarks.harness.markdown`). The expected texts (`fixtures/tables/golden.json`) were written by the
 formatters before they were merged into one module and then laid out by `tabulate`: the demo's tables must not change
 by a character (README shows their layout); the Markdown tables must keep every cell, caption and column alignment
@@ -13,8 +13,8 @@ import pytest
 
 from benchmarks.harness import markdown
 from benchmarks.harness.stats import seed_stats as stats_over_seeds
-from lze_trl.demo import tables
-from lze_trl.demo.summary import RATIO_KEYS
+from lze_examples.demo import tables
+from lze_examples.demo.summary import RATIO_KEYS
 
 
 GOLDEN = json.loads((Path(__file__).parents[1] / "fixtures" / "tables" / "golden.json").read_text())

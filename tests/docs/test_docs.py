@@ -81,7 +81,9 @@ def test_every_python_block_runs(page, index, mark, code, tmp_path, tiny_model, 
     namespace = {
         "__name__": "__docs__",
         "TINY_MODEL": tiny_model,
-        "SHIPPED_MODEL": str(next((ROOT / "lze_trl" / "demo" / "weights").glob("*/tokenizer.json")).parent),
+        "SHIPPED_MODEL": str(
+            next((ROOT / "examples" / "lze_examples" / "demo" / "weights").glob("*/tokenizer.json")).parent
+        ),
         "TINY_CHAT_MODEL": lambda: (
             AutoModelForCausalLM.from_pretrained(tiny_model),
             AutoTokenizer.from_pretrained(tiny_model),

@@ -20,10 +20,9 @@ FLOORS = [["lze_trl.method"], ["lze_trl.rounds"], ["lze_trl.common"], ["lze_trl.
 """The package's floors, bottom first: a module imports from its own layer and the floors below it, never from above
 nor from a sibling on its floor (the two trainers stand side by side on the shared layers)."""
 LAYERS = [layer for floor in FLOORS for layer in floor]
-ROOT_MODULES = {"__init__.py", "cli.py", "extras.py", "rewards.py", "smollm2.py", "tiny.py"}
+ROOT_MODULES = {"__init__.py", "cli.py", "extras.py", "rewards.py"}
 """The package root: its public entry points (the names `lze_trl` exports, the console script, the reward functions,
-the two offline models the README uses, the extras that install the periphery's libraries); everything else is in a
-subpackage."""
+the extra that installs the plots' library); everything else is in a subpackage."""
 TRAINER_LAYER = {"lze_trl.grpo.trainer", "lze_trl.grpo.config", "lze_trl.plotting.callback"}
 
 
@@ -89,6 +88,24 @@ def test_graph_parser_sees_the_trainer_imports():
         "lze_trl.method.checkpoint",
     } <= graph["lze_trl.grpo.trainer"]
     assert "lze_trl.method.selectors.base" in graph["lze_trl.method.selectors.builtin"]
+
+
+def imported_packages(folder: Path) -> set[str]:
+    """The top-level packages that the modules under `folder` import, lazily or for a type checker included."""
+    return {
+        (alias.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
+        for path in folder.rglob("*.py")
+        for node in _imports(ast.parse(path.read_text()), type_checking=True)
+        if isinstance(node, ast.Import) or not node.level
+        for alias in node.names
+    }
+
+
+def test_the_library_imports_nothing_of_the_examples():
+    # examples/ (`lze_examples`) builds on the library, never the other way: the commands and model names the examples
+    # add reach `lze_trl` through entry points (lze_trl/cli.py, lze_trl/commands/grpo.py)
+    assert "lze_examples" not in imported_packages(PACKAGE)
+    assert {"lze_trl", "trl"} <= imported_packages(PACKAGE.parent / "examples" / "lze_examples")  # the scan sees them
 
 
 def test_the_package_root_holds_the_entry_points_and_subpackages():

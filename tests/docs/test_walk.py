@@ -14,7 +14,7 @@ from datasets import Dataset
 from testing_utils import make_trainer, prompt_dataset
 
 import lze_trl
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
+from lze_examples.tiny import char_tokenizer, tiny_qwen2
 
 
 WALK = Path(__file__).resolve().parents[2] / "docs" / "source" / "walk.md"

@@ -12,8 +12,8 @@ from datasets import Dataset
 from test_drop_in import CountingEnv, chat_reward, tool_tokenizer
 from testing_utils import logged, make_trainer, prompt_dataset, prompt_number
 
+from lze_examples.tiny import tiny_qwen2
 from lze_trl import LZEGRPOTrainer
-from lze_trl.tiny import tiny_qwen2
 
 
 def counting_rollout_func(calls: list):

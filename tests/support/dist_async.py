@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from datasets import Dataset
 
+from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
 from lze_trl.testing.async_stand_ins import InProcessWeightTransfer, StandInRolloutWorker
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 def correct(completions, **kwargs):

@@ -37,9 +37,9 @@ from accelerate.utils import DistributedType  # noqa: E402
 from testing_utils import end_distributed, prompt_dataset, restored_environ, save_rank_results, tiny_config  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
+from lze_examples.tiny import char_tokenizer, tiny_qwen2  # noqa: E402
 from lze_trl import LZEGRPOConfig, LZEGRPOTrainer  # noqa: E402
 from lze_trl.common.engines import warn_if_not_sharded  # noqa: E402
-from lze_trl.tiny import char_tokenizer, tiny_qwen2  # noqa: E402
 
 
 NUM_PROMPTS = 16

@@ -22,7 +22,7 @@ from testing_utils import (  # noqa: E402
 
 from benchmarks.peers import prepare  # noqa: E402
 from benchmarks.peers.config import PeerConfig  # noqa: E402
-from lze_trl.tiny import char_tokenizer, tiny_qwen2  # noqa: E402
+from lze_examples.tiny import char_tokenizer, tiny_qwen2  # noqa: E402
 
 
 def run(out_dir: Path, selector: str, num_prompts: int = 32, **overrides) -> None:

@@ -20,7 +20,7 @@ from testing_utils import (  # noqa: E402
 )
 
 import benchmarks.peers  # noqa: E402, F401  (registers the peers)
-from lze_trl.tiny import char_tokenizer, tiny_qwen2  # noqa: E402
+from lze_examples.tiny import char_tokenizer, tiny_qwen2  # noqa: E402
 
 
 def run(out_dir: Path, selector: str, num_prompts: int = 32, **overrides) -> None:

@@ -15,8 +15,8 @@ from testing_utils import (
     tiny_config,
 )
 
+from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl import LZEGRPOTrainer
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 def main(out_dir: str, mode: str) -> None:

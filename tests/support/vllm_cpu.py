@@ -216,7 +216,7 @@ def save_tiny_model(
     Saves a tiny random Qwen2 and its character tokenizer to `path` as vLLM loads them (head_dim 64, which vLLM's
     attention kernels take; float32, which vLLM runs in bfloat16). Returns `(model, tokenizer)`.
     """
-    from lze_trl.tiny import char_tokenizer, tiny_qwen2
+    from lze_examples.tiny import char_tokenizer, tiny_qwen2
 
     tokenizer = char_tokenizer()
     if chat_template is not None:
@@ -244,8 +244,8 @@ def save_warm_start(path, task: str = "carries"):
     CPU: untied embeddings (vLLM's CPU backend keeps a stale packed copy of a tied LM head after `reload_weights`),
     float32, [`RAW_PROMPT_TEMPLATE`]. Returns `(model, tokenizer)` (the tokenizer with [`RAW_RESPONSE_TEMPLATE`]).
     """
-    from lze_trl.demo.config import default_warm_start
-    from lze_trl.demo.warmstart import load_warm_start
+    from lze_examples.demo.config import default_warm_start
+    from lze_examples.demo.warmstart import load_warm_start
     from lze_trl.testing.vllm_reload import untied_for_serving
 
     model, tokenizer, _ = load_warm_start(default_warm_start(task))

@@ -1,13 +1,16 @@
-"""The base install is the library: `pip install lze-trl` brings no plotting or table library, and training and
-checkpointing a trainer load nothing of the periphery (the demo, the tasks, the evaluation, the plots, the data
-recipes, SmolLM2's loader, the CLI), with matplotlib and tabulate made unimportable (issue #73)."""
+"""The base install is the library: lze-trl's wheel holds `lze_trl` alone (the demo, the tasks, the evaluation, the
+tiny models, SmolLM2's loader and the shipped weights are the examples' package, examples/), `pip install lze-trl`
+brings no plotting or table library, and training and checkpointing a trainer load nothing of the periphery (the plots,
+the data recipes, the CLI), with matplotlib and tabulate made unimportable (issue #73)."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
@@ -19,7 +22,8 @@ from test_import_graph import import_graph, reachable
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL = ("matplotlib", "tabulate")
-PERIPHERY = ("demo", "plotting", "evaluation", "tasks", "data", "smollm2", "commands", "cli", "testing")
+PERIPHERY = ("plotting", "data", "commands", "cli", "testing")
+"""The subpackages and modules of `lze_trl` beyond the trainers, their config, the method and the rounds."""
 BLOCK = f"import sys\nfor name in {OPTIONAL!r}: sys.modules[name] = None  # `import` raises ImportError\n"
 """A subprocess's first lines: neither optional library can be imported, as after `pip install lze-trl`."""
 
@@ -58,9 +62,9 @@ def test_the_base_install_brings_no_plotting_or_table_library():
     pulled = closure(project["dependencies"])
     assert {"trl", "torch", "pandas"} <= pulled  # the walk reads the dependency tree
     assert pulled & set(OPTIONAL) == set()
-    extras = project["optional-dependencies"]
-    assert {"matplotlib"} <= closure(extras["plot"]) and {"matplotlib", "tabulate"} <= closure(extras["demo"])
-    assert "tabulate" in closure(extras["eval"])
+    assert {"matplotlib"} <= closure(project["optional-dependencies"]["plot"])
+    examples = tomllib.loads((ROOT / "examples" / "pyproject.toml").read_text())["project"]
+    assert {"lze-trl", "matplotlib", "tabulate"} <= closure(examples["dependencies"])
 
 
 @pytest.mark.parametrize("trainer", ["lze_trl.grpo.trainer", "lze_trl.async_grpo.trainer"])
@@ -78,7 +82,7 @@ def test_training_and_checkpointing_load_none_of_the_periphery(tmp_path):
         "import json\n"
         "from datasets import Dataset\n"
         "from lze_trl import LZEGRPOConfig, LZEGRPOTrainer\n"
-        "from lze_trl.tiny import char_tokenizer, tiny_qwen2\n"  # the harness's model, not the trainer's import
+        "from lze_examples.tiny import char_tokenizer, tiny_qwen2\n"  # the examples' test model
         "dataset = Dataset.from_dict({'prompt': [f'{i}+{i}=' for i in range(16)]})\n"
         "def reward(prompts, completions, **kwargs):\n"
         "    return [float(len(c) % 2) for c in completions]\n"
@@ -94,7 +98,7 @@ def test_training_and_checkpointing_load_none_of_the_periphery(tmp_path):
         "table = first.prompt_table()\n"
         "resumed = trainer(3)\n"
         "resumed.train(resume_from_checkpoint=True)\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('lze_trl.') and m != 'lze_trl.tiny')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('lze_trl.') and m != 'lze_examples.tiny')\n"
         "print(json.dumps({'loaded': loaded, 'rows': len(table), 'columns': list(table.columns),\n"
         "                  'steps': resumed.state.global_step}))\n"
     ).replace("OUT", repr(str(tmp_path)))
@@ -111,13 +115,11 @@ def test_the_periphery_names_its_extra_when_its_library_is_missing():
     code = BLOCK + (
         "import json\n"
         "from lze_trl.plotting import new_figure\n"
-        "from lze_trl.evaluation.reports import markdown_table\n"
         "from lze_trl.plotting.callback import add_plot_callback\n"
         "from types import SimpleNamespace as Fake\n"
         "trainer = Fake(callback_handler=Fake(callbacks=[]), args=Fake(report_to=['wandb']))\n"
         "errors = []\n"
-        "table = lambda: markdown_table({'benchmarks': {}, 'models': {}})\n"
-        "for call in (new_figure, table, lambda: add_plot_callback(trainer)):\n"
+        "for call in (new_figure, lambda: add_plot_callback(trainer)):\n"
         "    try:\n"
         "        call()\n"
         "    except ImportError as error:\n"
@@ -125,18 +127,17 @@ def test_the_periphery_names_its_extra_when_its_library_is_missing():
         "print(json.dumps(errors))\n"
     )
     errors = json.loads(run_python(code))
-    assert len(errors) == 3
+    assert len(errors) == 2
     assert "needs matplotlib" in errors[0] and "pip install 'lze-trl[plot]'" in errors[0]
-    assert "needs tabulate" in errors[1] and "pip install 'lze-trl[eval]'" in errors[1]
-    assert "plots in wandb/trackio needs matplotlib" in errors[2] and "lze-trl[plot]" in errors[2]
+    assert "plots in wandb/trackio needs matplotlib" in errors[1] and "lze-trl[plot]" in errors[1]
 
 
 @pytest.mark.slow
-def test_the_quick_start_runs_on_the_base_install(tmp_path):
+def test_the_quick_start_loads_no_plotting_or_table_library(tmp_path):
     # the README's quick start: the shipped warm start, the embedded task and greedy accuracy need neither library
     code = BLOCK + (
-        "from lze_trl.demo import default_warm_start, greedy_accuracy, load_warm_start\n"
-        "from lze_trl.tasks import get_task\n"
+        "from lze_examples.demo import default_warm_start, greedy_accuracy, load_warm_start\n"
+        "from lze_examples.tasks import get_task\n"
         "model, tokenizer, _ = load_warm_start(default_warm_start('carries'))\n"
         "test = get_task('carries').make_dataset(20, seed=0, split='test')\n"
         "print(greedy_accuracy(model, tokenizer, test)['accuracy'])\n"
@@ -144,14 +145,44 @@ def test_the_quick_start_runs_on_the_base_install(tmp_path):
     assert 0.0 <= float(run_python(code)) <= 1.0
 
 
-def test_the_demo_command_names_its_extra_before_it_trains():
-    code = BLOCK + (
-        "import contextlib, io, json\n"
-        "from lze_trl.cli import main\n"
-        "err = io.StringIO()\n"
-        "with contextlib.redirect_stderr(err):\n"
-        "    code = main(['demo', '--tiny'])\n"
-        "print(json.dumps([code, err.getvalue()]))\n"
+def test_the_examples_commands_say_how_to_install_them_when_missing(monkeypatch, capsys):
+    from lze_trl import cli
+
+    assert {"demo", "eval"} <= set(cli.added_commands())  # the examples' entry points (the Makefile installs them)
+    monkeypatch.setattr(cli, "added_commands", dict)  # as after `pip install lze-trl` alone
+    assert cli.main(["demo", "--tiny"]) == 2
+    assert "'demo' comes with lze-trl's examples, which are not installed: `pip install -e examples`" in (
+        capsys.readouterr().err
     )
-    code, message = json.loads(run_python(code))
-    assert code == 2 and "lze-trl demo needs tabulate" in message and "pip install 'lze-trl[demo]'" in message
+    assert cli.main(["--help"]) == 0
+    assert "demo and eval come with lze-trl's examples" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_the_library_and_the_examples_theirs(tmp_path):
+    # built as pip builds them from the clone: lze-trl's wheel is lze_trl (trainers, config, method, rounds, rewards,
+    # the plots, the data recipes and the CLI), the examples' the demo with its weights, the tasks and the evaluation
+    source = tmp_path / "clone"  # a copy: setuptools' build/ folder stays out of the clone
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for part in ("lze_trl", "examples"):
+        shutil.copytree(ROOT / part, source / part, ignore=skip)
+    for part in ("pyproject.toml", "setup.cfg", "README.md"):
+        shutil.copy(ROOT / part, source / part)
+    for folder in (source, source / "examples"):
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", tmp_path,
+             folder],
+            check=True, capture_output=True, cwd=tmp_path,
+        )  # fmt: skip
+    library = zipfile.ZipFile(next(tmp_path.glob("lze_trl-*.whl")))
+    names = [n for n in library.namelist() if ".dist-info/" not in n]
+    assert names and all(n.startswith("lze_trl/") for n in names)
+    assert not [n for n in names if n.endswith((".safetensors", ".json"))]
+    assert {n.split("/")[1] for n in names} & {"demo", "tasks", "evaluation", "tiny.py", "smollm2.py"} == set()
+    examples = zipfile.ZipFile(next(tmp_path.glob("lze_trl_examples-*.whl")))
+    shipped = [n for n in examples.namelist() if ".dist-info/" not in n]
+    assert all(n.startswith("lze_examples/") for n in shipped)
+    assert any(n.startswith("lze_examples/demo/weights/") and n.endswith("model.safetensors") for n in shipped)
+    assert {"lze_examples/tasks/__init__.py", "lze_examples/evaluation/__init__.py"} <= set(shipped)
+    points = next(n for n in examples.namelist() if n.endswith("entry_points.txt"))
+    assert "[lze_trl.commands]" in examples.read(points).decode()

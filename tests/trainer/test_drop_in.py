@@ -22,8 +22,8 @@ from testing_utils import (
 )
 from trl import GRPOConfig, GRPOTrainer
 
+from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl import LZEGRPOConfig, LZEGRPOTrainer, LZEWarning
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 pytestmark = pytest.mark.slow

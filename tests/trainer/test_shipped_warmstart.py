@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
-from lze_trl.demo import DemoConfig, default_warm_start, greedy_accuracy
-from lze_trl.demo.warmstart import SHIPPED_DIR, WarmStartConfig, load_warm_start, shipped_path
-from lze_trl.tasks import get_task
+from lze_examples.demo import DemoConfig, default_warm_start, greedy_accuracy
+from lze_examples.demo.warmstart import SHIPPED_DIR, WarmStartConfig, load_warm_start, shipped_path
+from lze_examples.tasks import get_task
 
 
 def test_the_demo_default_warm_start_is_shipped_with_its_config():
@@ -22,7 +22,7 @@ def test_the_demo_default_warm_start_is_shipped_with_its_config():
 
 
 def test_the_shipped_weights_load_without_training_and_give_the_recorded_accuracy(tmp_path, monkeypatch):
-    import lze_trl.demo.warmstart as warmstart
+    import lze_examples.demo.warmstart as warmstart
 
     def no_training(*args, **kwargs):
         raise AssertionError("the shipped warm start must not be trained")

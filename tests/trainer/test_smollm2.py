@@ -1,7 +1,8 @@
-"""SmolLM2-135M-Instruct from the package index (lze_trl/smollm2.py) and its task (lze_trl/tasks/word_problems.py):
-the loader's errors, the transformers workaround it pins (docs/upstream/transformers-gguf-trainable.md), the task's
-splits and grader, and two steps of training with LZE and with the probe on the CPU. The model's tests are skipped,
-with the pip lines to run, where the file is not installed (the Makefile's install puts it in)."""
+"""SmolLM2-135M-Instruct from the package index (examples/lze_examples/smollm2.py) and its task
+(examples/lze_examples/tasks/word_problems.py): the loader's errors, the transformers workaround it pins
+(docs/upstream/transformers-gguf-trainable.md), the task's splits and grader, and two steps of training with LZE and
+with the probe on the CPU. The model's tests are skipped, with the pip lines to run, where the file is not installed
+(the Makefile's install puts it in)."""
 
 import copy
 import hashlib
@@ -12,9 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from lze_trl import LZEGRPOConfig, LZEGRPOTrainer, smollm2
-from lze_trl.tasks import get_task, is_test_prompt
-from lze_trl.tasks.word_problems import OOD_LEVELS, TRAIN_LEVELS, last_number, make_dataset, word_problem_reward
+from lze_examples import smollm2
+from lze_examples.tasks import get_task, is_test_prompt
+from lze_examples.tasks.word_problems import OOD_LEVELS, TRAIN_LEVELS, last_number, make_dataset, word_problem_reward
+from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
 
 
 def installed() -> str | None:
@@ -76,6 +78,18 @@ def test_resolve_model_name_keeps_other_names_and_checks_source():
     assert smollm2.resolve_model_name(smollm2.HUB_ID, source="hub") == smollm2.HUB_ID
     with pytest.raises(ValueError, match="source='gguf' is invalid"):
         smollm2.resolve_model_name(smollm2.HUB_ID, source="gguf")
+
+
+def test_lze_trl_grpo_reads_the_hub_id_through_the_examples_entry_point(monkeypatch):
+    # `lze-trl grpo` (the library) imports nothing of the examples: the installed file comes through their entry point
+    from lze_trl.commands import grpo
+
+    monkeypatch.setattr(smollm2, "hub_reachable", lambda timeout=5.0: False)
+    monkeypatch.setattr(smollm2, "model_dir", lambda cache_dir=None: Path("/converted/smollm2"))
+    assert grpo.resolve_model_name(smollm2.HUB_ID) == str(Path("/converted/smollm2"))
+    assert grpo.resolve_model_name("Qwen/Qwen2.5-0.5B") == "Qwen/Qwen2.5-0.5B"
+    monkeypatch.setattr(grpo, "entry_points", lambda group: [])  # without the examples: the name as it is
+    assert grpo.resolve_model_name(smollm2.HUB_ID) == smollm2.HUB_ID
 
 
 def test_word_problems_splits_levels_and_grader():

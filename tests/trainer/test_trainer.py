@@ -19,9 +19,9 @@ from testing_utils import (
     text_reward,
 )
 
+from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl.common.engines import apply_thread_policy
 from lze_trl.method.errors import LZEWarning
-from lze_trl.tiny import char_tokenizer, tiny_qwen2
 
 
 pytestmark = pytest.mark.slow

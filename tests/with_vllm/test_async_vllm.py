@@ -4,7 +4,8 @@ embedded carries task's shipped warm start: each trainer's rollout worker (a spa
 `/v1/completions`), the weights synced by `ReloadWeightTransfer` (a safetensors file, then the server's
 `reload_weights` over HTTP), and the server's log-probabilities checked against the trained model's.
 
-The reward is `lze_trl.tasks.shared.arithmetic_reward`, a module-level function TRL's worker pickles into its child.
+The reward is `lze_examples.tasks.shared.arithmetic_reward`, a module-level function TRL's worker pickles into its
+child.
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ MAX_MODEL_LEN = 64  # the warm start's max_position_embeddings
 
 def carries_dataset(n: int):
     """`n` prompts of the carries task's train split, as TRL's async worker takes them (conversational), with their
-    answers (graded by `lze_trl.tasks.shared.arithmetic_reward`, which TRL's worker pickles into its child)."""
+    answers (graded by `lze_examples.tasks.shared.arithmetic_reward`, which TRL's worker pickles into its child)."""
     from datasets import Dataset
 
-    from lze_trl.tasks import get_task
+    from lze_examples.tasks import get_task
 
     train = get_task("carries").make_splits(n, 8, 8, seed=0)["train"]
     prompts = [[{"role": "user", "content": p}] for p in train["prompt"]]
@@ -95,8 +96,8 @@ def test_trl_async_trainer_trains_with_its_worker_and_syncs_weights_to_vllm_serv
     from trl.experimental.async_grpo.async_rollout_worker import AsyncRolloutWorker
     from vllm_cpu import max_logp_gap, model_sequence_logps
 
+    from lze_examples.tasks.shared import arithmetic_reward
     from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
-    from lze_trl.tasks.shared import arithmetic_reward
     from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     base_url, model_dir = vllm_server
@@ -161,11 +162,11 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     from testing_utils import decided
     from transformers import AutoTokenizer
 
+    from lze_examples.tasks.shared import arithmetic_reward
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
     from lze_trl.async_grpo.worker import LZERolloutWorker
     from lze_trl.method import checkpoint as checkpoint_files
     from lze_trl.rounds.in_flight import load_in_flight
-    from lze_trl.tasks.shared import arithmetic_reward
     from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     base_url, model_dir = vllm_server
@@ -228,10 +229,10 @@ def test_a_model_with_tied_embeddings_trains_against_its_untied_copy_on_vllm_ser
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
     from vllm_cpu import RAW_PROMPT_TEMPLATE, max_logp_gap, model_sequence_logps
 
+    from lze_examples.demo.config import default_warm_start
+    from lze_examples.demo.warmstart import load_warm_start
+    from lze_examples.tasks.shared import arithmetic_reward
     from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
-    from lze_trl.demo.config import default_warm_start
-    from lze_trl.demo.warmstart import load_warm_start
-    from lze_trl.tasks.shared import arithmetic_reward
     from lze_trl.testing.vllm_reload import ReloadWeightTransfer, untied_for_serving
 
     model, tokenizer, _ = load_warm_start(default_warm_start("carries"))

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from ..method.errors import LZEWarning
+from lze_trl.method.errors import LZEWarning
+
 from ..tasks import get_task
 from ..tasks.arithmetic import arithmetic_reward
 from .accounting import MeteredLZEGRPOTrainer, count_parameters

@@ -53,7 +53,7 @@ def dead_shares(log: Any) -> dict[str, float | None]:
 
 
 def projected_vllm_step_seconds(totals: dict[str, Any], batches: int) -> float | None:
-    """The run's step projected under vLLM from its tokens per step ([`lze_trl.demo.projection`]; `None` without a
+    """The run's step projected under vLLM from its tokens per step ([`lze_examples.demo.projection`]; `None` without a
     profile)."""
     profile = load_profile()
     if profile is None:
@@ -210,9 +210,9 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
         `fresh_rollouts_ratio` (rollouts generated), `total_flops_ratio`: to the baseline's totals; `dead_share`:
         share of the generated groups that were dead (scorable and not live); `utilisation`: share of the generated
         completion tokens that reached a backward pass; `projected_vllm_step_ratio`: the step projected under vLLM
-        ([`lze_trl.demo.projection`]), to the baseline's; `rollouts_to_grpo_final`, `flops_to_grpo_final`: rollouts
-        and FLOPs spent until the run first reached the baseline's final in-domain test accuracy, as ratios to the
-        baseline's totals, `None` when never reached; `rollouts_to_grpo_final_ood`, `flops_to_grpo_final_ood`: the
+        ([`lze_examples.demo.projection`]), to the baseline's; `rollouts_to_grpo_final`, `flops_to_grpo_final`:
+        rollouts and FLOPs spent until the run first reached the baseline's final in-domain test accuracy, as ratios to
+        the baseline's totals, `None` when never reached; `rollouts_to_grpo_final_ood`, `flops_to_grpo_final_ood`: the
         same on OOD).
     """
     start, config = results["start"], results["config"]

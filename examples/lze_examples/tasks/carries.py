@@ -25,7 +25,7 @@ slips), so the OOD prompts are a setting the policy knows but RL never trains on
 at 0.28. Levels 4-6 (carries in three-digit sums) are the warm start's and the first splits' (BENCHMARKS.md,
 appendices): RL specialised away from them.
 
-Train and test prompts are separated by the seed-independent rule of [`~lze_trl.tasks.shared.is_test_prompt`];
+Train and test prompts are separated by the seed-independent rule of [`~lze_examples.tasks.shared.is_test_prompt`];
 the warm start only sees train-side prompts.
 """
 
@@ -192,7 +192,7 @@ def _generate(
     n: int, seed: int, levels: Sequence[int], stream: str, partition: str | None, draw=None
 ) -> list[dict[str, Any]]:
     """Draws `n` problems with `draw(rng, level)` (default [`make_problem`]) from the stream's own random generator
-    (see [`~lze_trl.tasks.shared.draw_problems`])."""
+    (see [`~lze_examples.tasks.shared.draw_problems`])."""
     rng = np.random.default_rng([seed, _STREAMS[stream]])
     return draw_problems(n, rng, levels, partition, draw or make_problem)
 

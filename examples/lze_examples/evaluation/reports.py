@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from ..extras import require
 from .arguments import BENCHMARK_TITLES
 
 
@@ -47,7 +46,7 @@ def markdown_table(results: Mapping[str, Any], metric: str = "pass@1", digits: i
     Returns:
         `str`: The table.
     """
-    tabulate = require("tabulate", "lze-trl eval's report", "eval").tabulate
+    from tabulate import tabulate
 
     names = list(results["benchmarks"])
     header = ["Model", *(BENCHMARK_TITLES.get(n, n) for n in names), "Avg"]

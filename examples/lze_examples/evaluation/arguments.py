@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..data import KINDS
+from lze_trl.data import KINDS
+
 from ..tasks import TASKS
 
 
@@ -29,7 +30,7 @@ TABLE1_BENCHMARKS = ("gsm8k", "math", "dapo_math", "amc23", "aime25")
 _EVAL_SPLITS = {"gsm8k": "test", "math": "test"}
 BENCHMARKS_HELP = f"the math benchmarks {', '.join(KINDS)} and the embedded tasks {', '.join(TASKS)} (no download)"
 """The benchmarks `lze-trl eval` accepts, in words, from the registries ([`~lze_trl.data.KINDS`] and
-[`~lze_trl.tasks.TASKS`]): the help of `lze-trl` and of `--benchmarks`."""
+[`~lze_examples.tasks.TASKS`]): the help of `lze-trl` and of `--benchmarks`."""
 _SEPARATORS = re.compile(r"[^\w.]+")  # what a split in a file name becomes `-` (e.g. `train[:100]`: `train-100`)
 
 
@@ -48,8 +49,8 @@ class EvalArguments:
             Base model of the LoRA adapters, overriding the `base_model_name_or_path` of their `adapter_config.json`.
         benchmarks (`list[str]`, *optional*, defaults to `["math500", "amc23", "aime25"]`):
             Benchmarks, by [`~lze_trl.data.load_math_dataset`] kind. `gsm8k math dapo_math amc23 aime25` are the
-            columns of the paper's Table 1. The names of [`~lze_trl.tasks.TASKS`] are the embedded tasks
-            ([`~lze_trl.tasks.get_task`]; no download): 200 held-out prompts (`max_samples` of them when set; with
+            columns of the paper's Table 1. The names of [`~lze_examples.tasks.TASKS`] are the embedded tasks
+            ([`~lze_examples.tasks.get_task`]; no download): 200 held-out prompts (`max_samples` of them when set; with
             `dataset_split` `ood`, the task's out-of-distribution prompts), graded by the task's reward.
         dataset_source (`list[str]`, *optional*):
             Sources overriding the canonical ones, as `kind=source` (e.g. `amc23=data/amc23.jsonl` or
@@ -177,7 +178,8 @@ class EvalArguments:
         if embedded := sorted(self.sources.keys() & TASKS.keys()):
             raise ValueError(
                 f"dataset_source names the embedded task {embedded[0]!r}, whose prompts are generated, not read: drop "
-                "it (its held-out prompts are `lze_trl.tasks.get_task(name).make_dataset(n, seed=0, split='test')`)."
+                "it (its held-out prompts are "
+                "`lze_examples.tasks.get_task(name).make_dataset(n, seed=0, split='test')`)."
             )
         self.splits = _key_values(self.dataset_split, "dataset_split", self.benchmarks)
         if self.num_samples < 1:

@@ -7,14 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from ..extras import require
-
 
 SPLITS = (("test", "in-domain test"), ("ood", "OOD (levels 6-7)"), ("train", "train prompts"))
 
 
 def _pyplot():
-    matplotlib = require("matplotlib", "lze_trl.demo's figures", "demo")
+    import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt

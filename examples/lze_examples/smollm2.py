@@ -17,13 +17,13 @@ it once as an ordinary Hugging Face model folder (safetensors and tokenizer), wh
 `lze-trl grpo` and `lze-trl eval` take as `model_name_or_path`.
 
 ```python
-from lze_trl.smollm2 import load_smollm2
+from lze_examples.smollm2 import load_smollm2
 
 model, tokenizer = load_smollm2()  # the Hub's model when the Hub is reachable, else the installed file
 ```
 
-`python -m lze_trl.smollm2` prints the folder (converting the file on first use). A recipe names the model by its Hub
-id, `HuggingFaceTB/SmolLM2-135M-Instruct`: `lze-trl grpo` resolves it with [`resolve_model_name`], to the Hub where
+`python -m lze_examples.smollm2` prints the folder (converting the file on first use). A recipe names the model by its
+Hub id, `HuggingFaceTB/SmolLM2-135M-Instruct`: `lze-trl grpo` resolves it with [`resolve_model_name`], to the Hub where
 the Hub is reachable and to the installed file's folder where it is not.
 """
 

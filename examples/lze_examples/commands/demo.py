@@ -15,8 +15,10 @@ import sys
 import time
 
 from lze_trl.commands import option
-from lze_trl.extras import require
 
+
+SUMMARY = "Train plain GRPO and LZE (and its variants) on the embedded CPU task and compare them."
+"""The command's line in `lze-trl --help`."""
 
 ONE_SEED_NOISE = (
     "One seed is noisy: over 5 seeds of this task (BENCHMARKS.md section 1, 240 steps), one seed's final accuracy "
@@ -63,7 +65,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def build_config(args: argparse.Namespace):
     """The [`DemoConfig`] of the command-line arguments."""
-    from lze_trl.demo import DemoConfig, default_warm_start
+    from lze_examples.demo import DemoConfig, default_warm_start
 
     if args.tiny:
         config = DemoConfig.tiny(task=args.task)
@@ -93,21 +95,14 @@ def build_config(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:  # before any training: the tables (and the figures) need the `demo` extra's libraries
-        require("tabulate", "lze-trl demo", "demo")
-        if not args.no_figures:
-            require("matplotlib", "lze-trl demo's figures (--no-figures skips them)", "demo")
-    except ImportError as error:
-        print(f"lze-trl demo: {error}", file=sys.stderr)
-        return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import warnings
 
     from transformers.utils import logging
 
-    from lze_trl.demo import run_demo
-    from lze_trl.demo.tables import format_headline, format_histogram, format_table
+    from lze_examples.demo import run_demo
+    from lze_examples.demo.tables import format_headline, format_histogram, format_table
     from lze_trl.method.errors import LZEWarning
 
     logging.set_verbosity_error()

@@ -77,12 +77,12 @@ class WarmStartConfig:
             AdamW weight decay.
         carry_drop_prob (`float`, *optional*, defaults to `0.0`):
             Probability that an example whose columns carry or borrow shows the carry-dropped answer instead of the
-            true one (see [`~lze_trl.tasks.arithmetic.warm_start_examples`]): the warm start then learns a common
+            true one (see [`~lze_examples.tasks.arithmetic.warm_start_examples`]): the warm start then learns a common
             wrong procedure next to the right one, as models do from imperfect pretraining data.
         seed (`int`, *optional*, defaults to `0`):
             Seed of the initialisation, the examples and the batch draws.
         task (`str`, *optional*, defaults to `"arithmetic"`):
-            Embedded task whose `warm_start_examples` supervise the model (see [`~lze_trl.tasks.get_task`]); on
+            Embedded task whose `warm_start_examples` supervise the model (see [`~lze_examples.tasks.get_task`]); on
             `"carries"`, `carry_drop_prob` is the probability of forgetting each carry.
     """
 
@@ -132,7 +132,7 @@ def encode_examples(texts: list[str], tokenizer) -> tuple[torch.Tensor, torch.Te
 
     Args:
         texts (`list[str]`):
-            Strings from [`~lze_trl.tasks.arithmetic.warm_start_examples`].
+            Strings from [`~lze_examples.tasks.arithmetic.warm_start_examples`].
         tokenizer (`PreTrainedTokenizerFast`):
             The character tokenizer.
 

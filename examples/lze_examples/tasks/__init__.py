@@ -3,14 +3,14 @@
 Three embedded tasks, chosen by name with [`get_task`]:
 
 - `"carries"` (the demo's default): column addition graded by the number of carries, see
-  [`~lze_trl.tasks.carries`].
+  [`~lze_examples.tasks.carries`].
 - `"arithmetic"`: the first demo task (mixed expressions of levels 0-7), kept so that the older measurements in
-  BENCHMARKS.md stay reproducible, see [`~lze_trl.tasks.arithmetic`].
+  BENCHMARKS.md stay reproducible, see [`~lze_examples.tasks.arithmetic`].
 - `"word_problems"`: arithmetic word problems in chat form with free-form answers, graded by their last number, for
-  the real chat model of [`~lze_trl.smollm2`] (no warm start), see [`~lze_trl.tasks.word_problems`].
+  the real chat model of [`~lze_examples.smollm2`] (no warm start), see [`~lze_examples.tasks.word_problems`].
 
 The first two share the character set, the prompt format (`expression=`), the train/test partition rule and the reward
-([`arithmetic_reward`]), in [`~lze_trl.tasks.shared`].
+([`arithmetic_reward`]), in [`~lze_examples.tasks.shared`].
 """
 
 from collections.abc import Callable

@@ -3,7 +3,7 @@ r"""Pass@1 / avg@k evaluation of a model, a checkpoint or a LoRA adapter on math
 The functions here are what `lze-trl eval` runs, and work as well from Python or a notebook:
 
 ```python
->>> from lze_trl.evaluation import EvalArguments, evaluate, markdown_table
+>>> from lze_examples.evaluation import EvalArguments, evaluate, markdown_table
 
 >>> results = evaluate(EvalArguments(model_name_or_path=["Qwen/Qwen2.5-Math-1.5B"], benchmarks=["math500", "amc23"]))
 >>> print(markdown_table(results))

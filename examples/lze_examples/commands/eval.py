@@ -14,7 +14,7 @@ lze-trl eval --config recipes/eval/cpu-carries.yaml --model outputs/cpu-carries 
 Writes `results.json` (per benchmark: n, k, pass@1, avg@k, pass@k, optionally every sample; the source and the split
 read) and `results.md` (a table shaped like the paper's Table 1) into `--output_dir`. A run with `--dataset_split`
 overrides writes files of its own, named after them (`--dataset_split carries=ood`: `results_carries-ood.json` and
-`results_carries-ood.md`), so that the in-domain results are kept. The logic lives in [`lze_trl.evaluation`].
+`results_carries-ood.md`), so that the in-domain results are kept. The logic lives in [`lze_examples.evaluation`].
 """
 
 from __future__ import annotations
@@ -22,21 +22,28 @@ from __future__ import annotations
 import os
 import sys
 
-from . import UsageError, parse_args
+from lze_trl.commands import UsageError, parse_args
+
+from ..evaluation.arguments import BENCHMARKS_HELP
+
+
+SUMMARY = f"Pass@1 / avg@k of a model, checkpoint or LoRA adapter on {BENCHMARKS_HELP}."
+"""The command's line in `lze-trl --help`."""
 
 
 def make_parser(prog: str | None = "lze-trl eval"):
-    """The `lze-trl eval` parser: TRL's `TrlParser` over [`~lze_trl.evaluation.EvalArguments`] (`--config` YAML)."""
+    """The `lze-trl eval` parser: TRL's `TrlParser` over [`~lze_examples.evaluation.EvalArguments`] (`--config`
+    YAML)."""
     from trl import TrlParser
 
-    from lze_trl.evaluation import EvalArguments
+    from lze_examples.evaluation import EvalArguments
 
     return TrlParser((EvalArguments,), prog=prog, description=__doc__.split("\n\n")[0])
 
 
 def main(argv: list[str]) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from lze_trl.evaluation import evaluate, markdown_table
+    from lze_examples.evaluation import evaluate, markdown_table
 
     try:
         (args,) = parse_args(make_parser(), argv, ("model_name_or_path", "base_model"))

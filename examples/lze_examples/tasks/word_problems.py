@@ -1,5 +1,5 @@
 """Arithmetic word problems in chat form, with free-form answers: the task of the real chat model
-([`~lze_trl.smollm2`]).
+([`~lze_examples.smollm2`]).
 
 A prompt is one user message, a short story with a question, e.g. `"Mia has 4 marbles and gets 7 more. How many
 marbles does Mia have now? Give only the number."`; the answer is an integer and the completion is free text, graded
@@ -19,7 +19,7 @@ Levels (operands drawn uniformly, inclusive):
 | 6 (OOD, division) | equal sharing | `b` in [2, 9], quotient in [2, 12] |
 
 The train and test splits hold levels 0-4 ([`TRAIN_LEVELS`]) and never share a question (the seed-independent rule of
-[`~lze_trl.tasks.shared.is_test_prompt`] on the message's text); the OOD split holds levels 5 and 6
+[`~lze_examples.tasks.shared.is_test_prompt`] on the message's text); the OOD split holds levels 5 and 6
 ([`OOD_LEVELS`]), operations the train split never asks for.
 """
 

@@ -78,7 +78,7 @@ def generate_transformers(
     the prompts' order. Only the settings given here shape the decoding (the model's own `generation_config` sampling
     defaults, e.g. a repetition penalty, are not applied), so that both backends decode alike. The model runs in eval
     mode (its mode is restored afterwards) and the global torch RNG is left as it was. The experiments' greedy
-    accuracy and sampled pass rates ([`lze_trl.demo.accuracy`]) generate with this function too.
+    accuracy and sampled pass rates ([`lze_examples.demo.accuracy`]) generate with this function too.
 
     Args:
         model (`PreTrainedModel`):

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..extras import require
 from .summary import RATIO_KEYS
 
 
@@ -50,7 +49,8 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
     align = ["left"] + ["right"] * (len(header) - 1)
     # The header goes in as the first row: tabulate pads a header of its own by two spaces (`MIN_PADDING`).
     table = [list(header), ["-" * width for width in widths], *[list(row) for row in rows]]
-    tabulate = require("tabulate", "lze_trl.demo's tables", "demo").tabulate
+    from tabulate import tabulate
+
     lines = tabulate(table, tablefmt="plain", colalign=align, disable_numparse=True).split("\n")
     # tabulate strips the trailing blanks of a row (an empty last cell): every row at the table's full width
     return [line.ljust(len(lines[1])) for line in lines]
@@ -116,7 +116,7 @@ HEADLINE_COLUMNS = (
 
 
 def format_headline(summary: dict[str, Any]) -> str:
-    """The headline table of a `summary` (see [`~lze_trl.demo.summary.headline_summary`]): one row per method."""
+    """The headline table of a `summary` (see [`~lze_examples.demo.summary.headline_summary`]): one row per method."""
     start = summary["start"]
     base = summary["baseline"]
     lines = [

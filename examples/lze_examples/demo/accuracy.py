@@ -30,8 +30,8 @@ def _generate(
 ) -> list[str]:
     """
     Completions of `prompts` (each repeated `num_samples` times in a row), greedy when `temperature` is None: the
-    generation routine of `lze-trl eval` ([`~lze_trl.evaluation.generate_transformers`]), with the prompts batched in
-    their order (the sampled completions of a seed then stay those of the demo's measurements).
+    generation routine of `lze-trl eval` ([`~lze_examples.evaluation.generate_transformers`]), with the prompts batched
+    in their order (the sampled completions of a seed then stay those of the demo's measurements).
     """
     completions = generate_transformers(
         model,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..grpo.config import LZEGRPOConfig
+from lze_trl.grpo.config import LZEGRPOConfig
+
 from ..tasks import get_task
 from .warmstart import CARRIES_WARM_START, WarmStartConfig
 
@@ -61,7 +62,7 @@ def default_warm_start(task: str = "carries") -> WarmStartConfig:
     """
     The demo's warm start for an embedded task.
 
-    - `"carries"`: the shipped warm start (see [`~lze_trl.demo.warmstart.SHIPPED_DIR`]), each carry forgotten
+    - `"carries"`: the shipped warm start (see [`~lze_examples.demo.warmstart.SHIPPED_DIR`]), each carry forgotten
       with probability `CARRIES_SLIP_PROB` in its supervision.
     - `"arithmetic"`: the first demo's, `WarmStartConfig(hidden_size=128, num_layers=2, carry_drop_prob=0.6)`.
     """
@@ -78,7 +79,7 @@ class DemoConfig:
 
     Parameters:
         task (`str`, *optional*, defaults to `"carries"`):
-            Embedded task (see [`~lze_trl.tasks.get_task`]): `"carries"` (column addition graded by the number of
+            Embedded task (see [`~lze_examples.tasks.get_task`]): `"carries"` (column addition graded by the number of
             carries, the default) or `"arithmetic"` (the first demo task, kept to reproduce older measurements).
             Set the matching warm start with [`default_warm_start`] (the command line does).
         warm_start ([`WarmStartConfig`], *optional*):
@@ -89,7 +90,7 @@ class DemoConfig:
         train_levels (`list[int]`, *optional*):
             Levels of the training prompts (a level repeated is drawn as often again); `None` takes the task's
             `TRAIN_LEVELS`. `carries` only: `[0, 0, 1, 2, 6, 6]` with `test_levels=[1, 2]` is its dead-mass regime
-            (`lze_trl.tasks.carries.DEAD_MASS_LEVELS`; BENCHMARKS.md sections 1-3).
+            (`lze_examples.tasks.carries.DEAD_MASS_LEVELS`; BENCHMARKS.md sections 1-3).
         test_levels (`list[int]`, *optional*):
             Levels of the in-domain test prompts; `None` takes the task's `TRAIN_LEVELS`. `carries` only.
         n_train (`int`, *optional*, defaults to `2048`):

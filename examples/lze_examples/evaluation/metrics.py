@@ -52,8 +52,9 @@ def _grade(
     completions: Sequence[Sequence[Completion]], solutions: Sequence[str], task: str | None = None
 ) -> tuple[list[list[float]], int]:
     """Grades completions with `math_accuracy` (an embedded `task`'s with its own reward,
-    [`~lze_trl.tasks.TASK_REWARDS`]); returns the grades and the number of unparsable gold answers."""
-    from ..rewards import math_accuracy
+    [`~lze_examples.tasks.TASK_REWARDS`]); returns the grades and the number of unparsable gold answers."""
+    from lze_trl.rewards import math_accuracy
+
     from ..tasks import TASK_REWARDS
 
     texts = [c.text for row in completions for c in row]

@@ -23,7 +23,7 @@ from typing import Any
 
 from trl import GRPOTrainer
 
-from ..grpo.trainer import LZEGRPOTrainer
+from lze_trl.grpo.trainer import LZEGRPOTrainer
 
 
 GENERATION_FLOPS_PER_TOKEN = 2

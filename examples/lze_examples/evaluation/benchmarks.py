@@ -35,7 +35,7 @@ def load_benchmark(
 ):
     """
     Loads a benchmark as a dataset with a `solution` column: a math kind as a conversational dataset, an embedded
-    task ([`~lze_trl.tasks.get_task`]) as its plain `expression=` prompts (200 held-out ones by default, or the
+    task ([`~lze_examples.tasks.get_task`]) as its plain `expression=` prompts (200 held-out ones by default, or the
     task's OOD prompts with `split="ood"`).
 
     Args:
@@ -56,7 +56,8 @@ def load_benchmark(
     Returns:
         `datasets.Dataset`: Rows with `prompt` (chat messages) and `solution`.
     """
-    from ..data import load_math_dataset
+    from lze_trl.data import load_math_dataset
+
     from ..tasks import TASKS
 
     split = benchmark_split(name, source, split)
