@@ -278,7 +278,9 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
 
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
         output = super().train(resume_from_checkpoint=self.resume_lze(resume_from_checkpoint), **kwargs)
-        self.lze.empty_update_guard.at_end()
+        self.lze.end_of_run()
+        if self.args.should_save:
+            self.save_lze_tables(self.args.output_dir)
         return output
 
 

@@ -316,6 +316,10 @@ def main(argv: list[str]) -> int:
     except UsageError as error:
         print(f"lze-trl grpo: error: {error}", file=sys.stderr)
         return 2
+    # A recipe run that learned nothing is a failed job: exit 1, saying why (its model and tables are saved).
+    untrained = trainer.lze.untrained() if trainer.lze_enabled else None
+    if untrained is not None:
+        trainer.accelerator.print(f"lze-trl grpo: error: {untrained}", file=sys.stderr)
     if Version(transformers.__version__) >= Version("5.18.0"):
         trainer.end()  # finishes the trackers and destroys the process group, as `trl grpo` does
-    return 0
+    return 0 if untrained is None else 1

@@ -9,13 +9,14 @@ checkpoint file holds), `in_flight_state` (what each process keeps of its batche
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Any
 
 import numpy as np
 from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy, get_last_checkpoint
 
 from ..method import checkpoint as checkpoint_files
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
@@ -119,14 +120,46 @@ class LZEStateOwner:
 
 
 class SaveLZEState(TrainerCallback):
-    """Writes the LZE state into every checkpoint (`LZEStateOwner.save_lze_checkpoint`)."""
+    """
+    Writes the LZE state into every checkpoint (`LZEStateOwner.save_lze_checkpoint`), and keeps the last state of a run
+    that ends before the steps the Trainer planned: planned epochs are shorter than the Trainer counts them (forward
+    pruning skips prompts), and an epoch left without prompts ends a run before `max_steps`. The Trainer saves the
+    final checkpoint only at `max_steps` (`save_strategy="steps"`), so such a run would end without it: at the end of
+    its last epoch this callback asks for the save a finished run makes, and says once, in one line, how many steps
+    ran and why.
+    """
 
     def __init__(self, trainer: LZEStateOwner) -> None:
         self.trainer = trainer
+        self.saved_step = -1  # the step of the last checkpoint written
 
     def on_save(self, args, state, control, **kwargs):
         folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
         self.trainer.save_lze_checkpoint(folder)
+        self.saved_step = state.global_step
+        return control
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        run = self.trainer.lze
+        planned_short = run.plans_rollouts and control.should_training_stop
+        if not planned_short or not 0 < state.global_step < state.max_steps:
+            return control  # training goes on, or ends where the Trainer planned (and saves as it does there)
+        saves = args.save_strategy == SaveStrategy.STEPS and self.saved_step != state.global_step
+        control.should_save = control.should_save or saves
+        planner = "forward pruning" if run.pruner is not None else f"the selector {args.selector!r}'s epoch plans"
+        if args.max_steps > 0:
+            why = f"{planner} left epoch {run.position.epoch} without prompts to roll out (see the warning above)"
+        else:
+            why = (
+                f"{planner} rolled out fewer prompts than the dataset holds "
+                f"({run.position.groups_skipped(len(run.dataset_keys))} groups skipped), and the Trainer planned "
+                f"{math.ceil(args.num_train_epochs)} full epochs"
+            )
+        if control.should_save or self.saved_step == state.global_step or args.save_strategy == SaveStrategy.EPOCH:
+            saved = f"its last state is saved in checkpoint-{state.global_step}"
+        else:
+            saved = f"no checkpoint is saved (save_strategy={args.save_strategy.value!r})"
+        run.warn(f"Training ended at step {state.global_step} of the {state.max_steps} planned: {why}; {saved}.")
         return control
 
 

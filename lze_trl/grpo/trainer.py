@@ -51,13 +51,14 @@ check_trl((GRPOTrainer, GRPOConfig), PRIVATE_NAMES, what="LZEGRPOTrainer")  # on
 
 
 class _LZECallback(SaveLZEState):
-    """Writes the LZE state into every checkpoint, and ends an epoch-based run at the sampler's last epoch."""
+    """Writes the LZE state into every checkpoint, and ends an epoch-based run at the sampler's last epoch (with its
+    last state saved, [`SaveLZEState`])."""
 
     def on_epoch_end(self, args, state, control, **kwargs):
         sampler = self.trainer.train_sampler
         if args.max_steps <= 0 and sampler is not None and sampler.epoch + 1 >= math.ceil(args.num_train_epochs):
             control.should_training_stop = True
-        return control
+        return super().on_epoch_end(args, state, control, **kwargs)
 
 
 class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
@@ -263,7 +264,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
         output = super().train(resume_from_checkpoint=self.resume_lze(resume_from_checkpoint), **kwargs)
         if self.lze_enabled:
-            self.lze.empty_update_guard.at_end()
+            self.lze.end_of_run()
         if self.args.should_save and self.lze_enabled:
             self.save_lze_tables(self.args.output_dir)
         return output

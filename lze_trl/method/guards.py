@@ -182,8 +182,9 @@ class UnscorableGuard:
 class EmptyUpdateGuard:
     """
     Says once (through `warn`) when `num_batches` updates in a row trained no token: the optimizer then steps on zero
-    gradients, and a run that goes on so learns nothing. Its count is saved with the run: a resumed run warns where
-    the uninterrupted one would.
+    gradients, and a run that goes on so learns nothing. At the end of a run that trained no token at all,
+    [`EmptyUpdateGuard.untrained`] names the cause it saw: no rollout scored, every group dead, or a selector that kept
+    none. Its counts are saved with the run: a resumed run warns where the uninterrupted one would.
     """
 
     def __init__(self, warn: Callable[[str], None], num_batches: int = 3) -> None:
@@ -192,6 +193,13 @@ class EmptyUpdateGuard:
         self.trained = 0  # updates that trained a token
         self.empty = 0  # empty updates in a row
         self.warned = False
+        self.scored_batches = 0  # generation batches with at least one scorable rollout
+        self.live_groups = 0  # live groups scored over the run
+
+    def observe(self, scored: bool, live_groups: int) -> None:
+        """Records one generation batch: whether any rollout of it was scored, and how many of its groups were live."""
+        self.scored_batches += int(scored)
+        self.live_groups += int(live_groups)
 
     def check(self, update_tokens: float, why: str) -> None:
         """Records one update of `update_tokens` loss tokens (all processes'); `why` says what left it empty."""
@@ -205,21 +213,41 @@ class EmptyUpdateGuard:
                 "the run learns nothing while this lasts (lze/update_tokens is 0)."
             )
 
-    def at_end(self) -> None:
-        """Says, at the end of training, when no update of the run trained a token."""
-        if self.updates and not self.trained:
-            self.warn(
-                f"This run trained no token: all its {self.updates} updates were empty, so the model is where "
-                "it started. Train more steps, or check lze/dead_frac and lze/selected_frac."
+    def untrained(self, reward_names: list[str], correctness: str, pass_threshold: float) -> str | None:
+        """Why the run trained no token, in one message naming the cause and the fix; `None` when an update trained
+        some (or none ran). `reward_names`, `correctness` and `pass_threshold` are the run's, for the message."""
+        if not self.updates or self.trained:
+            return None
+        head = f"This run trained no token: all its {self.updates} updates were empty, so the model is where it "
+        head += "started"
+        if not self.scored_batches:
+            names = ", ".join(repr(n) for n in reward_names)
+            return (
+                f"{head}. No rollout was scored: the reward functions ({names}) returned None (or NaN) for every one. "
+                "Fix them (they may not read the completions' format or the dataset columns they need); "
+                "max_unscorable_batches=3 stops such a run after 3 generation batches."
             )
+        if not self.live_groups:
+            return (
+                f"{head}. Every group was dead: all its rollouts right, or all wrong, by pass_threshold="
+                f"{pass_threshold:g} on the correctness reward {correctness!r} (lze/dead_frac 1.0), so no group had "
+                "an advantage to learn from. Train on prompts the model sometimes solves, or check that reward and "
+                "pass_threshold."
+            )
+        return (
+            f"{head}. {self.live_groups} live groups were scored, but no update kept one (lze/selected_frac): train "
+            "more steps, or keep more groups (selection_ratio)."
+        )
 
     def state_dict(self) -> dict[str, np.ndarray]:
         counts = {"updates": self.updates, "trained": self.trained, "empty": self.empty, "warned": self.warned}
+        counts.update(scored_batches=self.scored_batches, live_groups=self.live_groups)
         return {key: np.asarray(value) for key, value in counts.items()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         self.updates, self.trained, self.empty = int(state["updates"]), int(state["trained"]), int(state["empty"])
         self.warned = bool(state["warned"])
+        self.scored_batches, self.live_groups = int(state["scored_batches"]), int(state["live_groups"])
 
 
 # ----------------------------------------------------------------------------------------------- dataset size

@@ -113,6 +113,7 @@ class LZERun:
         self.shadow_weights = np.empty(0)  # the last batch's weights as the selector chose them
         self.selection_log = SelectionLog(args.selection_log_max_rows)
         reward_names = reward_names or ["correctness"]
+        self.reward_names = reward_names
         self.learning_zone_guard = LearningZoneGuard(args.pass_threshold, reward_names[correctness_index])
         self.warn = warn or (lambda message: warnings.warn(message, LZEWarning, stacklevel=3))
         # A run whose rewards score nothing warns and trains on, as GRPOTrainer does; one that asked to stop
@@ -248,6 +249,7 @@ class LZERun:
         if self.pruner is not None:
             self.pruner.observe(batch.prompt_keys, batch.pass_rates)
         scorable = np.isfinite(batch.pass_rates)
+        self.empty_update_guard.observe(bool(scorable.any()), int(batch.eligible.sum()))
         metrics = {
             "lze/pass_rate_mean": float(np.nanmean(batch.pass_rates)) if scorable.any() else 0.0,
             "lze/energy_mean": float(batch.energies.mean()),
@@ -263,6 +265,18 @@ class LZERun:
         if self.pruner is not None:
             metrics.update({f"lze/{k}": v for k, v in self.pruner.metrics(self.prompts).items()})
         return metrics
+
+    def untrained(self) -> str | None:
+        """Why the run trained no token, naming the cause and the fix; `None` when it trained
+        ([`~lze_trl.method.guards.EmptyUpdateGuard.untrained`])."""
+        correctness = self.reward_names[self.correctness_index]
+        return self.empty_update_guard.untrained(self.reward_names, correctness, self.args.pass_threshold)
+
+    def end_of_run(self) -> None:
+        """Says, at the end of training, when no update of the run trained a token, and why."""
+        message = self.untrained()
+        if message is not None:
+            self.warn(message)
 
     # ----------------------------------------------------------------------------------------------- planning
     def plan_epoch(self, epoch: int, order: np.ndarray) -> np.ndarray:

@@ -500,11 +500,24 @@ def test_an_epoch_left_empty_by_pruning_ends_the_async_run_with_a_warning(tmp_pa
     path, tokenizer, dataset = setup
     solved = dataset.map(lambda row: {"pass_rate": 1.0})
     trainer = make_trainer(tmp_path, (path, tokenizer, solved), max_steps=50, prune_solved=True,
-                           prune_solved_after=1, prune_revisit_fraction=0.0, selector="none")  # fmt: skip
-    with pytest.warns(LZEWarning, match=r"Epoch 2 has no prompt to roll out.*training stops at this step"):
+                           prune_solved_after=1, prune_revisit_fraction=0.0, selector="none", save_strategy="steps",
+                           save_steps=100)  # fmt: skip
+    with pytest.warns(LZEWarning) as caught:
         trainer.train()
-    assert trainer.lze_window.exhausted and 0 < trainer.state.global_step < 50
+    messages = [str(w.message) for w in caught]
+    assert any(re.search(r"Epoch 2 has no prompt to roll out.*training stops at this step", m) for m in messages)
+    step = trainer.state.global_step
+    assert trainer.lze_window.exhausted and 0 < step < 50
     assert trainer.lze.position.epoch == 2
+    # the Trainer saves its last checkpoint at max_steps only: the run saves it where it ends, and says so once
+    assert [m for m in messages if m.startswith("Training ended")] == [
+        f"Training ended at step {step} of the 50 planned: forward pruning left epoch 2 without prompts to roll out "
+        f"(see the warning above); its last state is saved in checkpoint-{step}."
+    ]
+    folder = os.path.join(trainer.args.output_dir, f"checkpoint-{step}")
+    assert json.load(open(os.path.join(folder, "trainer_state.json")))["global_step"] == step
+    assert checkpoint_files.load_state(folder)[0]["prompts.prompt_key"].size == 8
+    assert os.path.isfile(os.path.join(trainer.args.output_dir, "lze_prompts.parquet"))  # the tables, as a sync run
 
 
 @pytest.mark.slow

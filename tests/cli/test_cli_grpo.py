@@ -447,6 +447,26 @@ def test_grpo_cli_refuses_a_dataset_too_small_for_one_batch(tiny_model_dir, tmp_
     assert "Training completed" not in captured.out
 
 
+def scores_nothing(completions, **kwargs):
+    """A reward that cannot read any completion: `None` for every one."""
+    return [None] * len(completions)
+
+
+@pytest.mark.slow
+def test_grpo_cli_fails_a_run_that_trained_no_token_naming_the_reward(tiny_model_dir, tmp_path, capsys):
+    # TRL trains on (zero advantages) when every reward is None, and so does the Python API; the command is a job that
+    # learned nothing: it exits 1 and names the reward that scored nothing, after saving what it trained
+    out = tmp_path / "run"
+    code = cli_main(
+        ["grpo", "--model_name_or_path", tiny_model_dir, "--dataset_name", str(PROMPTS), "--output_dir", str(out)]
+        + ["--reward_funcs", f"{__name__}.scores_nothing", *COMMON]
+    )
+    captured = capsys.readouterr()
+    assert code == 1 and (out / "model.safetensors").is_file()
+    assert "lze-trl grpo: error: This run trained no token" in captured.err
+    assert "No rollout was scored: the reward functions ('scores_nothing')" in captured.err
+
+
 LORA_RECIPE = Path(__file__).parents[2] / "recipes" / "variants" / "qwen2.5-math-1.5b-gsm8k-lze-lora-24gb.yaml"
 
 

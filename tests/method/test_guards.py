@@ -116,7 +116,9 @@ def test_a_reward_that_returns_none_for_every_row_is_named_and_stops_the_run_tha
     trainer = make_trainer(tmp_path / "on", reward=none_reward, max_steps=4)
     with pytest.warns(LZEWarning, match="'none_reward' returned None .* for every rollout") as record:
         trainer.train()
-    assert sum("none_reward" in str(w.message) for w in record) == 1  # named once
+    said = [str(w.message) for w in record if "none_reward" in str(w.message)]
+    assert len(said) == 2  # named once while it trains, and at its end as the cause of a run that trained nothing
+    assert said[1].startswith("This run trained no token") and "max_unscorable_batches=3" in said[1]
     assert not any("learning zone" in str(w.message) for w in record)  # not blamed on pass_threshold
     assert trainer.state.global_step == 4
     assert logged(trainer, "lze/unscorable_frac") == [1.0] * 4

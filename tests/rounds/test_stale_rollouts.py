@@ -180,23 +180,34 @@ def test_a_fused_run_of_one_step_trains_as_a_serial_one(tmp_path):
     assert moved[True] > 0 and moved[False] > 0
 
 
-def test_empty_updates_are_said_once_and_a_run_that_trained_nothing_at_its_end():
+def test_empty_updates_are_said_once_and_a_run_that_trained_nothing_names_its_cause():
     said = []
     guard = EmptyUpdateGuard(warn=said.append)
     for tokens in (0, 5, 0, 0, 3, 0, 0, 0, 0):
+        guard.observe(True, 1)
         guard.check(tokens, "why")
     assert len(said) == 1 and "last 3 updates trained no token (why)" in said[0]
     state = guard.state_dict()
     restored = EmptyUpdateGuard(warn=said.append)
     restored.load_state_dict(state)
     assert (restored.updates, restored.trained, restored.empty, restored.warned) == (9, 2, 4, True)
-    restored.at_end()
-    assert len(said) == 1  # it trained
-    nothing = EmptyUpdateGuard(warn=said.append)
-    for _ in range(2):
-        nothing.check(0, "why")
-    nothing.at_end()
-    assert "This run trained no token: all its 2 updates were empty, so the model" in said[-1]
+    assert (restored.scored_batches, restored.live_groups) == (9, 9)
+    assert restored.untrained(["r"], "r", 1.0) is None  # it trained
+
+    def untrained(scored: bool, live: int) -> str:
+        nothing = EmptyUpdateGuard(warn=said.append)
+        for _ in range(2):
+            nothing.observe(scored, live)
+            nothing.check(0, "why")
+        return nothing.untrained(["acc", "fmt"], "acc", 0.5)
+
+    head = "This run trained no token: all its 2 updates were empty, so the model is where it started. "
+    assert untrained(False, 0).startswith(head + "No rollout was scored: the reward functions ('acc', 'fmt')")
+    assert "max_unscorable_batches=3" in untrained(False, 0)
+    assert untrained(True, 0).startswith(head + "Every group was dead")
+    assert "pass_threshold=0.5 on the correctness reward 'acc'" in untrained(True, 0)
+    assert untrained(True, 1).startswith(head + "2 live groups were scored, but no update kept one")
+    assert "Train more steps" not in untrained(True, 0)  # the old advice, which named the wrong cause
 
 
 @pytest.mark.slow
@@ -206,7 +217,20 @@ def test_a_run_whose_every_group_is_dead_says_it_trained_nothing(tmp_path):
         trainer.train()
     messages = [str(w.message) for w in record]
     assert any("The last 3 updates trained no token" in m for m in messages)
-    assert any("This run trained no token" in m for m in messages)
+    assert any(m.startswith("This run trained no token") and "Every group was dead" in m for m in messages)
+    assert trainer.lze.untrained() is not None
+
+
+@pytest.mark.slow
+def test_a_run_whose_reward_scores_nothing_names_the_reward_at_its_end(tmp_path):
+    def unscorable(completions, **kwargs):
+        return [None] * len(completions)
+
+    trainer = make_trainer(tmp_path, reward=unscorable, max_steps=2)
+    with pytest.warns(LZEWarning) as record:
+        trainer.train()
+    ended = [str(w.message) for w in record if str(w.message).startswith("This run trained no token")]
+    assert len(ended) == 1 and "No rollout was scored: the reward functions ('unscorable')" in ended[0]
 
 
 def test_fused_rounds_with_image_prompts_need_vllm(tmp_path):

@@ -1,6 +1,7 @@
 """Integration tests of LZEGRPOTrainer on a tiny offline Qwen2 (CPU, seconds each)."""
 
 import json
+import os
 import zlib
 
 import numpy as np
@@ -10,6 +11,7 @@ from datasets import Dataset
 from testing_utils import (
     always_right,
     count_grad_rows,
+    even_solved_reward,
     expected_forward_rows,
     logged,
     make_trainer,
@@ -21,6 +23,7 @@ from testing_utils import (
 
 from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl.common.engines import apply_thread_policy
+from lze_trl.method.checkpoint import STATE_FILE
 from lze_trl.method.errors import LZEWarning
 
 
@@ -288,6 +291,58 @@ def test_an_epoch_left_empty_by_pruning_ends_the_run_with_a_warning(tmp_path):
     with pytest.warns(LZEWarning, match=r"Epoch 1 has no generation batch.*training stops at this epoch"):
         trainer.train()
     assert 0 < trainer.state.global_step < 50 and trainer.train_sampler.epoch == 1
+
+
+def final_state(trainer) -> tuple[int, dict]:
+    """The last step of a trained run, and what its final checkpoint holds (asserting it exists)."""
+    step = trainer.state.global_step
+    folder = trainer.args.output_dir + f"/checkpoint-{step}"
+    saved = json.loads(open(folder + "/trainer_state.json").read())
+    assert os.path.isfile(os.path.join(folder, STATE_FILE))
+    return step, saved
+
+
+def test_a_run_ended_early_by_an_empty_epoch_keeps_its_final_checkpoint(tmp_path):
+    # max_steps=50 and save_steps=100: the Trainer saves its last checkpoint only at max_steps, which pruning keeps the
+    # run from reaching; the run saves it where it ends and says so in one line
+    trainer = make_trainer(
+        tmp_path, selector="none", reward=always_right, dataset=prompt_dataset(8), per_device_train_batch_size=16,
+        max_steps=50, prune_solved=True, prune_solved_after=1, prune_revisit_fraction=0.0, save_strategy="steps",
+        save_steps=100,
+    )  # fmt: skip
+    with pytest.warns(LZEWarning) as caught:
+        trainer.train()
+    step, saved = final_state(trainer)
+    assert 0 < step < 50 and saved["global_step"] == step
+    ended = [str(w.message) for w in caught if str(w.message).startswith("Training ended")]
+    assert ended == [
+        f"Training ended at step {step} of the 50 planned: forward pruning left epoch 1 without prompts to roll out "
+        f"(see the warning above); its last state is saved in checkpoint-{step}."
+    ]
+    assert (tmp_path / "out" / "lze_prompts.parquet").is_file()
+
+
+def test_a_run_whose_epochs_pruning_shortens_keeps_its_final_checkpoint(tmp_path):
+    # 16 prompts, 2 a step, 3 epochs: the Trainer plans 24 steps; even prompts are pruned after epoch 0, so epochs 1
+    # and 2 roll out the 8 odd ones (4 steps each) and the run ends at step 16, saved there, not at the planned 24
+    trainer = make_trainer(
+        tmp_path, selector="none", reward=even_solved_reward, dataset=prompt_dataset(16), max_steps=-1,
+        num_train_epochs=3, prune_solved=True, prune_solved_after=1, prune_revisit_fraction=0.0,
+        save_strategy="steps", save_steps=500,
+    )  # fmt: skip
+    with pytest.warns(LZEWarning, match=r"Training ended at step (\d+) of the 24 planned: forward pruning rolled out"):
+        trainer.train()
+    step, saved = final_state(trainer)
+    assert step < 24 and trainer.train_sampler.epoch == 2
+    assert saved["global_step"] == step and saved["log_history"]
+
+
+def test_a_run_that_reaches_its_planned_steps_saves_once_and_says_nothing(tmp_path, recwarn):
+    trainer = make_trainer(tmp_path, selector="none", dataset=prompt_dataset(16), max_steps=3, prune_solved=True,
+                           save_strategy="steps", save_steps=3)  # fmt: skip
+    trainer.train()
+    assert final_state(trainer)[0] == 3
+    assert not [w for w in recwarn if str(w.message).startswith("Training ended")]
 
 
 @pytest.mark.parametrize("selector", ["none", "lze"])
