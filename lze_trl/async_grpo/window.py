@@ -229,25 +229,33 @@ class GroupWindow:
             self._open()
 
     def _open(self) -> None:
-        run, n, G = self.run, self.window_groups, self.num_generations
-        indices = self._draw(n)
-        if indices is None:  # an epoch with no prompt: the run ends at this step
+        run, G = self.run, self.num_generations
+        drawn = self._draw(self.window_groups)
+        if drawn is None:  # an epoch with no prompt: the run ends at this step
             return
+        indices, skipping = drawn
+        skipped = 0
+        if run.skips:  # skip mode: the batch generates only its prompts that pruning does not skip, not refilled
+            skip, metrics = run.skip_groups(run.dataset_keys[indices], 1, skipping)
+            indices, skipped = indices[~skip], int(skip.sum())
+            self.log(metrics)
+        n = len(indices)
         group_ids = np.arange(self.next_group, self.next_group + n, dtype=np.int64)
         self.next_group += n
-        batch = AsyncBatchInFlight(self.schedule[0], indices=indices, group_ids=group_ids,
+        batch = AsyncBatchInFlight(self.schedule[0], skipped=skipped, indices=indices, group_ids=group_ids,
                           through=np.zeros(n, dtype=np.int64), versions=np.full(n, -1, dtype=np.int64),
                           rows=[[] for _ in range(n)])  # fmt: skip
         batch.start(run.dataset_keys[indices], G, len(run.unscorable_guard.reward_names), self.correctness_index)
         self.batches.append(batch)
         self._send(self._orders(batch))
 
-    def _draw(self, n: int) -> np.ndarray | None:
+    def _draw(self, n: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The next `n` dataset rows of the epochs' plans (each epoch TRL's `RepeatSampler` order, as the synchronous
-        trainer's sampler draws it: `EpochOrders`, planned by the run); `None` when an epoch has no prompt, which
-        sets `exhausted` and warns."""
+        trainer's sampler draws it: `EpochOrders`, planned by the run), and whether the epoch each was drawn from
+        skips it (skip mode's `position.skipping`); `None` when an epoch has no prompt, which sets `exhausted` and
+        warns."""
         run, position = self.run, self.run.position
-        size, drawn = len(run.dataset_keys), []
+        size, drawn, skipping = len(run.dataset_keys), [], []
         while len(drawn) < n:
             if position.plan is None or self.drawn_in_epoch >= len(position.plan):
                 if position.plan is not None:
@@ -268,8 +276,9 @@ class GroupWindow:
                     return None
             take = position.plan[self.drawn_in_epoch : self.drawn_in_epoch + n - len(drawn)]
             drawn.extend(int(i) for i in take)
+            skipping.extend(np.isin(run.dataset_keys[take], position.skipping).tolist())
             self.drawn_in_epoch += len(take)
-        return np.asarray(drawn, dtype=np.int64)
+        return np.asarray(drawn, dtype=np.int64), np.asarray(skipping, dtype=bool)
 
     def _orders(self, batch: AsyncBatchInFlight) -> list[Order]:
         """The orders of `batch`'s round in flight still missing (every going-on group's, rollouts so far to

@@ -90,7 +90,7 @@ class TRLAdapter:
         [`~LZEGRPOTrainer.update_rows`]). The rows flagged `stale` (they will be trained after an optimizer step)
         keep the log-probabilities they were sampled with: the backend's, or TRL's forward of the current policy
         where the backend returns none (`None` per token for the others, so that rounds served together agree)."""
-        prompt_keys = self._gathered_prompt_keys(inputs)  # before a rollout_func's extra fields join the rows
+        prompt_keys = self.gathered_prompt_keys(inputs)  # before a rollout_func's extra fields join the rows
         call = _TRLCall(stop_after_generation=True)
         with self._calling(call, num_rollouts), contextlib.suppress(_RolloutsGenerated):
             super()._generate_and_score_completions(inputs)
@@ -125,7 +125,7 @@ class TRLAdapter:
         `stale` ones (generated before an optimizer step) corrected by TRL's importance-sampling ratio; without
         `served`, TRL generates and rewards the rollouts, which are returned as [`Rollouts`] too."""
         # the prompt keys before TRL adds a rollout_func's extra fields to the rows
-        prompt_keys = self._gathered_prompt_keys(inputs) if served is None else None
+        prompt_keys = self.gathered_prompt_keys(inputs) if served is None else None
         call = _TRLCall(served=served)
         if served is not None:  # the values reward functions logged for these rows, in their order
             self._pending_extra_logs.update(served[0].extra_logs)
@@ -244,6 +244,7 @@ class TRLAdapter:
         finally:
             self._call, self.num_generations = None, saved
 
-    def _gathered_prompt_keys(self, inputs: list[dict]) -> np.ndarray:
+    def gathered_prompt_keys(self, inputs: list[dict]) -> np.ndarray:
+        """The prompt key of every row of `inputs`, every process's in process order (a collective)."""
         keys = torch.as_tensor(self.prompt_keys.of(inputs), device=self.accelerator.device)
         return self.accelerator.gather(keys).cpu().numpy()

@@ -171,6 +171,12 @@ class PromptPruner:
         self.pending_sides = np.concatenate([self.pending_sides, self.revisited_sides])
         return order[(side < 0) | np.isin(keys, self.revisited_keys)]
 
+    def explore(self, keys: np.ndarray, sides: np.ndarray) -> None:
+        """Counts the pooled prompts of `keys` (their `sides`) that are generated though not drawn for exploration
+        (skip mode's balance between processes) with the revisits, as explored."""
+        self.pending_keys = np.concatenate([self.pending_keys, np.asarray(keys, dtype=np.int64)])
+        self.pending_sides = np.concatenate([self.pending_sides, np.asarray(sides, dtype=np.int64)])
+
     def _adapt(self) -> None:
         """`"adaptive"`'s move of `p`, per pruned side whose last plan pooled prompts, from the groups recorded since
         that plan; the window then starts again."""

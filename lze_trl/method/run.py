@@ -32,7 +32,9 @@ class DataPosition:
     Where training stands in the data, saved with the LZE state: the sampler `epoch`, its dataloader batches trained
     so far (`batches_in_epoch`, what a resumed sampler skips), TRL's micro-step counter (`micro_steps`, which paces
     generation), the epoch's `plan` (the dataset indices it rolls out, once planned; not re-derivable: the planner's
-    state moves on), and the groups earlier epochs left out (`skipped_groups`).
+    state moves on), the groups not rolled out so far (`skipped_groups`: those earlier epochs' plans left out, and in
+    skip mode those the steps skipped), and in skip mode (`prune_refill=False`) the prompt keys the epoch skips
+    (`skipping`, sorted: its plan holds every prompt).
     """
 
     epoch: int = 0
@@ -40,6 +42,7 @@ class DataPosition:
     micro_steps: int = 0
     plan: np.ndarray | None = None
     skipped_groups: int = 0
+    skipping: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def groups_skipped(self, num_samples: int) -> int:
         """Groups not rolled out so far: the dataset indices earlier epochs and the current one's plan left out."""
@@ -48,12 +51,17 @@ class DataPosition:
     def state_dict(self) -> dict[str, np.ndarray]:
         plan = np.empty(0, dtype=np.int64) if self.plan is None else self.plan
         counters = [self.epoch, self.batches_in_epoch, self.micro_steps, self.skipped_groups, self.plan is not None]
-        return {"plan": np.asarray(plan, dtype=np.int64), "counters": np.asarray(counters, dtype=np.int64)}
+        return {
+            "plan": np.asarray(plan, dtype=np.int64),
+            "counters": np.asarray(counters, dtype=np.int64),
+            "skipping": np.asarray(self.skipping, dtype=np.int64),
+        }
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         epoch, batches, micro_steps, skipped, has_plan = (int(v) for v in state["counters"])
         self.epoch, self.batches_in_epoch, self.micro_steps, self.skipped_groups = epoch, batches, micro_steps, skipped
         self.plan = np.asarray(state["plan"], dtype=np.int64) if has_plan else None
+        self.skipping = np.asarray(state["skipping"], dtype=np.int64)
 
 
 def make_pruner(args: LZESettings) -> PromptPruner:
@@ -187,9 +195,12 @@ class LZERun:
             self.warn(message)
         return batch
 
-    def select(self, batch: GroupBatch) -> np.ndarray:
-        """The selector's weight of each group of `batch` (0 removes the group from the update)."""
-        return np.asarray(self.selector.select(batch), dtype=np.float64)
+    def select(self, batch: GroupBatch, skipped: int = 0) -> np.ndarray:
+        """The selector's weight of each group of `batch` (0 removes the group from the update); `skipped` groups of
+        its prompts not generated (skip mode) take part as dead groups, so that a quota stays a share of the
+        prompts ([`~lze_trl.method.selectors.base.GroupBatch.with_dead`])."""
+        weights = self.selector.select(batch.with_dead(skipped))
+        return np.asarray(weights, dtype=np.float64)[: len(batch.prompt_keys)]
 
     def decide(
         self,
@@ -198,10 +209,12 @@ class LZERun:
         rounds: Any,
         global_step: int,
         metrics: dict[str, float] | None = None,
+        skipped: int = 0,
     ) -> tuple[np.ndarray, dict[str, float]]:
         """
         The decision on a complete generation batch, one for both trainers: the selector's weight of each group of the
-        scored `batch`, choosing among its `complete` groups; with `rounds` (the batch's
+        scored `batch`, choosing among its `complete` groups (its `skipped` groups, not generated, counted as dead:
+        [`~LZERun.select`]); with `rounds` (the batch's
         [`~lze_trl.method.round_policies.RoundsState`] when generated in rounds, else `None`) the round policy's
         observation of it; then the batch recorded ([`~LZERun.record`]).
 
@@ -209,7 +222,7 @@ class LZERun:
             `tuple[np.ndarray, dict[str, float]]`: the weights, and the batch's `lze/` metrics: the round policy's,
             then the given `metrics`, then the record's.
         """
-        weights = self.select(dataclasses.replace(batch, eligible=batch.eligible & complete))
+        weights = self.select(dataclasses.replace(batch, eligible=batch.eligible & complete), skipped)
         out = {} if rounds is None else dict(self.round_policy.round_metrics(self, rounds, batch))
         out.update(metrics or {})
         if self.shadow:
@@ -246,8 +259,11 @@ class LZERun:
             global_step, self.batches_recorded, batch.prompt_keys, batch.pass_rates, batch.energies, weights, live
         )
         self.batches_recorded += 1
+        explored = None
         if self.pruner is not None:
+            before = self.pruner.revisits_scored.sum(), self.pruner.revisits_live.sum()
             self.pruner.observe(batch.prompt_keys, batch.pass_rates)
+            explored = self.pruner.revisits_scored.sum() - before[0], self.pruner.revisits_live.sum() - before[1]
         scorable = np.isfinite(batch.pass_rates)
         self.empty_update_guard.observe(bool(scorable.any()), int(batch.eligible.sum()))
         metrics = {
@@ -262,8 +278,10 @@ class LZERun:
         if self.dataset_keys is not None:
             planned = self.position.groups_skipped(len(self.dataset_keys)) * self.num_generations
             metrics["lze/rollouts_skipped"] = planned + self.round_policy.rollouts_skipped
-        if self.pruner is not None:
+        if explored is not None:
             metrics.update({f"lze/{k}": v for k, v in self.pruner.metrics(self.prompts).items()})
+            metrics["lze/groups_explored"] = float(explored[0])
+            metrics["lze/groups_explored_live"] = float(explored[1])
         return metrics
 
     def untrained(self) -> str | None:
@@ -279,15 +297,57 @@ class LZERun:
             self.warn(message)
 
     # ----------------------------------------------------------------------------------------------- planning
+    @property
+    def skips(self) -> bool:
+        """Whether forward pruning skips prompts at each step without refilling it (`prune_refill=False`)."""
+        return self.pruner is not None and not self.args.prune_refill
+
     def plan_epoch(self, epoch: int, order: np.ndarray) -> np.ndarray:
         """The dataset indices an epoch rolls out, one per group, from its permutation `order`: forward pruning, then
-        the selector's plan."""
+        the selector's plan. In skip mode the plan keeps every prompt, and the keys pruning leaves out are the
+        epoch's `position.skipping` ([`~LZERun.skip_groups`])."""
         order = np.asarray(order, dtype=np.int64)
         if self.pruner is not None:
-            order = self.pruner.plan_epoch(epoch, order, self.dataset_keys[order], self.prompts)
+            kept = self.pruner.plan_epoch(epoch, order, self.dataset_keys[order], self.prompts)
+            if self.skips:
+                self.position.skipping = np.unique(self.dataset_keys[np.setdiff1d(order, kept)])
+            else:
+                order = kept
         if self.selector.plans_rollouts:
             order = self.selector.plan_epoch(epoch, order, self.dataset_keys[order], self.prompts)
         return order
+
+    def skip_groups(
+        self, prompt_keys: np.ndarray, processes: int, skipping: np.ndarray | None = None
+    ) -> tuple[np.ndarray, dict[str, float]]:
+        """
+        Skip mode's decision on a step's groups before generation (every process's, in order: `prompt_keys`, one per
+        group, the processes' equal slices one after another): the groups of the epoch's skipped prompts are not
+        generated, as many on every process (the fewest any process would skip, the first ones in order; TRL gathers
+        equal rows from each), keeping at least one group a process. A prompt of the pool that is generated all the
+        same is explored: its group counts with the pruner's revisits. `skipping` says which groups their epoch
+        skips where they were drawn from more than one epoch's plan (the async window); by default the current
+        epoch's `position.skipping`.
+
+        Returns:
+            `tuple[np.ndarray, dict[str, float]]`: whether each group is skipped, and the step's `lze/` counts:
+            groups generated and skipped per side, and the generated rollouts over the step's prompts x
+            `num_generations` (`lze/generated_share`).
+        """
+        keys = np.asarray(prompt_keys, dtype=np.int64).reshape(processes, -1)
+        wanted = np.isin(keys, self.position.skipping) if skipping is None else np.reshape(skipping, keys.shape)
+        num = min(int(wanted.sum(axis=1).min()), keys.shape[1] - 1)
+        skip = wanted & (np.cumsum(wanted, axis=1) <= num)
+        side = self.pruner.side_of(keys.ravel(), self.prompts)[0].reshape(keys.shape)
+        explored = ~skip & (side >= 0) & ~np.isin(keys, self.pruner.pending_keys)
+        self.pruner.explore(keys[explored], side[explored])
+        self.position.skipped_groups += int(skip.sum())
+        metrics = {"lze/groups_generated": float((~skip).sum())}
+        for s, name in enumerate(SIDES):
+            if self.pruner.after[s] is not None:
+                metrics[f"lze/groups_skipped_{name}"] = float((skip & (side == s)).sum())
+        metrics["lze/generated_share"] = float((~skip).mean())
+        return skip.ravel(), metrics
 
     # ----------------------------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, np.ndarray]:

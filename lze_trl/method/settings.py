@@ -104,6 +104,19 @@ class LZESettings:
         prune_target_dead_frac (`float`, *optional*, defaults to `0.25`):
             `"adaptive"`: the share of the generated groups that may be dead (GRESO's 0.25; a third of it on the
             solved side and two thirds on the unsolved side when both are pruned), in [0, 1].
+        prune_refill (`bool`, *optional*, defaults to `True`):
+            What a step does with the prompts forward pruning skips. `True`: an epoch's plan leaves them out and the
+            steps are filled from the rest, so a step generates as many rollouts as GRPO's and an epoch is shorter.
+            `False` (skip mode): the epoch visits every prompt, and a step generates only its prompts that pruning
+            does not skip (a prompt never seen and an explored one are generated), without replacing the others:
+            fewer rollouts on every step, and a run reaches `max_steps`. A skipped prompt is a predicted-dead group,
+            which adds nothing to GRPO's update (zero advantages), so the update is GRPO's up to the live groups
+            mispredicted; it is normalised as every LZE update is, by the loss tokens of the rows it keeps (those of
+            the generated groups, and with `selector="lze"` of the selected ones). Every process skips as many
+            prompts of a step (TRL gathers equal rows from each), at least one prompt of each is generated.
+            `lze/generated_share` is the step's generated rollouts over its prompts x `num_generations`. The default
+            stays `True` until the skip mode's study on a real model has run (BENCHMARKS.md section 14). Not with
+            `fuse_rounds=True`. In the async trainer each generation batch of `window_groups` prompts skips them.
         > Parameters that control shadow mode (measuring what LZE would save, changing nothing)
 
         shadow (`bool`, *optional*, defaults to `False`):
@@ -187,6 +200,7 @@ class LZESettings:
     prune_exploration: str = field(default="replay", metadata={"choices": list(EXPLORATIONS)})
     prune_revisit_fraction: float = 0.1
     prune_target_dead_frac: float = 0.25
+    prune_refill: bool = True
     shadow: bool = False
     generation_rounds: list[int] | None = None
     round_policy: str = "adaptive"
@@ -257,7 +271,7 @@ def fuses_rounds(args: LZESettings) -> bool:
     if args.fuse_rounds is not None:
         return bool(args.fuse_rounds)
     colocated = bool(getattr(args, "use_vllm", False)) and getattr(args, "vllm_mode", None) == "colocate"
-    return colocated and args.round_policy == "probe"
+    return colocated and args.round_policy == "probe" and args.prune_refill  # skip mode decides at each step
 
 
 def parse_lze_lists(args: LZESettings) -> None:

@@ -33,6 +33,14 @@ def validate_lze_args(args: LZESettings) -> None:
             "prompt; set num_generations >= 2 (the paper uses 8)."
         )
     _check(isinstance(args.shadow, bool), "shadow", args.shadow, "use True (measure, train as GRPO) or False.")
+    fix = "use True (steps refilled from the epoch's other prompts) or False (skip, generating fewer rollouts)."
+    _check(isinstance(args.prune_refill, bool), "prune_refill", args.prune_refill, fix)
+    synchronous = getattr(args, "steps_per_generation", None) is not None  # the async trainer's rounds always fuse
+    if not args.prune_refill and args.fuse_rounds and synchronous:
+        raise ValueError(
+            "prune_refill=False cannot run with fuse_rounds=True: fused rounds draw the next batches' rounds ahead of "
+            "their step, before the skip is decided. Set fuse_rounds=False, or prune_refill=True."
+        )
     _check(isinstance(args.thread_policy, bool), "thread_policy", args.thread_policy, "use True or False.")
     if args.shadow and (args.generation_rounds is not None or prunes(args)):
         setting = "generation_rounds" if args.generation_rounds is not None else (

@@ -54,10 +54,14 @@ class BatchInFlight:
         state ([`~lze_trl.method.round_policies.RoundsState`] or `None`):
             What is known of the batch, every process's groups in order (`None` before the synchronous trainer's first
             round, whose rollouts bring the groups' prompt keys).
+        skipped (`int`):
+            Groups of the batch's prompts that skip mode (`prune_refill=False`) did not generate: predicted dead, they
+            count in the selector's quota as dead groups do ([`~lze_trl.method.run.LZERun.select`]).
     """
 
     round_last: int
     state: RoundsState | None = None
+    skipped: int = 0
 
     @property
     def complete(self) -> bool:
@@ -107,7 +111,7 @@ class BatchInFlight:
             in_order = RoundsState(keys[order], rewards[order], state.correctness_index, complete[order],
                                    state.rollouts_so_far, list(state.fresh))  # fmt: skip
         weights_in_order, metrics = run.decide(GroupBatch.concatenate(parts), complete[order], in_order, global_step,
-                                               metrics)  # fmt: skip
+                                               metrics, self.skipped)  # fmt: skip
         weights = np.empty(len(keys))
         weights[order] = weights_in_order
         if run.shadow:  # the selector's weights, in draw order too
@@ -119,7 +123,7 @@ class BatchInFlight:
     def state_dict(self, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """What either trainer saves of the batch ([`save_in_flight`]): its prompt keys and rewards as arrays (named
         `prefix` + the field), the rest as JSON values."""
-        saved: dict[str, Any] = {"round_last": self.round_last}
+        saved: dict[str, Any] = {"round_last": self.round_last, "skipped": self.skipped}
         if self.state is None:  # before the synchronous trainer's first round
             return {}, saved
         state = self.state
@@ -129,7 +133,7 @@ class BatchInFlight:
 
     def load_state_dict(self, arrays: dict[str, np.ndarray], saved: dict[str, Any], prefix: str) -> None:
         """Takes back what [`~BatchInFlight.state_dict`] saved."""
-        self.round_last, self.state = int(saved["round_last"]), None
+        self.round_last, self.state, self.skipped = int(saved["round_last"]), None, int(saved["skipped"])
         if "going_on" in saved:
             self.state = RoundsState(
                 np.asarray(arrays[f"{prefix}prompt_keys"], dtype=np.int64),

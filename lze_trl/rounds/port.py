@@ -37,6 +37,8 @@ class TRLPort(Protocol):
         stale: np.ndarray | None = None,
     ) -> tuple[Batch, Any]: ...  # TRL's update rows of these rollouts
 
+    def gathered_prompt_keys(self, inputs: list[dict]) -> np.ndarray: ...  # every process's rows' prompt keys
+
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray: ...  # each rollout's reward, as TRL weighs them
 
     def log_lze(self, metrics: dict[str, float]) -> None: ...  # into TRL's metrics of the step

@@ -35,17 +35,23 @@ def train_on_generation_batch(port: TRLPort, context: RoundsContext, inputs: lis
     """The rows this process hands TRL's update from its `inputs` (as the sampler drew them, each prompt
     `num_generations` times in a row), generated in one round or in serial rounds."""
     run, G = context.run, context.num_generations
+    metrics: dict[str, float] = {}
+    skipped = 0
+    if run.skips:  # skip mode: the groups of the prompts forward pruning skips are not generated, nor replaced
+        skip, metrics = run.skip_groups(port.gathered_prompt_keys(inputs)[::G], context.processes)
+        mine, skipped = ~skip.reshape(context.processes, -1)[context.process], int(skip.sum())
+        inputs = [row for g, keep in enumerate(mine) if keep for row in inputs[g * G : (g + 1) * G]]
     if len(run.round_policy.schedule) == 1:  # every prompt's G rollouts: TRL generates, rewards and makes rows at once
         rows, rollouts = port.update_rows(inputs)
         prompt_keys, rewards = rollouts.groups(G)
         complete = np.ones(len(prompt_keys), dtype=bool)
-        batch = BatchInFlight(G, RoundsState(prompt_keys, rewards, run.correctness_index, complete, G))
+        batch = BatchInFlight(G, RoundsState(prompt_keys, rewards, run.correctness_index, complete, G), skipped)
         run.unscorable_guard.check(rollouts.rewards)
-        metrics = {"lze/fresh_rollouts": len(rollouts.prompt_keys), "lze/generation_calls": 1}
+        metrics.update({"lze/fresh_rollouts": len(rollouts.prompt_keys), "lze/generation_calls": 1})
         return update_on(port, context, batch, rows, metrics)
-    batch = generate_in_rounds(port, context, inputs)
+    batch = generate_in_rounds(port, context, inputs, skipped)
     run.unscorable_guard.check(np.concatenate([r.rollouts.rewards for r in batch.rounds]))
-    metrics = {"lze/generation_calls": len(batch.rounds), "lze/rollout_staleness": 0.0}
+    metrics.update({"lze/generation_calls": len(batch.rounds), "lze/rollout_staleness": 0.0})
     return update_on(port, context, batch, completed_rows(port, batch), metrics)
 
 
@@ -59,7 +65,7 @@ def update_on(port: TRLPort, context: RoundsContext, batch: BatchInFlight, rows:
     complete, in_rounds = state.going_on, len(run.round_policy.schedule) > 1
     weights, metrics = batch.decide(run, port.total_rewards(state.rewards), context.global_step, metrics)
     generated_tokens = rows["num_items_in_batch"].item()
-    if in_rounds or not np.all(weights == 1.0):
+    if in_rounds or run.skips or not np.all(weights == 1.0):  # rows to cut, or to pad to whole micro-batches
         # TRL's rows of the complete groups, in order, split evenly over the processes (a group may straddle two)
         every = np.repeat(weights[complete], G).reshape(context.processes, -1)
         local = torch.as_tensor(every[context.process], dtype=torch.float32)
@@ -149,11 +155,14 @@ def record_round(
     round_done(batch, run, processes)
 
 
-def generate_in_rounds(port: TRLPort, context: RoundsContext, inputs: list[dict]) -> SyncBatchInFlight:
+def generate_in_rounds(
+    port: TRLPort, context: RoundsContext, inputs: list[dict], skipped: int = 0
+) -> SyncBatchInFlight:
     """The generation batch of `inputs` generated in the run's rounds, one generation call each: after each round but
-    the last, the round policy chooses the groups that go on; `going_on` ends as the complete groups."""
+    the last, the round policy chooses the groups that go on; `going_on` ends as the complete groups. `skipped`: the
+    batch's groups skip mode did not generate."""
     run, G = context.run, context.num_generations
-    batch = SyncBatchInFlight(run.round_policy.schedule[0], inputs=inputs)
+    batch = SyncBatchInFlight(run.round_policy.schedule[0], skipped=skipped, inputs=inputs)
     for _ in run.round_policy.schedule:
         rows, groups, first, last = round_request(batch, G, context.processes, context.process)
         rollouts = port.generate_rollouts(rows, last - first)

@@ -493,6 +493,40 @@ def test_the_async_trainer_prunes_both_sides_and_counts_its_revisits(tmp_path, s
         assert 1 < len(set(values)) <= trainer.lze.position.epoch + 1
 
 
+@pytest.mark.slow
+def test_the_async_trainer_skips_predicted_dead_prompts_without_refilling(tmp_path, setup):
+    # prompts 0 and 6 never pass, 2 always: pruned on both sides once recorded (from epoch 2 on: epoch 1 is planned
+    # before epoch 0's second batch is recorded); in skip mode each batch of 4 drawn prompts generates only those not
+    # skipped, and is not refilled
+    _, _, dataset = setup
+    dead = {i for i, r in enumerate(dataset["pass_rate"]) if r in (0.0, 1.0)}
+    trainer = make_trainer(tmp_path, setup, max_steps=12, prune_solved=True, prune_solved_after=1, prune_unsolved=True,
+                           prune_revisit_fraction=0.0, selector="none", prune_refill=False)  # fmt: skip
+    ordered, drawn = [], []  # (group id, dataset row) of every first-round order; each batch's draw and its skips
+    send, draw = trainer.rollout_worker.send_orders, trainer.lze_window._draw
+    trainer.lze_window.send = lambda orders: (ordered.extend((o.group_id, o.index) for o in orders), send(orders))
+    trainer.lze_window._draw = lambda n: drawn.append(draw(n)) or drawn[-1]
+    trainer.train()
+    window, position = trainer.lze_window, trainer.lze.position
+    assert position.epoch >= 3 and position.skipped_groups > 0
+    # every batch drew 4 prompts: those generated (one group id each) and those skipped add up
+    assert window.next_group + position.skipped_groups == 4 * (trainer.lze.batches_recorded + len(window.batches))
+    rows = [index for _, index in sorted(dict(ordered).items())]
+    assert len(rows) == window.next_group
+    opened = 0
+    for indices, skipping in drawn:  # a batch generates exactly its drawn prompts that their epoch does not skip
+        generated = indices[~skipping].tolist() or indices[-1:].tolist()  # at least one: the last of those skipped
+        assert rows[opened : opened + len(generated)] == generated
+        opened += len(generated)
+    assert opened == window.next_group and any(s.all() for _, s in drawn)  # one batch kept one prompt
+    assert dead & {int(i) for indices, skipping in drawn for i in indices[skipping]}  # the dead ones were skipped
+    for e in trainer.state.log_history:  # each step's mean over its batches: generated and skipped make 4 a batch
+        if "lze/groups_generated" in e:
+            total = e["lze/groups_generated"] + e["lze/groups_skipped_solved"] + e["lze/groups_skipped_unsolved"]
+            assert total == pytest.approx(4)
+            assert e["lze/generated_share"] == pytest.approx(e["lze/groups_generated"] / 4)
+
+
 def test_an_epoch_left_empty_by_pruning_ends_the_async_run_with_a_warning(tmp_path, setup):
     # every prompt always solved: once recorded, forward pruning leaves the next epoch planned empty (epoch 2: epoch 1
     # was planned before epoch 0's second batch was recorded); the run ends at the end of that step, as the

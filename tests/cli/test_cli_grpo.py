@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from pathlib import Path
 
 import pandas as pd
@@ -338,6 +339,7 @@ def test_grpo_cli_full_model_on_a_math_kind(tiny_model_dir, tmp_path, monkeypatc
             "--dataset_kind",
             "gsm8k",
             "--reward_funcs",
+            f"{__name__}.half_right",  # the correctness reward (the first): live groups, so that LZE trains
             "math_accuracy",
             "format_reward",
             "--output_dir",
@@ -447,6 +449,12 @@ def test_grpo_cli_refuses_a_dataset_too_small_for_one_batch(tiny_model_dir, tmp_
     assert "Training completed" not in captured.out
 
 
+def half_right(completions, **kwargs):
+    """A correctness reward that passes about half of any model's completions (by a hash of their text): the tiny
+    random model solves no GSM8K question, and a run whose every group is dead trains no token (exit 1)."""
+    return [float(zlib.crc32(str(c).encode()) % 2) for c in completions]
+
+
 def scores_nothing(completions, **kwargs):
     """A reward that cannot read any completion: `None` for every one."""
     return [None] * len(completions)
@@ -481,6 +489,7 @@ def test_lora_recipe_runs_on_cpu_with_the_overrides_its_header_names(tiny_model_
     shrink += ["--generation_batch_size", "8", "--gradient_accumulation_steps", "1", "--num_generations", "4"]
     shrink += ["--max_completion_length", "8", "--max_steps", "1", "--output_dir", str(tmp_path / "out")]
     shrink += ["--report_to", "none", "--save_strategy", "no", "--disable_tqdm", "true", "--lora_r", "4"]
+    shrink += ["--reward_funcs", f"{__name__}.half_right"]  # stands in for math_accuracy, which it never passes
     assert cli_main(["grpo", "--config", str(LORA_RECIPE), *cpu_flags, *shrink]) == 0
     assert (tmp_path / "out" / "adapter_model.safetensors").is_file()
 

@@ -16,6 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
         "select",
         "prune",
         "prune-both",
+        "prune-skip",
         "shadow",
         "probe",
         "probe-serial",
@@ -45,6 +46,13 @@ def test_two_processes_end_with_identical_state(tmp_path, mode):
         for side in ("solved", "unsolved"):
             assert max(e.get(f"lze/skipped_prompts_{side}", 0) for e in log) > 0
         assert any("lze/prune_precision" in e for e in log)
+    if mode == "prune-skip":  # fewer groups generated, as many on each rank; every step ran
+        log = infos[0]["log"]
+        generated = [e["lze/groups_generated"] for e in log if "lze/groups_generated" in e]
+        skipped = [e.get("lze/groups_skipped_solved", 0) + e.get("lze/groups_skipped_unsolved", 0) for e in log
+                   if "lze/groups_generated" in e]  # fmt: skip
+        assert len(generated) == 10 and all(g % 2 == 0 and g >= 2 for g in generated) and sum(skipped) > 0
+        assert all(g + s == 8 for g, s in zip(generated, skipped))
     if mode.startswith(("probe", "rounds")) or mode == "prune-both":
         # both ranks completed the same groups, each its own half, and only those reached the update
         completed = [e["lze/completed_groups"] for e in infos[0]["log"] if "lze/completed_groups" in e]

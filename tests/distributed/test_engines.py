@@ -16,7 +16,7 @@ from testing_utils import SUPPORT, padded_forward_rows, run_torchrun
 pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.engines]
 
 ENGINES = ("ddp", "fsdp2", "zero3")
-CASES = ("lze", "resume", "none", "probe")
+CASES = ("lze", "resume", "none", "probe", "skip")
 SHARDED = ("fsdp2", "zero3")
 MAX_STEPS, SAVE_STEP = 8, 6
 GROUP, ROWS_PER_RANK, STEPS_PER_GENERATION, ACCUMULATION = 4, 16, 4, 2  # the runs of dist_engines.py
@@ -127,6 +127,15 @@ def test_only_kept_rows_reach_the_update(runs, engine):
     assert info["optimizer_updates"] == [float(MAX_STEPS)]
     if engine == "zero3":
         assert info["engine"]["global_steps"] == MAX_STEPS and info["engine"]["skipped_steps"] == 0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_skip_mode_generates_fewer_groups_alike_on_every_rank(runs, engine):
+    info, _ = load(runs, engine, "skip")
+    batches = np.asarray(info["selection"]["batch"])
+    scored = [int((batches == b).sum()) for b in range(batches.max() + 1)]  # groups generated, every rank's
+    assert scored[:2] == [8, 8] and all(n % 2 == 0 and 2 <= n < 8 for n in scored[2:])  # epoch 1 skipped dead ones
+    assert info["global_step"] == MAX_STEPS
 
 
 def test_deepspeed_owned_scheduler_follows_the_trainer(runs):

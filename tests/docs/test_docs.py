@@ -161,6 +161,7 @@ def test_the_metrics_page_lists_every_metric_runs_log(tmp_path):
                 max_steps=12,
             ),  # fmt: skip
             dict(shadow=True, per_device_train_batch_size=16, max_steps=8),
+            dict(prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_refill=False, max_steps=12),
             dict(generation_rounds=[2, 4], per_device_train_batch_size=16, fuse_rounds=True),
         ]
     ):

@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -232,3 +234,72 @@ def test_both_sided_state_roundtrip_continues_identically(exploration):
 def test_a_state_that_does_not_fit_is_refused():
     with pytest.raises(LZEStateError, match="lacks .*keep_probability"):
         PromptPruner().load_state_dict({"revisited_keys": np.array([1])})
+
+
+def skip_mode_run(**settings):
+    """An `LZERun` of 12 prompts (keys 0-11) in skip mode, both sides pruned after one dead group."""
+    from lze_trl.method.run import LZERun
+    from lze_trl.method.settings import LZESettings
+
+    args = LZESettings(prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_revisit_fraction=0.0,
+                       prune_refill=False, **settings)  # fmt: skip
+    args.num_generations, args.seed = 4, 0
+    return LZERun(args, 4, np.arange(12))
+
+
+def test_skip_mode_plans_every_prompt_and_skips_alike_on_every_process():
+    run = skip_mode_run()
+    record_pass_rates(run.prompts, [0, 1, 2, 3, 4], [1.0, 0.0, 1.0, 0.5, 0.0])  # 0, 2 solved; 1, 4 unsolved
+    plan = run.plan_epoch(1, np.arange(12))
+    assert plan.tolist() == list(range(12))  # the epoch visits every prompt
+    assert run.position.skipping.tolist() == [0, 1, 2, 4]
+    # two processes, 3 groups each: process 0 would skip 3 (0, 1, 2), process 1 one (4): both skip one, the first
+    skip, metrics = run.skip_groups(np.array([0, 1, 2, 3, 4, 5]), processes=2)
+    assert skip.tolist() == [True, False, False, False, True, False]
+    assert metrics == {"lze/groups_generated": 4.0, "lze/groups_skipped_solved": 1.0,
+                       "lze/groups_skipped_unsolved": 1.0, "lze/generated_share": 4 / 6}  # fmt: skip
+    # the pooled prompts generated all the same (1, 2) are explored: scored with the revisits, 2 dead again, 1 live
+    assert sorted(run.pruner.pending_keys.tolist()) == [1, 2]
+    run.record(run.score(np.array([1, 2, 3, 5]), np.array([[1, 0, 0, 0], [1, 1, 1, 1], [1, 0, 1, 0], [0, 1, 1, 1]]),
+                         np.zeros((4, 4))), np.ones(4), 0)  # fmt: skip
+    assert run.pruner.revisits_scored.sum() == 2 and run.pruner.revisits_live.sum() == 1
+    assert run.position.skipped_groups == 2
+    # a process whose every group is skipped still generates one
+    skip, _ = run.skip_groups(np.array([0, 2]), processes=1)
+    assert skip.tolist() == [True, False]
+
+
+def test_skip_mode_state_resumes_exactly():
+    run = skip_mode_run()
+    record_pass_rates(run.prompts, [0, 1], [1.0, 0.0])
+    run.plan_epoch(1, np.arange(12))
+    restored = skip_mode_run()
+    restored.load_state_dict(run.state_dict())
+    assert restored.position.skipping.tolist() == run.position.skipping.tolist() == [0, 1]
+    assert restored.skip_groups(np.arange(4), 1)[0].tolist() == run.skip_groups(np.arange(4), 1)[0].tolist()
+
+
+def test_refilled_pruning_leaves_the_skipped_prompts_out_of_the_plan():
+    run = skip_mode_run()
+    run.args.prune_refill = True
+    record_pass_rates(run.prompts, [0, 1], [1.0, 0.0])
+    assert run.plan_epoch(1, np.arange(12)).tolist() == list(range(2, 12)) and not run.skips
+
+
+def test_skipped_groups_count_in_the_quota_as_the_dead_groups_of_a_full_batch_do():
+    from lze_trl.method.selectors import GroupBatch
+
+    run = skip_mode_run(selector="lze", selection_ratio=0.4)
+    energies = np.array([0.0, 0.9, 0.0, 0.5, 0.7])  # 3 live groups of 5 generated
+    live = energies > 0
+    batch = GroupBatch(np.arange(5), np.where(live, 0.5, 1.0), np.zeros((5, 4)), energies, live, np.zeros(5),
+                       np.random.default_rng(0))  # fmt: skip
+    # the step had 10 prompts, 5 skipped as predicted dead: the quota is int(10 x 0.4) = 4, not int(5 x 0.4) = 2
+    assert run.select(batch, skipped=5).tolist() == [0, 1, 0, 1, 1]
+    assert run.select(batch).sum() == 2
+    # and the choice is the one on the full batch whose dead groups were generated (the noise is drawn for live ones)
+    full = GroupBatch(np.arange(10), np.r_[batch.pass_rates, np.ones(5)], np.zeros((10, 4)), np.r_[energies, [0] * 5],
+                      np.r_[live, [False] * 5], np.zeros(10), np.random.default_rng(0))  # fmt: skip
+    run.args.selection_ratio = 0.2  # 2 of 10 either way: the same 2 by energy and noise
+    chosen = run.select(dataclasses.replace(batch, rng=np.random.default_rng(1)), skipped=5)
+    assert chosen.tolist() == run.select(dataclasses.replace(full, rng=np.random.default_rng(1)))[:5].tolist()

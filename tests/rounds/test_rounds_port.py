@@ -57,6 +57,9 @@ class FakePort:
         }
         return batch, None
 
+    def gathered_prompt_keys(self, inputs):
+        return np.array([row["prompt"] for row in inputs])
+
     def total_rewards(self, rewards):
         return rewards.sum(axis=-1)
 
@@ -141,5 +144,5 @@ def test_the_fake_port_is_a_trl_port():
     from lze_trl.rounds.port import TRLPort
 
     names = {n for n in vars(TRLPort) if not n.startswith("_")}
-    assert names == {"generate_rollouts", "update_rows", "total_rewards", "log_lze"}
+    assert names == {"generate_rollouts", "update_rows", "gathered_prompt_keys", "total_rewards", "log_lze"}
     assert all(callable(getattr(FakePort(), n)) for n in names)  # the rounds need nothing else of a trainer

@@ -230,6 +230,8 @@ def run(out_dir: Path, engine: str, case: str) -> None:
     if case == "ds_scheduler":  # the learning-rate schedule owned by DeepSpeed's engine instead of the Trainer
         scheduler = {"type": "WarmupDecayLR", "params": {"warmup_num_steps": "auto", "total_num_steps": "auto"}}
         values["deepspeed"] = {**values["deepspeed"], "scheduler": scheduler}
+    if case == "skip":  # forward pruning on both sides, the steps not refilled: fewer rows generated, alike on ranks
+        values.update(prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_refill=False)
     if case == "probe":  # probe-then-complete: 2 rollouts of each prompt, then only the chosen groups completed
         values.update(generation_rounds=[2, 4], round_policy="probe", fuse_rounds=True)
     with fsdp_on_cpu() if engine == "fsdp2" else contextlib.nullcontext():
@@ -294,7 +296,7 @@ if __name__ == "__main__":
     with restored_environ():
         fsdp_fallback(out)
     for engine in sys.argv[2:]:
-        for case in ("lze", "resume", "none", "probe") + (("ds_scheduler",) if engine == "zero3" else ()):
+        for case in ("lze", "resume", "none", "probe", "skip") + (("ds_scheduler",) if engine == "zero3" else ()):
             start = time.perf_counter()
             with restored_environ():
                 run(out / engine / case, engine, case)

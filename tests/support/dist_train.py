@@ -29,7 +29,8 @@ def main(out_dir: str, mode: str) -> None:
     # tools in "rounds-tools"; the probe's rounds one call after another in "probe-serial" (else fused); a fused run
     # resumed from its checkpoint of step 2, its rollouts in flight each rank's own, in "probe-resume"; forward
     # pruning on both sides with adaptive exploration, history deciding before the probe's first round, in
-    # "prune-both" (4 prompts a step, sided_reward: a third always solved, a third never)
+    # "prune-both" (4 prompts a step, sided_reward: a third always solved, a third never); the same without refilling
+    # the steps in "prune-skip" (8 prompts a generation batch, 4 a rank)
     probe = (
         dict(generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=16, fuse_rounds=True)
         if mode.startswith("probe")
@@ -72,13 +73,16 @@ def main(out_dir: str, mode: str) -> None:
         probe = dict(generation_rounds=[2, 4], round_policy="probe", per_device_train_batch_size=8,
                      gradient_accumulation_steps=1, max_steps=10, prune_unsolved=True,
                      prune_exploration="adaptive")  # fmt: skip
+    if mode == "prune-skip":  # both sides skipped at each step without refilling it, as many groups on each rank
+        reward = sided_reward
+        probe = dict(max_steps=10, prune_unsolved=True, prune_exploration="adaptive", prune_refill=False)
     args = tiny_config(
         out_dir,
         **{
             "gradient_accumulation_steps": 2,
             "max_steps": 4,
             "learning_rate": 1e-2,
-            "prune_solved": mode in ("prune", "prune-both"),
+            "prune_solved": mode in ("prune", "prune-both", "prune-skip"),
             "prune_solved_after": 1,
             **probe,
         },

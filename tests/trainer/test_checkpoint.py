@@ -22,8 +22,9 @@ BOTH_SIDES = dict(prune_unsolved=True, prune_exploration="adaptive")
 
 def pruning_trainer(out_dir, prune):
     """10 steps on 8 prompts (2 groups per step: 4 steps per unpruned epoch), a checkpoint at every step; `prune`:
-    False, True (the solved side, replay) or "both" (both sides, adaptive exploration, on `sided_reward`)."""
-    rewards = {False: mixed_reward, True: even_solved_reward, "both": sided_reward}
+    False, True (the solved side, replay), "both" (both sides, adaptive exploration, on `sided_reward`) or "skip"
+    (the same, without refilling the steps: `prune_refill=False`)."""
+    rewards = {False: mixed_reward, True: even_solved_reward, "both": sided_reward, "skip": sided_reward}
     return make_trainer(
         out_dir,
         reward=rewards[prune],
@@ -35,19 +36,23 @@ def pruning_trainer(out_dir, prune):
         prune_solved=bool(prune),
         prune_solved_after=1,
         prune_revisit_fraction=0.5,
-        **(BOTH_SIDES if prune == "both" else {}),
+        **(BOTH_SIDES if prune in ("both", "skip") else {}),
+        prune_refill=prune != "skip",
     )
 
 
 def history(trainer, after_step):
     keys = ("loss", "reward", "lze/selected_frac", "lze/energy_mean", "lze/update_tokens", "lze/pruned_prompts",
-            "lze/revisits_live_unsolved", "lze/keep_probability_unsolved", "lze/skipped_prompts_solved")  # fmt: skip
+            "lze/revisits_live_unsolved", "lze/keep_probability_unsolved", "lze/skipped_prompts_solved",
+            "lze/groups_generated", "lze/generated_share", "lze/groups_explored_live")  # fmt: skip
     return [
         {k: e[k] for k in keys if k in e} for e in trainer.state.log_history if "loss" in e and e["step"] > after_step
     ]
 
 
-@pytest.mark.parametrize("prune, checkpoints", [(False, (3, 4, 6)), (True, (4, 6, 7)), ("both", (3, 5, 6))])
+@pytest.mark.parametrize(
+    "prune, checkpoints", [(False, (3, 4, 6)), (True, (4, 6, 7)), ("both", (3, 5, 6)), ("skip", (3, 5, 6))]
+)
 def test_resume_is_exact(tmp_path, prune, checkpoints):
     full = pruning_trainer(tmp_path / "full", prune)
     full.train()
@@ -60,6 +65,8 @@ def test_resume_is_exact(tmp_path, prune, checkpoints):
     if prune == "both":  # both sides pruned, the adaptive probabilities moved and some prompts were skipped
         assert full.lze.pruner.revisits_scored.sum() > 0 and (full.lze.pruner.keep_probability != 0.5).all()
         assert full.lze.position.groups_skipped(8) > 0
+    if prune == "skip":  # every step of the run ran, some with groups skipped
+        assert full.state.global_step == 10 and min(logged(full, "lze/generated_share")) < 1
     full_arrays, full_counters = full.lze_state_dict()
     for step in checkpoints:
         # same output_dir: checkpoints are read from it
@@ -143,3 +150,34 @@ def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
     assert [e["lze/rollouts_skipped"] for e in trainer.state.log_history if "lze/rollouts_skipped" in e][
         -1
     ] == 2 * 4 * 4
+
+
+@pytest.mark.parametrize("selector", ["none", "lze", "uniform_live"])
+def test_skip_mode_generates_only_the_prompts_pruning_keeps_and_reaches_max_steps(tmp_path, selector):
+    seen_per_call = []
+
+    def recording_reward(prompts, completions, **kwargs):
+        seen_per_call.append([prompt_number(p) for p in prompts[::4]])
+        return sided_reward(prompts, completions)
+
+    # 12 prompts, 2 a step (6 steps an epoch), 15 steps: epoch 0 generates every prompt; later steps generate only
+    # their prompts that are not pruned (2 mod 3, mixed), at least one a step, and are not refilled
+    trainer = make_trainer(
+        tmp_path, selector=selector, reward=recording_reward, dataset=prompt_dataset(12), max_steps=15,
+        prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_revisit_fraction=0.0, prune_refill=False,
+    )  # fmt: skip
+    trainer.train()
+    assert trainer.state.global_step == 15 and len(seen_per_call) == 15
+    assert sorted(sum(seen_per_call[:6], [])) == list(range(12))  # epoch 0: every prompt, 2 a step
+    generated = logged(trainer, "lze/groups_generated")
+    skipped = np.add(logged(trainer, "lze/groups_skipped_solved"), logged(trainer, "lze/groups_skipped_unsolved"))
+    assert [len(s) for s in seen_per_call] == generated  # what TRL generated is what the step says
+    np.testing.assert_array_equal(np.add(generated, skipped), 2)  # the counts add up to the step's prompts
+    np.testing.assert_allclose(logged(trainer, "lze/generated_share"), np.divide(generated, 2))
+    np.testing.assert_array_equal(logged(trainer, "lze/fresh_rollouts"), np.multiply(generated, 4))
+    assert sum(skipped) > 0 and all(g >= 1 for g in generated)
+    pruned = trainer.lze.pruner.pruned(trainer.prompt_keys.dataset_keys, trainer.lze.prompts)
+    for step, seen in enumerate(seen_per_call[6:], start=6):  # a dead prompt is generated only when alone in its step
+        assert all(n % 3 == 2 or len(seen) == 1 or not pruned[n] for n in seen), (step, seen)
+    assert trainer.lze.position.groups_skipped(12) == sum(skipped)  # lze/rollouts_skipped: the run's, cumulative
+    assert logged(trainer, "lze/rollouts_skipped")[-1] == 4 * sum(skipped)

@@ -131,7 +131,8 @@ def test_weight_sync_reaches_vllm(tmp_path, model_dir):
     assert synced < SYNC_TOLERANCE, f"after sync: {synced:.4f} (before: {stale:.4f})"
 
 
-def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir):
+@pytest.mark.parametrize("refill", [True, False])
+def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir, refill):
     trainer = vllm_trainer(
         tmp_path,
         model_dir,
@@ -142,6 +143,7 @@ def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir
         prune_solved=True,
         prune_solved_after=1,
         prune_revisit_fraction=0.0,
+        prune_refill=refill,
     )
     calls = record_vllm(trainer)
     trainer.train()
@@ -149,9 +151,14 @@ def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir
     assert {n for prompts in calls["prompts"][:4] for n in prompts} == set(range(8))  # epoch 0: every prompt
     assert calls["pruned"][4] >= set(range(0, 8, 2))  # every even prompt was solved and pruned after epoch 0
     later = [n for prompts in calls["prompts"][4:] for n in prompts]
-    assert later and all(n % 2 == 1 for n in later)
+    if refill:  # the steps are filled from the rest: odd prompts only
+        assert later and all(n % 2 == 1 for n in later)
+    else:  # skip mode: each step generates its prompts that are not pruned (at least one), never replaced
+        assert len(calls["prompts"]) == 6 and trainer.state.global_step == 6
+        assert len({n for prompts in calls["prompts"][4:] for n in set(prompts)}) < 4  # fewer than the 2 x 2 drawn
     for prompts, pruned in zip(calls["prompts"], calls["pruned"]):
-        assert not set(prompts) & pruned  # a pruned prompt never reaches vLLM
+        # a pruned prompt reaches vLLM only alone in its step (skip mode generates at least one prompt a step)
+        assert len(set(prompts)) == 1 or not set(prompts) & pruned
 
 
 @pytest.mark.parametrize("correction", [True, False])

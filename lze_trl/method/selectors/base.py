@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -46,6 +47,23 @@ class GroupBatch:
     @property
     def num_groups(self) -> int:
         return len(self.prompt_keys)
+
+    def with_dead(self, count: int) -> GroupBatch:
+        """The batch with `count` more groups after its own, none eligible (prompt key -1, no pass rate, energy 0):
+        groups of its prompts that were not generated because they were predicted dead (skip mode), which count in a
+        quota as the dead groups of a batch that generated them do."""
+        if count <= 0:
+            return self
+        G = self.rewards.shape[1]
+        return dataclasses.replace(
+            self,
+            prompt_keys=np.concatenate([self.prompt_keys, np.full(count, -1, dtype=np.int64)]),
+            pass_rates=np.concatenate([self.pass_rates, np.full(count, np.nan)]),
+            rewards=np.concatenate([self.rewards, np.full((count, G), np.nan)]),
+            energies=np.concatenate([self.energies, np.zeros(count)]),
+            eligible=np.concatenate([self.eligible, np.zeros(count, dtype=bool)]),
+            ema_pass_rates=np.concatenate([self.ema_pass_rates, np.full(count, np.nan)]),
+        )
 
     @classmethod
     def concatenate(cls, parts: list[GroupBatch]) -> GroupBatch:
