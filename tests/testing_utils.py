@@ -292,7 +292,7 @@ def save_rank_results(trainer, out_dir, params: np.ndarray, log_keys=("loss",), 
     arrays, counters = trainer.lze_state_dict()
     np.savez(out_dir / f"rank{rank}.npz", params=params, **arrays)
     # each process times its own steps (StepClock): the step's split is not a decision, and differs across processes
-    timing = {"lze/step_seconds", "lze/generation_seconds", "lze/update_seconds"}
+    timing = {"lze/step_seconds", "lze/generation_seconds", "lze/rollout_wait_seconds", "lze/update_seconds"}
     log = [
         {k: v for k, v in e.items() if (k.startswith("lze/") and k not in timing) or k in log_keys}
         for e in trainer.state.log_history

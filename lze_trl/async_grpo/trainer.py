@@ -24,9 +24,10 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl.trainer.utils import get_callable_name
 
+from ..common.clock import StepClock
 from ..common.coupling import checkpointing_renames_quiet
 from ..common.engines import apply_thread_policy, warn_if_slow_bf16
-from ..common.state_owner import LZEStateOwner, SaveLZEState, StepClock
+from ..common.state_owner import LZEStateOwner, SaveLZEState
 from ..method.errors import LZEStateError, LZEWarning
 from ..method.guards import resolve_correctness_reward, warn_if_quota_below_two
 from ..method.prompt_keys import PromptKeys
@@ -237,11 +238,11 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
             self.rollout_queue = self.lze_window
         self.add_callback(SaveLZEState(self))
         self.add_callback(_StopWhenExhausted(self))
-        self.add_callback(StepClock(self))
+        self.add_callback(StepClock(self, lambda: self.rollout_wait_seconds, "lze/rollout_wait_seconds"))
 
     # ----------------------------------------------------------------------------------------------- checkpoints
     @property
-    def generation_seconds(self) -> float:
+    def rollout_wait_seconds(self) -> float:
         """Seconds the trainer waited for rollouts (and scored them) in the window, over the run: the generation the
         update did not overlap (main process; 0 elsewhere)."""
         window = getattr(self, "lze_window", None)

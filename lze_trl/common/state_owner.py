@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from typing import Any
 
 import numpy as np
@@ -21,16 +20,13 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy, get_
 from ..method import checkpoint as checkpoint_files
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from ..method.prompt_state import prompt_table
-from ..rounds.in_flight import load_in_flight, save_in_flight
+from .in_flight_files import load_in_flight, save_in_flight
 
 
 class LZEStateOwner:
     """The LZE state's logging, tables and checkpoints, shared by both trainers (see the module's docstring). The
     trainer defines `restore_lze_state(arrays, counters, checkpoint)`, which takes back what `lze_state_dict` saved
-    (raising an [`~lze_trl.method.checkpoint.LZEStateError`] when it does not fit), and counts its training
-    `generation_seconds` ([`StepClock`] logs them by step)."""
-
-    generation_seconds: float = 0.0
+    (raising an [`~lze_trl.method.checkpoint.LZEStateError`] when it does not fit)."""
 
     @property
     def holds_lze_state(self) -> bool:
@@ -92,7 +88,7 @@ class LZEStateOwner:
 
     def in_flight_state(self) -> Any:
         """What this process keeps of its generation batches in flight, for its checkpoint file
-        ([`~lze_trl.rounds.in_flight.save_in_flight`]); `None` (the default) where it keeps none."""
+        ([`~lze_trl.common.in_flight_files.save_in_flight`]); `None` (the default) where it keeps none."""
         return None
 
     def save_lze_checkpoint(self, folder: str) -> None:
@@ -105,7 +101,8 @@ class LZEStateOwner:
 
     def load_in_flight(self, checkpoint: str, needed_by: str) -> Any:
         """What this process's [`~LZEStateOwner.in_flight_state`] saved in `checkpoint`
-        ([`~lze_trl.rounds.in_flight.load_in_flight`]: refused when missing or kept by another number of processes)."""
+        ([`~lze_trl.common.in_flight_files.load_in_flight`]: refused when missing or kept by another number of
+        processes)."""
         return load_in_flight(checkpoint, self.accelerator.process_index, self.accelerator.num_processes, needed_by)
 
     def load_lze_state(self, checkpoint: str) -> None:
@@ -163,37 +160,4 @@ class SaveLZEState(TrainerCallback):
         return control
 
 
-class StepClock(TrainerCallback):
-    """
-    Times each optimizer step into the trainer's `lze/` metrics, whatever `report_to` is (they reach `log_history` and
-    `trainer_state.json` as TRL's own do): `lze/step_seconds`, `lze/generation_seconds` (the trainer's
-    `generation_seconds` counter over the step: the synchronous trainer's time in TRL's generation calls, the async
-    trainer's time waiting for rollouts) and `lze/update_seconds` (the rest of the step: rewards, scoring, the forward
-    and backward passes, the optimizer). Each process times its own steps; the main process's are logged.
-    """
-
-    def __init__(self, trainer: Any) -> None:
-        self.trainer = trainer
-        self.started: tuple[float, float] | None = None
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.started = (time.perf_counter(), self.trainer.generation_seconds)
-        return control
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.started is not None:
-            start, generated = self.started
-            seconds = time.perf_counter() - start
-            generation = self.trainer.generation_seconds - generated
-            self.trainer.log_lze(
-                {
-                    "lze/step_seconds": seconds,
-                    "lze/generation_seconds": generation,
-                    "lze/update_seconds": seconds - generation,
-                }
-            )
-            self.started = None
-        return control
-
-
-__all__ = ["LZEStateOwner", "SaveLZEState", "StepClock"]
+__all__ = ["LZEStateOwner", "SaveLZEState"]

@@ -83,6 +83,9 @@ class TRLAdapter:
     """
 
     _call: _TRLCall | None = None  # a class default: a trainer built without `__init__` generates as GRPOTrainer
+    generation_seconds: float = (
+        0.0  # seconds in TRL's `_generate` in training, over the run (`lze/generation_seconds`)
+    )
 
     def generate_rollouts(self, inputs: list[dict], num_rollouts: int, stale: list[bool] | None = None) -> Rollouts:
         """Rollouts of `inputs` (`num_rollouts` consecutive rows per prompt), generated and rewarded once by TRL,

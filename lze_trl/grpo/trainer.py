@@ -20,9 +20,10 @@ import torch
 from datasets import IterableDataset
 from trl import GRPOConfig, GRPOTrainer
 
+from ..common.clock import StepClock
 from ..common.coupling import PRIVATE_NAMES, check_trl, checkpointing_renames_quiet
 from ..common.engines import apply_thread_policy, warn_if_not_sharded, warn_if_slow_bf16
-from ..common.state_owner import LZEStateOwner, SaveLZEState, StepClock
+from ..common.state_owner import LZEStateOwner, SaveLZEState
 from ..method.checkpoint import PROMPTS_PARQUET, SELECTION_LOG_PARQUET
 from ..method.errors import LZEStateError, LZEWarning
 from ..method.guards import (
@@ -137,7 +138,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         # the checkpoint a resumed run's sampler continues from (planned epochs), until the first micro-step
         self._sampler_resumes: str | None = None
         self.add_callback(_LZECallback(self))
-        self.add_callback(StepClock(self))
+        self.add_callback(StepClock(self, lambda: self.generation_seconds, "lze/generation_seconds"))
         warn_if_not_sharded(self)
         warn_if_slow_bf16(self)
         if self.args.thread_policy:  # the setting's reason is in its docstring (LZESettings)

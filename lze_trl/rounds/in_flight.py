@@ -10,36 +10,26 @@ empty-update guard, the log). The synchronous trainer's serial and fused rounds
 ([`~lze_trl.rounds.serial.SyncBatchInFlight`]) and the async trainer's window
 ([`~lze_trl.async_grpo.window.AsyncBatchInFlight`]) keep their batches as subclasses of [`BatchInFlight`] and go
 through these functions; what each adds is how the rollouts travel (TRL's rows on each process, or the worker's
-tagged rows) and how the kept rows reach the update. Their checkpoint file is one too: [`save_in_flight`] writes what
-a process keeps of its batches in flight into `lze_in_flight_<process>.pt` of each checkpoint, and [`load_in_flight`]
-takes it back with the one set of refusals (the file missing, or written by another number of processes). Plain numpy
-and torch's file format, no TRL.
+tagged rows) and how the kept rows reach the update. Their checkpoint file is one too
+([`~lze_trl.common.in_flight_files.save_in_flight`]). Plain numpy, no TRL.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from ..method.checkpoint import atomic_write
-from ..method.errors import LZEStateError
 from ..method.round_policies import RoundsState
 from ..method.selectors import GroupBatch
 
 
 if TYPE_CHECKING:
     from ..method.run import LZERun
-
-
-IN_FLIGHT_FILE = "lze_in_flight_{process}.pt"
-"""The batches in flight of one process, in a checkpoint folder."""
 
 
 @dataclass
@@ -121,8 +111,8 @@ class BatchInFlight:
         return weights, metrics
 
     def state_dict(self, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """What either trainer saves of the batch ([`save_in_flight`]): its prompt keys and rewards as arrays (named
-        `prefix` + the field), the rest as JSON values."""
+        """What either trainer saves of the batch ([`~lze_trl.common.in_flight_files.save_in_flight`]): its prompt
+        keys and rewards as arrays (named `prefix` + the field), the rest as JSON values."""
         saved: dict[str, Any] = {"round_last": self.round_last, "skipped": self.skipped}
         if self.state is None:  # before the synchronous trainer's first round
             return {}, saved
@@ -194,35 +184,3 @@ def even_out(
         order = np.lexsort((-priority[p], ~eligible[p], ~per_process[p]))  # the chosen, then the others going on
         out[p, order[:count]] = True
     return out.reshape(-1)
-
-
-def save_in_flight(
-    folder: str, process: int, num_processes: int, batches: tuple[dict[str, np.ndarray], dict[str, Any]]
-) -> None:
-    """Writes `batches`, what `process` keeps of its generation batches in flight as arrays and other values (each
-    batch's [`~BatchInFlight.state_dict`] and how its rollouts travel: the fused rounds'
-    [`~lze_trl.rounds.fused.RoundPipeline.state_dict`], the async window's), into the checkpoint `folder`, atomically,
-    with the number of processes that keep them."""
-    payload = {"batches": batches, "num_processes": num_processes}
-    atomic_write(os.path.join(folder, IN_FLIGHT_FILE.format(process=process)), lambda f: torch.save(payload, f))
-
-
-def load_in_flight(
-    folder: str, process: int, num_processes: int, needed_by: str
-) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """What [`save_in_flight`] wrote for `process` in the checkpoint `folder`; raises an
-    [`~lze_trl.method.checkpoint.LZEStateError`] when the file is missing (`needed_by` names the run that needs it) or
-    was written by another number of processes."""
-    path = os.path.join(folder, IN_FLIGHT_FILE.format(process=process))
-    if not os.path.exists(path):
-        raise LZEStateError(
-            f"{path!r} is missing: the checkpoint holds no batches in flight for process {process}, which {needed_by} "
-            "needs (a checkpoint of another kind of run, or an incomplete one)."
-        )
-    payload = torch.load(path, weights_only=False)  # the run's own rows (any object TRL generated), not only tensors
-    if payload["num_processes"] != num_processes:
-        raise LZEStateError(
-            f"The batches in flight in {folder!r} were kept by {payload['num_processes']} processes, not "
-            f"{num_processes}: each process keeps its own; resume with the same number of processes."
-        )
-    return payload["batches"]

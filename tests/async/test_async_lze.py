@@ -43,7 +43,8 @@ from lze_trl.method.errors import LZEStateError, LZEWarning
 from lze_trl.method.round_policies import RoundsState
 from lze_trl.method.run import LZERun
 from lze_trl.rounds.fused import RoundPipeline
-from lze_trl.rounds.in_flight import IN_FLIGHT_FILE, even_out, load_in_flight, save_in_flight
+from lze_trl.common.in_flight_files import IN_FLIGHT_FILE, load_in_flight, save_in_flight
+from lze_trl.rounds.in_flight import even_out
 from lze_trl.testing.async_stand_ins import InProcessWeightTransfer, StandInRolloutWorker
 
 
@@ -424,8 +425,9 @@ def test_the_async_probe_rolls_out_fewer_rollouts_and_trains_only_completed_grou
     assert own and own <= keys and keys <= documented, (own - keys, keys - documented)
     # each step's split: the seconds waiting for the worker's rollouts and the rest, and GRPO's update beside LZE's
     steps = [e for e in trainer.state.log_history if "lze/step_seconds" in e]
-    assert len(steps) == 3 and all(0 <= e["lze/generation_seconds"] <= e["lze/step_seconds"] for e in steps)
-    assert trainer.generation_seconds == trainer.lze_window.waited_seconds > 0
+    assert len(steps) == 3 and all(0 <= e["lze/rollout_wait_seconds"] <= e["lze/step_seconds"] for e in steps)
+    assert trainer.rollout_wait_seconds == trainer.lze_window.waited_seconds > 0
+    assert not any("lze/generation_seconds" in e for e in trainer.state.log_history)  # one name, one meaning
     assert all(e["lze/update_rows"] <= e["lze/grpo_update_rows"] for e in logged)
 
 

@@ -16,7 +16,7 @@ METHOD_LAYER = sorted(
     for p in (PACKAGE / "method").rglob("*.py")
 )
 ANALYSIS = ["lze_trl.plotting"]
-FLOORS = [["lze_trl.method"], ["lze_trl.rounds"], ["lze_trl.common"], ["lze_trl.grpo", "lze_trl.async_grpo"]]
+FLOORS = [["lze_trl.method"], ["lze_trl.common"], ["lze_trl.rounds"], ["lze_trl.grpo", "lze_trl.async_grpo"]]
 """The package's floors, bottom first: a module imports from its own layer and the floors below it, never from above
 nor from a sibling on its floor (the two trainers stand side by side on the shared layers)."""
 LAYERS = [layer for floor in FLOORS for layer in floor]
