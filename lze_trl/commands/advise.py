@@ -194,6 +194,32 @@ def pruning_line(prunable: dict[str, tuple[float, float]], share: float, dead_sh
     )
 
 
+def skip_line(prunable: dict[str, tuple[float, float]], share: float, dead_share: float | None, g: float | None,
+              u: float | None) -> str:  # fmt: skip
+    """Skip mode (`prune_refill=False`) projected from a shadow run, which generated every group, so the history's
+    precision is exact: a step generates `1 - s` of GRPO's rollouts and loses the predicted groups that were live, as
+    a share of the run's live groups (`1 - dead_share` of its groups); with the generation share `g` and LZE's update
+    share `u`, its step is `g x (1 - s) + (1 - g) x u` of GRPO's (no exploration counted: it generates some of the
+    predicted groups again, saving less and losing less)."""
+    s = _r(share)
+    total = sum(n for n, _ in prunable.values())
+    live = round(sum(v for _, v in prunable.values()))
+    line = f"Skip mode (prune_refill=False): each step would generate 1 - s = {_f(1 - s)} of GRPO's rollouts"
+    if dead_share is not None and total and share:
+        groups = round(total / share)  # the groups the shadow run generated
+        live_groups = round(groups * (1 - dead_share))
+        if live_groups:
+            line += (
+                f", losing {live}/{live_groups} = {_f(live / live_groups)} of its live groups (the history's exact "
+            )
+            line += "precision on this run, before exploration)"
+    if g is not None and u is not None:  # from the terms as printed
+        g, u, kept = _r(g), _r(u), _r(1 - s)
+        step = _r(g * kept + _r(1 - g) * u)
+        line += f"; with LZE's update its step is {_f(g)} x {_f(kept)} + {_f(1 - g)} x {_f(u)} = {_f(step)} of GRPO's"
+    return line + "."
+
+
 def pruned_run_line(pruned: Pruned, last_step: int | None, dead_share: float | None) -> str:
     """What forward pruning skipped on a run that prunes, from its own counts: the share `s` of GRPO's rollouts its
     epoch plans left out, and the precision of its prediction (the explored pruned prompts dead again) against a
@@ -254,6 +280,7 @@ def advice(signals: Signals) -> list[str]:
         lines.append(pruned_run_line(s.pruned, s.last_step, s.dead_share))
     elif s.prunable:
         lines.append(pruning_line(s.prunable, s.prunable_share or 0.0, s.dead_share))
+        lines.append(skip_line(s.prunable, s.prunable_share or 0.0, s.dead_share, g, u))
     else:
         lines.append(
             "Forward pruning: not measured on this run (it needs each prompt's history over revisits: a shadow run, "

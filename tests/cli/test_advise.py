@@ -269,3 +269,16 @@ def test_pruning_is_judged_against_a_random_choice_and_advises_the_tested_config
     # 1 - s from s as printed
     assert "s = 0.24 of the groups" in (line := advise.pruning_line({"unsolved": (10, 1)}, 0.2449, 0.4))
     assert "1 - s = 0.76" in line
+
+
+def test_a_shadow_run_projects_the_skip_mode_from_its_exact_precision():
+    history = shadow_history(0.7, 1.0, 400, 1000, entries=12)
+    for entry in history:  # 40 groups a step, 10 predicted dead (2 of them live), half of all groups dead
+        entry.update({"lze/shadow_prunable_frac": 0.25, "lze/shadow_prunable_unsolved": 10.0,
+                      "lze/shadow_prunable_live_unsolved": 2.0})  # fmt: skip
+    lines = advise.advice(advise.Signals.of(history))
+    skip = next(line for line in lines if line.startswith("Skip mode"))
+    assert "1 - s = 0.75 of GRPO's rollouts" in skip
+    assert "losing 24/240 = 0.10 of its live groups" in skip  # 12 steps x 2 live of 12 x 40 x (1 - 0.5) live groups
+    assert "its step is 0.70 x 0.75 + 0.30 x 0.40 = 0.6" in skip  # 0.645, to the printed digits
+    assert check_arithmetic(skip) == 2
