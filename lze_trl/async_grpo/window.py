@@ -32,6 +32,7 @@ import numpy as np
 
 from ..common.epochs import EpochOrders
 from ..method.selection import total_rewards
+from ..method.shadow import Shadow
 from ..rounds.in_flight import BatchInFlight, round_done
 from .samples import TAGS, Order, group_advantages, rows_from_state, rows_state
 
@@ -308,13 +309,11 @@ class GroupWindow:
         for key, version in zip(keys, versions):
             self.newest_version[int(key)] = max(self.newest_version.get(int(key), -1), int(version))
         fresh = {"lze/fresh_rollouts": float(sum(state.fresh))}
-        weights, metrics = batch.decide(run, totals, self.global_step(), fresh, versions)
+        weights, metrics, shadow_kept = batch.decide(run, totals, self.global_step(), fresh, versions)
         rows_out, tokens = 0, 0
-        if run.shadow:  # the loss tokens of the groups the selector would have kept
-            kept = np.flatnonzero(complete & (run.shadow_weights > 0))
-            metrics["lze/shadow_update_tokens"] = float(
-                sum(np.sum(s.completion_mask) for g in kept for s in batch.rows[g])
-            )
+        if shadow_kept is not None:  # the loss tokens of each complete group
+            group_tokens = [sum(np.sum(s.completion_mask) for s in batch.rows[g]) for g in np.flatnonzero(complete)]
+            metrics.update(Shadow.update_tokens(np.asarray(group_tokens), shadow_kept[complete]))
         grpo_rows = sum(len(batch.rows[g]) for g in np.flatnonzero(complete))
         grpo_tokens = sum(int(np.sum(s.completion_mask)) for g in np.flatnonzero(complete) for s in batch.rows[g])
         for g, weight in enumerate(weights):

@@ -20,6 +20,7 @@ from .selection import group_pass_rates, live_groups, spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
 from .settings import prunes
+from .shadow import Decision, Shadow
 
 
 if TYPE_CHECKING:
@@ -115,10 +116,7 @@ class LZERun:
         self.selector = get_selector(args.selector)(args)
         self.pruner = make_pruner(args) if prunes(args) and dataset_keys is not None else None
         # shadow mode: the selector and both sides' pruning rule decide only the `lze/shadow_*` metrics
-        self.shadow = bool(getattr(args, "shadow", False))
-        self.shadow_pruner = PromptPruner(args.prune_solved_after, unsolved_after=args.prune_unsolved_after)
-        self.shadow_sides: list[np.ndarray] = []  # the groups scored since the last decision: each one's side
-        self.shadow_weights = np.empty(0)  # the last batch's weights as the selector chose them
+        self.shadow = Shadow(args, num_generations) if getattr(args, "shadow", False) else None
         self.selection_log = SelectionLog(args.selection_log_max_rows)
         reward_names = reward_names or ["correctness"]
         self.reward_names = reward_names
@@ -148,7 +146,7 @@ class LZERun:
     def decides_training(self) -> bool:
         """Whether the state decides what is trained (a selector other than `"none"`, or planned epochs): a resume
         that cannot restore it is refused ([`~lze_trl.method.checkpoint.load_or_start_fresh`])."""
-        return (self.args.selector != "none" and not self.shadow) or self.plans_rollouts
+        return (self.args.selector != "none" and self.shadow is None) or self.plans_rollouts
 
     # ----------------------------------------------------------------------------------------------- scoring
     def score(
@@ -166,8 +164,8 @@ class LZERun:
         pass_rates = group_pass_rates(correctness, correctness.shape[1], args.pass_threshold)
         live = live_groups(pass_rates, correctness, totals)
         before = self.prompts.get(keys)
-        if self.shadow:  # what forward pruning would have predicted of these groups before they were generated
-            self.shadow_sides.append(self.shadow_pruner.side_of(keys, self.prompts)[0])
+        if self.shadow is not None:  # what forward pruning would have predicted of these groups before generation
+            self.shadow.predict(keys, self.prompts)
         # A prompt seen for the first time starts at its pass rate (its first scorable group's, if it repeats)
         valid = np.isfinite(pass_rates)
         first = np.full(len(keys), np.nan)
@@ -210,44 +208,29 @@ class LZERun:
         global_step: int,
         metrics: dict[str, float] | None = None,
         skipped: int = 0,
-    ) -> tuple[np.ndarray, dict[str, float]]:
+    ) -> Decision:
         """
         The decision on a complete generation batch, one for both trainers: the selector's weight of each group of the
         scored `batch`, choosing among its `complete` groups (its `skipped` groups, not generated, counted as dead:
         [`~LZERun.select`]); with `rounds` (the batch's
         [`~lze_trl.method.round_policies.RoundsState`] when generated in rounds, else `None`) the round policy's
-        observation of it; then the batch recorded ([`~LZERun.record`]).
+        observation of it; in shadow mode every group's weight 1 and what the selector would have kept
+        ([`~lze_trl.method.shadow.Shadow`]); then the batch recorded ([`~LZERun.record`]).
 
         Returns:
-            `tuple[np.ndarray, dict[str, float]]`: the weights, and the batch's `lze/` metrics: the round policy's,
-            then the given `metrics`, then the record's.
+            [`~lze_trl.method.shadow.Decision`]: the weights, the batch's `lze/` metrics (the round policy's, then the
+            given `metrics`, then the shadow's, then the record's) and, in shadow mode, the groups the selector would
+            have kept.
         """
         weights = self.select(dataclasses.replace(batch, eligible=batch.eligible & complete), skipped)
         out = {} if rounds is None else dict(self.round_policy.round_metrics(self, rounds, batch))
         out.update(metrics or {})
-        if self.shadow:
-            out.update(self.shadow_metrics(batch, weights))
-            weights = np.ones(len(weights))  # the update takes every group, as GRPOTrainer's
+        shadow_kept = None
+        if self.shadow is not None:  # the update takes every group, as GRPOTrainer's
+            weights, shadow_metrics, shadow_kept = self.shadow.decide(batch, weights)
+            out.update(shadow_metrics)
         out.update(self.record(batch, weights, global_step))
-        return weights, out
-
-    def shadow_metrics(self, batch: GroupBatch, weights: np.ndarray) -> dict[str, float]:
-        """Shadow mode's `lze/shadow_*` metrics of a scored batch: the groups the selector's `weights` keep (and their
-        rows), and per side the groups whose prompt forward pruning would have skipped before generating them (its
-        history said dead), and how many of those were live."""
-        sides, self.shadow_sides = np.concatenate(self.shadow_sides), []
-        self.shadow_weights = weights
-        kept = weights > 0
-        out = {
-            "lze/shadow_selected_frac": float(kept.mean()),
-            "lze/shadow_update_rows": float(kept.sum() * self.num_generations),
-            "lze/shadow_prunable_frac": float((sides >= 0).mean()),
-        }
-        for s, side in enumerate(SIDES):
-            predicted = sides == s
-            out[f"lze/shadow_prunable_{side}"] = float(predicted.sum())
-            out[f"lze/shadow_prunable_live_{side}"] = float((predicted & batch.eligible).sum())
-        return out
+        return Decision(weights, out, shadow_kept)
 
     def record(self, batch: GroupBatch, weights: np.ndarray, global_step: int) -> dict[str, float]:
         """Closes a generation batch (all its groups in `batch`): records the selections and the log, advances

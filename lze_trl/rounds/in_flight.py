@@ -26,6 +26,7 @@ import numpy as np
 
 from ..method.round_policies import RoundsState
 from ..method.selectors import GroupBatch
+from ..method.shadow import Decision
 
 
 if TYPE_CHECKING:
@@ -78,15 +79,15 @@ class BatchInFlight:
         global_step: int,
         metrics: dict[str, float],
         versions: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, dict[str, float]]:
+    ) -> Decision:
         """
         The complete batch scored into the per-prompt state, oldest policy `versions` first (draw order within a
         version; one version by default), and decided by `run` ([`~lze_trl.method.run.LZERun.decide`]: the selector
         weighs the complete groups, the batch is recorded).
 
         Returns:
-            `tuple[np.ndarray, dict[str, float]]`: each group's weight, in draw order, and the batch's `lze/` metrics
-            (the given `metrics` among them).
+            [`~lze_trl.method.shadow.Decision`]: each group's weight, the batch's `lze/` metrics (the given `metrics`
+            among them) and in shadow mode the groups the selector would have kept, in draw order.
         """
         state = self.state
         keys, complete, rewards = state.prompt_keys, state.going_on, state.rewards
@@ -100,15 +101,15 @@ class BatchInFlight:
         if len(run.round_policy.schedule) > 1:  # the round policy observes the batch, in the order it was scored
             in_order = RoundsState(keys[order], rewards[order], state.correctness_index, complete[order],
                                    state.rollouts_so_far, list(state.fresh))  # fmt: skip
-        weights_in_order, metrics = run.decide(GroupBatch.concatenate(parts), complete[order], in_order, global_step,
-                                               metrics, self.skipped)  # fmt: skip
+        decision = run.decide(GroupBatch.concatenate(parts), complete[order], in_order, global_step, metrics,
+                              self.skipped)  # fmt: skip
         weights = np.empty(len(keys))
-        weights[order] = weights_in_order
-        if run.shadow:  # the selector's weights, in draw order too
-            shadow = np.empty(len(keys))
-            shadow[order] = run.shadow_weights
-            run.shadow_weights = shadow
-        return weights, metrics
+        weights[order] = decision.weights
+        shadow_kept = None
+        if decision.shadow_kept is not None:  # what the selector would have kept, in draw order too
+            shadow_kept = np.empty(len(keys), dtype=bool)
+            shadow_kept[order] = decision.shadow_kept
+        return Decision(weights, decision.metrics, shadow_kept)
 
     def state_dict(self, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """What either trainer saves of the batch ([`~lze_trl.common.in_flight_files.save_in_flight`]): its prompt

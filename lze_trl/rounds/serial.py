@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..method.round_policies import RoundsState
+from ..method.shadow import Shadow
 from .batching import Batch, pad_rows
 from .in_flight import BatchInFlight, round_done
 from .port import RoundsContext, TRLPort
@@ -63,7 +64,7 @@ def update_on(port: TRLPort, context: RoundsContext, batch: BatchInFlight, rows:
     given `metrics` among them)."""
     run, G, state = context.run, context.num_generations, batch.state
     complete, in_rounds = state.going_on, len(run.round_policy.schedule) > 1
-    weights, metrics = batch.decide(run, port.total_rewards(state.rewards), context.global_step, metrics)
+    weights, metrics, shadow_kept = batch.decide(run, port.total_rewards(state.rewards), context.global_step, metrics)
     generated_tokens = rows["num_items_in_batch"].item()
     if in_rounds or run.skips or not np.all(weights == 1.0):  # rows to cut, or to pad to whole micro-batches
         # TRL's rows of the complete groups, in order, split evenly over the processes (a group may straddle two)
@@ -74,9 +75,9 @@ def update_on(port: TRLPort, context: RoundsContext, batch: BatchInFlight, rows:
         rows["advantages"] = advantages * local.to(advantages.device).reshape(-1, *[1] * (advantages.dim() - 1))
         max_kept = int((every > 0).sum(axis=1).max())
         rows = pad_rows(rows, local > 0, max_kept, context.steps_per_generation, context.accelerator)
-    if run.shadow:  # the loss tokens of the groups the selector would have kept: every process's rows, in order
-        tokens = context.accelerator.gather(rows["completion_mask"].sum(-1)).cpu().numpy().reshape(-1, G)
-        metrics["lze/shadow_update_tokens"] = float(tokens[run.shadow_weights[complete] > 0].sum())
+    if shadow_kept is not None:  # the loss tokens of each complete group: every process's rows, in order
+        tokens = context.accelerator.gather(rows["completion_mask"].sum(-1)).cpu().numpy().reshape(-1, G).sum(-1)
+        metrics.update(Shadow.update_tokens(tokens, shadow_kept[complete]))
     # the rollouts of the kept groups, every process's: the rows the update trains with a weight (not the padding)
     update_tokens = rows["num_items_in_batch"].item()
     metrics["lze/update_tokens_saved_frac"] = 1.0 - update_tokens / max(generated_tokens, 1.0)
