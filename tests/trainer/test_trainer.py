@@ -364,3 +364,27 @@ def test_the_step_split_and_grpos_update_reach_the_trainer_state_without_a_track
             assert e["lze/update_tokens"] < e["lze/grpo_update_tokens"]
     # the generation seconds are TRL's generation calls' time: an evaluation's generation is not counted
     assert trainer.generation_seconds == pytest.approx(sum(e["lze/generation_seconds"] for e in steps), rel=1e-6)
+
+
+SKIP_EVENS = {"prune_solved": True, "prune_solved_after": 1, "prune_revisit_fraction": 0.0, "prune_refill": False}
+
+
+@pytest.mark.parametrize("settings", [{}, SKIP_EVENS])
+def test_a_step_enters_trls_generate_and_score_completions_once(tmp_path, monkeypatch, settings):
+    # the default step (and the skip mode) makes one call into TRL's generation and scoring, then scores, selects and
+    # cuts the update rows: no second call, no call stopped by an exception
+    from trl import GRPOTrainer
+
+    calls = []
+    original = GRPOTrainer._generate_and_score_completions
+
+    def counted(self, inputs):
+        calls.append((self.state.global_step, len(inputs)))
+        return original(self, inputs)
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", counted)
+    trainer = make_trainer(tmp_path, dataset=prompt_dataset(8), reward=even_solved_reward, max_steps=6, **settings)
+    trainer.train()
+    assert [step for step, _ in calls] == list(range(6))
+    if settings:  # later steps generated fewer rows: the skipped prompts never reached TRL
+        assert min(n for _, n in calls) < 8
