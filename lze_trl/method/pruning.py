@@ -76,7 +76,7 @@ class PromptPruner:
             Per side, over the run: revisited groups scored, and those of them that were live (not dead).
         keep_probability (`np.ndarray`):
             `"adaptive"`'s `p`, per side.
-        window_dead, window_scored (`np.ndarray`):
+        dead_since_plan, scored_since_plan (`np.ndarray`):
             Since the last plan: the recorded groups dead on each side, and those scored (`"adaptive"`'s next share).
     """
 
@@ -115,8 +115,8 @@ class PromptPruner:
         self.revisits_scored = np.zeros(2, dtype=np.int64)
         self.revisits_live = np.zeros(2, dtype=np.int64)
         self.keep_probability = np.full(2, KEEP_PROBABILITY_START)
-        self.window_dead = np.zeros(2, dtype=np.int64)
-        self.window_scored = np.zeros(1, dtype=np.int64)
+        self.dead_since_plan = np.zeros(2, dtype=np.int64)
+        self.scored_since_plan = np.zeros(1, dtype=np.int64)
 
     @property
     def sides(self) -> tuple[str, ...]:
@@ -179,14 +179,14 @@ class PromptPruner:
 
     def _adapt(self) -> None:
         """`"adaptive"`'s move of `p`, per pruned side whose last plan pooled prompts, from the groups recorded since
-        that plan; the window then starts again."""
+        that plan; the count then starts again."""
         pooled = (self.skipped + np.bincount(self.revisited_sides, minlength=2)) > 0
-        acts = pooled & np.array([a is not None for a in self.after]) & (self.window_scored[0] > 0)
-        share = self.window_dead / max(int(self.window_scored[0]), 1)
+        acts = pooled & np.array([a is not None for a in self.after]) & (self.scored_since_plan[0] > 0)
+        share = self.dead_since_plan / max(int(self.scored_since_plan[0]), 1)
         with np.errstate(divide="ignore"):
             moved = self.keep_probability * np.where(share > 0, self.targets / share, np.inf)
         self.keep_probability = np.where(acts, np.clip(moved, *KEEP_PROBABILITY_RANGE), self.keep_probability)
-        self.window_dead[:], self.window_scored[:] = 0, 0
+        self.dead_since_plan[:], self.scored_since_plan[:] = 0, 0
 
     def observe(self, keys: np.ndarray, pass_rates: np.ndarray) -> None:
         """Takes a recorded generation batch (all its groups: prompt keys and pass rates, NaN where unscorable): counts
@@ -201,8 +201,8 @@ class PromptPruner:
             self.revisits_scored += np.bincount(sides, minlength=2)
             self.revisits_live += np.bincount(sides[np.isin(self.pending_keys[hit], live_keys)], minlength=2)
             self.pending_keys, self.pending_sides = self.pending_keys[~hit], self.pending_sides[~hit]
-        self.window_dead += dead.sum(axis=1)
-        self.window_scored += int(scored.sum())
+        self.dead_since_plan += dead.sum(axis=1)
+        self.scored_since_plan += int(scored.sum())
 
     def metrics(self, state: PromptState) -> dict[str, float]:
         """The pruner's `lze/` metrics: the pools, the current epoch's skipped and revisited prompts per side, and over
@@ -224,7 +224,7 @@ class PromptPruner:
 
     def state_dict(self) -> dict[str, np.ndarray]:
         names = ("revisited_keys", "revisited_sides", "pending_keys", "pending_sides", "skipped", "revisits_scored",
-                 "revisits_live", "keep_probability", "window_dead", "window_scored")  # fmt: skip
+                 "revisits_live", "keep_probability", "dead_since_plan", "scored_since_plan")  # fmt: skip
         return {name: getattr(self, name).copy() for name in names}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:

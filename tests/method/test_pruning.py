@@ -146,7 +146,7 @@ def test_adaptive_probability_is_set_when_an_epoch_is_planned_from_the_share_sin
     np.testing.assert_allclose(pruner.keep_probability, [0.5, 0.5])  # nothing moves before the plan it acts in
     pruner.plan_epoch(1, np.arange(10), np.arange(10), state)
     np.testing.assert_allclose(pruner.keep_probability, [0.25, 0.95])  # 0.5 x 0.1 / 0.2; 0.5 x 0.2 / 0.1, clipped
-    assert pruner.window_dead.tolist() == [0, 0] and pruner.window_scored.tolist() == [0]  # a new window
+    assert pruner.dead_since_plan.tolist() == [0, 0] and pruner.scored_since_plan.tolist() == [0]  # a new window
     pruner.plan_epoch(2, np.arange(10), np.arange(10), state)  # nothing recorded since: p stays
     np.testing.assert_allclose(pruner.keep_probability, [0.25, 0.95])
     pruner.observe(np.arange(10), np.full(10, 0.5))
