@@ -64,7 +64,7 @@ def table() -> str:
                          f"{1 - live_later / later:.3f}"])  # fmt: skip
     headers = ["runs", "seeds", "solved after", "unsolved after", "later visits", "skipped share", "live lost",
                "precision", "random choice's precision"]  # fmt: skip
-    return tabulate(rows, headers, tablefmt="github")
+    return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
 
 
 def page() -> str:
@@ -74,7 +74,7 @@ def page() -> str:
         "of GRPO and of the dead-group filter, SmolLM2-135M-Instruct, 32 prompts, 8 a step, up to step 16). Of the "
         "groups generated after a prompt's first visit: the share the rule would have skipped, the share of their "
         "live groups it would have lost, its precision (the skipped groups that were dead) and a random choice's (the "
-        "dead share of those visits). No exploration.\n\n" + table() + "\n"
+        "dead share of those visits). No exploration.\n\n## The replay\n\n" + table() + "\n"
     )
 
 

@@ -1,5 +1,7 @@
 """The skip-mode study's harness (benchmarks/skip_mode/): common random numbers, and the study's arms."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -95,3 +97,51 @@ def test_the_arms_differ_from_their_controls_only_where_the_protocol_says():
     assert ARMS["skip_filter"] == {**ARMS["filter"], **SKIP} and ARMS["lze_skip"] == {**ARMS["lze"], **SKIP}
     assert SKIP["prune_refill"] is False and "prune_solved" not in SKIP
     assert ARMS["grpo"]["shadow"] and ARMS["grpo"]["prune_unsolved_after"] == SKIP["prune_unsolved_after"]
+
+
+def fake_run(arm, seed, accuracy, later_rollouts=64, predicted=3.0, predicted_live=0.0, live_share=0.5):
+    """A finished run's record as run.py writes it, with what the report reads."""
+    steps = [{"rollouts": 64.0} for _ in range(4)] + [{"rollouts": float(later_rollouts)} for _ in range(12)]
+    log = [{"step": k, "lze/shadow_prunable_unsolved": predicted, "lze/shadow_prunable_live_unsolved": predicted_live}
+           for k in range(1, 17)]  # fmt: skip
+    selection = {"step": [s for s in range(16) for _ in range(8)],
+                 "live": [i < 8 * live_share for s in range(16) for i in range(8)]}  # fmt: skip
+    rate = [1.0] * int(400 * accuracy) + [0.0] * (400 - int(400 * accuracy))
+    return {"arm": arm, "seed": seed, "steps": steps, "log_history": log, "selection_log": selection,
+            "evaluations": [{"step": 16, "test": {"rate": rate}}]}  # fmt: skip
+
+
+def write_runs(folder, runs):
+    for record in runs:
+        path = folder / "runs" / record["arm"] / f"seed_{record['seed']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record))
+
+
+def test_the_report_reads_the_check_first_and_stops_where_it_fails(tmp_path):
+    from benchmarks.skip_mode import report
+
+    # the pilot incomplete: no verdict, no accuracy
+    write_runs(tmp_path, [fake_run("grpo", 0, 0.5)])
+    text = report.build(tmp_path)
+    assert "The pilot is not complete" in text and "Declared" not in text
+    # the pilot complete, the rule predicting well (precision 1 - 0/36 against a random choice's 0.5) and the mode
+    # skipping (48 of 64 later rollouts): the declared measurements and the test are read
+    runs = [fake_run(arm, s, 0.5 + 0.01 * s, later_rollouts=48 if arm == "skip_filter" else 64)
+            for arm in ("grpo", "skip_filter", "filter") for s in (0, 1, 2)]  # fmt: skip
+    write_runs(tmp_path, runs)
+    text = report.build(tmp_path)
+    assert "1.000 (1 - 0/72)" in text  # the pilot's 2 GRPO runs x 12 later steps x 3 predicted groups
+    assert "0.750 of GRPO's later rollouts" in text and "Declared measurements" in text
+    assert "0.7500 [0.7500, 0.7500] (3 seeds)" in text  # the saving
+    assert "0.0000 [0.0000, 0.0000] (3 seeds)" in text and "non-inferior" in text
+    # the rule predicting at a random choice's precision: the study stops at its pilot
+    write_runs(tmp_path, [fake_run("grpo", s, 0.5, predicted_live=1.5) for s in (0, 1, 2)])
+    text = report.build(tmp_path)
+    assert "The check is not met: the study stops at its pilot" in text and "Declared" not in text
+
+
+def test_the_committed_report_rebuilds():
+    from benchmarks.skip_mode import report
+
+    assert report.main(["--check"]) == 0
