@@ -110,9 +110,12 @@ def generation_line(s: Signals) -> tuple[float | None, str]:
         if not s.selecting:
             step, step_text = _sig(s.step_seconds)
             g = _r(gen / step)
+            waited = " (the async trainer's wait for rollouts: the generation its update did not overlap)"
             return g, (
                 f"Generation share: g = {gen_text} s / {step_text} s = {_f(g)} of the step (measured: "
-                "lze/generation_seconds / lze/step_seconds, a logged step's mean seconds)."
+                f"{s.generation_source} / lze/step_seconds, a logged step's mean seconds)"
+                + (waited if s.generation_source != "lze/generation_seconds" else "")
+                + "."
             )
         if not s.kept_tokens:
             return None, (

@@ -89,6 +89,7 @@ class Signals:
     prunable: dict[str, tuple[float, float]] = field(default_factory=dict)  # shadow: side: (prunable, live among them)
     prunable_share: float | None = None  # shadow: the share of the generated groups pruning would have skipped
     pruned: Pruned | None = None
+    generation_source: str = "lze/generation_seconds"  # the async trainer's: lze/rollout_wait_seconds
 
     @classmethod
     def of(cls, history: list[dict], assumed_generation_share: float | None = None) -> Signals:
@@ -102,6 +103,9 @@ class Signals:
         if dead is None:
             dead, dead_source = _mean(steps, "frac_reward_zero_std"), "TRL's frac_reward_zero_std"
         seconds, generation = _mean(steps, "lze/step_seconds"), _mean(steps, "lze/generation_seconds")
+        generation_source = "lze/generation_seconds"
+        if generation is None and _mean(steps, "lze/rollout_wait_seconds") is not None:  # the async trainer's
+            generation, generation_source = _mean(steps, "lze/rollout_wait_seconds"), "lze/rollout_wait_seconds"
         update = _mean(steps, "lze/update_seconds")
         if update is None and seconds is not None and generation is not None:
             update = seconds - generation
@@ -124,6 +128,7 @@ class Signals:
             dead_share=dead,
             dead_source=dead_source,
             generation_seconds=generation,
+            generation_source=generation_source,
             update_seconds=update,
             step_seconds=seconds,
             assumed_generation_share=assumed_generation_share,

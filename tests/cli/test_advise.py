@@ -282,3 +282,12 @@ def test_a_shadow_run_projects_the_skip_mode_from_its_exact_precision():
     assert "losing 24/240 = 0.10 of its live groups" in skip  # 12 steps x 2 live of 12 x 40 x (1 - 0.5) live groups
     assert "its step is 0.70 x 0.75 + 0.30 x 0.40 = 0.6" in skip  # 0.645, to the printed digits
     assert check_arithmetic(skip) == 2
+
+
+def test_an_async_run_reads_its_wait_for_rollouts_as_the_generation_share():
+    history = shadow_history(0.3, 1.0, 400, 1000, entries=12)
+    for entry in history:
+        entry["lze/rollout_wait_seconds"] = entry.pop("lze/generation_seconds")
+    line = next(x for x in advise.advice(advise.Signals.of(history)) if x.startswith("Generation share"))
+    assert "g = 0.300 s / 1.00 s = 0.30 of the step" in line and "lze/rollout_wait_seconds" in line
+    assert "did not overlap" in line
