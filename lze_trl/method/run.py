@@ -229,12 +229,13 @@ class LZERun:
         if self.shadow is not None:  # the update takes every group, as GRPOTrainer's
             weights, shadow_metrics, shadow_kept = self.shadow.decide(batch, weights)
             out.update(shadow_metrics)
-        out.update(self.record(batch, weights, global_step))
+        out.update(self.record(batch, weights, global_step, skipped))
         return Decision(weights, out, shadow_kept)
 
-    def record(self, batch: GroupBatch, weights: np.ndarray, global_step: int) -> dict[str, float]:
-        """Closes a generation batch (all its groups in `batch`): records the selections and the log, advances
-        `batches_recorded`, and returns the batch's `lze/` metrics."""
+    def record(self, batch: GroupBatch, weights: np.ndarray, global_step: int, skipped: int = 0) -> dict[str, float]:
+        """Closes a generation batch (all its generated groups in `batch`, and `skipped` more that skip mode did not
+        generate): records the selections and the log, advances `batches_recorded`, and returns the batch's `lze/`
+        metrics (`lze/selected_frac` over the batch's groups, the skipped ones included, as its quota counts them)."""
         selected = weights > 0
         self.prompts.record(batch.prompt_keys, batch.energies, selected)
         live = batch.eligible  # a scored batch: its live groups
@@ -255,7 +256,7 @@ class LZERun:
             "lze/dead_frac": float((~batch.eligible[scorable]).mean()) if scorable.any() else 0.0,
             **dead_shares(batch.pass_rates),
             "lze/unscorable_frac": float((~scorable).mean()),
-            "lze/selected_frac": float(selected.mean()),
+            "lze/selected_frac": float(selected.sum() / (len(selected) + skipped)),
         }
         metrics.update({f"lze/{k}": v for k, v in self.selector.metrics().items()})
         if self.dataset_keys is not None:

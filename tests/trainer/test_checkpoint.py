@@ -179,5 +179,7 @@ def test_skip_mode_generates_only_the_prompts_pruning_keeps_and_reaches_max_step
     pruned = trainer.lze.pruner.pruned(trainer.prompt_keys.dataset_keys, trainer.lze.prompts)
     for step, seen in enumerate(seen_per_call[6:], start=6):  # a dead prompt is generated only when alone in its step
         assert all(n % 3 == 2 or len(seen) == 1 or not pruned[n] for n in seen), (step, seen)
+    if selector != "none":  # the quota and lze/selected_frac count the skipped groups as the step's dead ones
+        assert max(logged(trainer, "lze/selected_frac")) <= 0.5 and 1 in generated
     assert trainer.lze.position.groups_skipped(12) == sum(skipped)  # lze/rollouts_skipped: the run's, cumulative
     assert logged(trainer, "lze/rollouts_skipped")[-1] == 4 * sum(skipped)
