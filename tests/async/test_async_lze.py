@@ -38,12 +38,12 @@ from lze_trl.async_grpo.samples import LZERolloutSample, Order, group_advantages
 from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
 from lze_trl.async_grpo.window import GroupWindow
 from lze_trl.common.epochs import EpochOrders
+from lze_trl.common.in_flight_files import IN_FLIGHT_FILE, load_in_flight, save_in_flight
 from lze_trl.method import checkpoint as checkpoint_files
 from lze_trl.method.errors import LZEStateError, LZEWarning
 from lze_trl.method.round_policies import RoundsState
 from lze_trl.method.run import LZERun
 from lze_trl.rounds.fused import RoundPipeline
-from lze_trl.common.in_flight_files import IN_FLIGHT_FILE, load_in_flight, save_in_flight
 from lze_trl.rounds.in_flight import even_out
 from lze_trl.testing.async_stand_ins import InProcessWeightTransfer, StandInRolloutWorker
 

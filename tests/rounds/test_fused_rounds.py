@@ -11,9 +11,9 @@ from test_probe_agentic import UpdateRecorder, counting_rollout_func, rows_of
 from testing_utils import logged, make_trainer, mixed_reward, prompt_dataset
 
 from lze_trl import LZEGRPOTrainer
+from lze_trl.common.in_flight_files import IN_FLIGHT_FILE, load_in_flight, save_in_flight
 from lze_trl.method.errors import LZEStateError, LZEWarning
 from lze_trl.rounds.fused import RoundPipeline, split_rollouts
-from lze_trl.common.in_flight_files import IN_FLIGHT_FILE, load_in_flight, save_in_flight
 from lze_trl.rounds.rollouts import GeneratedRows, Rollouts
 
 

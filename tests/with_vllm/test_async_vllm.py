@@ -165,8 +165,8 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     from lze_examples.tasks.shared import arithmetic_reward
     from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
     from lze_trl.async_grpo.worker import LZERolloutWorker
-    from lze_trl.method import checkpoint as checkpoint_files
     from lze_trl.common.in_flight_files import load_in_flight
+    from lze_trl.method import checkpoint as checkpoint_files
     from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     base_url, model_dir = vllm_server
