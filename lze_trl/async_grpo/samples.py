@@ -1,15 +1,15 @@
 """What travels between LZE's async trainer and its rollout worker: orders one way, tagged rows the other.
 
-The trainer draws the prompts and decides, on one process: it sends the worker [`Order`]s (roll out rollouts `first`
-to `last` of group `group_id`, from dataset row `index`), and the worker sends back each round's rows as TRL's
-`RolloutSample`s, one training row each, with LZE's tags ([`LZERolloutSample`]): a rollout may make several rows (a
-multi-turn rollout that forks) or none (one with no trained token), and a row's `metrics` hold its own rewards as
-floats, which the trainer averages into its logs. LZE needs, per row, the group's prompt key (a 63-bit integer, which
-a float metric would round), which rollout of the group the row comes from, which round it belongs to and how many rows
-that round made, and the rewards of every rollout of the round (so that a rollout with no row still counts in the pass
-rate). A round that made no row at all sends one placeholder ([`empty_round`]), which the trainer never trains on.
-The advantages are recomputed over the whole group once it is complete ([`group_advantages`], TRL's formula), since a
-group rolled out in rounds is rewarded round by round. Plain numpy; TRL's `RolloutSample` is the base class.
+The trainer draws the prompts and decides, on one process: it sends the worker [`Order`]s (roll out the
+`num_generations` rollouts of group `group_id`, from dataset row `index`), and the worker sends back each group's rows
+as TRL's `RolloutSample`s, one training row each, with LZE's tags ([`LZERolloutSample`]): a rollout may make several
+rows (a multi-turn rollout that forks) or none (one with no trained token), and a row's `metrics` hold its own rewards
+as floats, which the trainer averages into its logs. LZE needs, per row, the group's prompt key (a 63-bit integer,
+which a float metric would round), which rollout of the group the row comes from, how many rows the group made, and
+the rewards of every rollout of the group (so that a rollout with no row still counts in the pass rate). A group that
+made no row at all sends one placeholder ([`empty_group`]), which the trainer never trains on. The advantages are
+recomputed over the group once LZE has weighed it ([`group_advantages`], TRL's formula), scaled by the selector's
+weight. Plain numpy; TRL's `RolloutSample` is the base class.
 """
 
 from __future__ import annotations
@@ -25,30 +25,27 @@ import numpy as np
 from .upstream import RolloutSample
 
 
-TAGS = ("prompt_key", "rollout", "round_first", "round_rows", "round_rewards")
+TAGS = ("prompt_key", "rollout", "group_rows", "group_rewards")
 """The attributes a rollout sample must carry for LZE, besides TRL's `RolloutSample` fields."""
 ARRAY_FIELDS = ("input_ids", "completion_mask", "old_log_probs")
-SCALAR_FIELDS = ("advantage", "model_version", "group_id", "prompt_key", "rollout", "round_first", "round_rows")
-JSON_FIELDS = ("prompt", "completion", "metrics", "round_rewards")
+SCALAR_FIELDS = ("advantage", "model_version", "group_id", "prompt_key", "rollout", "group_rows")
+JSON_FIELDS = ("prompt", "completion", "metrics", "group_rewards")
 
 
 @dataclass(frozen=True)
 class Order:
     """
-    One round of one group for the rollout worker to roll out, reward and send back.
+    One group for the rollout worker to roll out (its `num_generations` rollouts), reward and send back.
 
     Attributes:
         group_id (`int`): The group (unique in the run; TRL's `group_id` of its rows).
         index (`int`): The train dataset row of its prompt.
         prompt_key (`int`): That row's prompt key ([`~lze_trl.method.prompt_keys.PromptKeys`]).
-        first (`int`), last (`int`): The round's rollouts of the group, `first` to `last` (exclusive).
     """
 
     group_id: int
     index: int
     prompt_key: int
-    first: int
-    last: int
 
 
 @dataclass(slots=True)
@@ -60,21 +57,18 @@ class LZERolloutSample(RolloutSample):
         prompt_key (`int`):
             The group's prompt key.
         rollout (`int`):
-            The rollout of the group this row comes from (`-1` for an [`empty_round`] placeholder).
-        round_first (`int`):
-            The first rollout of the row's round (its [`Order`]'s `first`).
-        round_rows (`int`):
-            How many rows the round's rollouts made (`0` for a placeholder).
-        round_rewards (`tuple[tuple[float, ...], ...]`):
-            Every rollout's rewards of the round, one row per rollout and one value per reward function (in the
+            The rollout of the group this row comes from (`-1` for an [`empty_group`] placeholder).
+        group_rows (`int`):
+            How many rows the group's rollouts made (`0` for a placeholder).
+        group_rewards (`tuple[tuple[float, ...], ...]`):
+            Every rollout's rewards of the group, one row per rollout and one value per reward function (in the
             worker's `reward_funcs` order), NaN where a function returned `None`.
     """
 
     prompt_key: int = -1
     rollout: int = -1
-    round_first: int = 0
-    round_rows: int = 0
-    round_rewards: tuple = ()
+    group_rows: int = 0
+    group_rewards: tuple = ()
 
 
 def frozen_rewards(rewards: Any) -> tuple:
@@ -85,35 +79,33 @@ def frozen_rewards(rewards: Any) -> tuple:
     return tuple(tuple(float(v) for v in row) for row in table)
 
 
-def tag_round(
+def tag_group(
     samples: Sequence[RolloutSample], order: Order, rewards: Any, rollouts: Sequence[int]
 ) -> list[LZERolloutSample]:
     """
-    The rows of one scored round (every row of it, in order) as [`LZERolloutSample`]s, each row's TRL fields
-    unchanged: `rewards` has shape `(order.last - order.first, reward functions)` and `rollouts[i]` is the rollout of
-    the group row `i` comes from. A round without rows gives its [`empty_round`].
+    The rows of one scored group (every row of it, in order) as [`LZERolloutSample`]s, each row's TRL fields
+    unchanged: `rewards` has shape `(rollouts of the group, reward functions)` and `rollouts[i]` is the rollout of the
+    group row `i` comes from. A group without rows gives its [`empty_group`] (policy version 0: the caller sets the
+    group's).
     """
     frozen = frozen_rewards(rewards)
-    if len(frozen) != order.last - order.first:
-        raise ValueError(f"A round of rollouts {order.first}-{order.last} carries {len(frozen)} rows of rewards.")
     if not samples:
-        return [empty_round(order, frozen, 0)]
+        return [empty_group(order, frozen, 0)]
     names = [f.name for f in fields(RolloutSample)]
     return [
         LZERolloutSample(
             **{name: getattr(s, name) for name in names},
             prompt_key=int(order.prompt_key),
             rollout=int(r),
-            round_first=order.first,
-            round_rows=len(samples),
-            round_rewards=frozen,
+            group_rows=len(samples),
+            group_rewards=frozen,
         )
         for s, r in zip(samples, rollouts, strict=True)
     ]
 
 
-def empty_round(order: Order, rewards: Any, model_version: int) -> LZERolloutSample:
-    """The placeholder of a round whose rollouts made no training row: it carries the round's rewards only."""
+def empty_group(order: Order, rewards: Any, model_version: int) -> LZERolloutSample:
+    """The placeholder of a group whose rollouts made no training row: it carries the group's rewards only."""
     nothing = np.empty(0, dtype=np.int64)
     return LZERolloutSample(
         prompt=[],
@@ -127,10 +119,41 @@ def empty_round(order: Order, rewards: Any, model_version: int) -> LZERolloutSam
         metrics={},
         prompt_key=int(order.prompt_key),
         rollout=-1,
-        round_first=order.first,
-        round_rows=0,
-        round_rewards=frozen_rewards(rewards),
+        group_rows=0,
+        group_rewards=frozen_rewards(rewards),
     )
+
+
+def check_tags(sample: Any) -> None:
+    """Refuses a row without LZE's tags ([`TAGS`]), naming the workers that tag theirs."""
+    missing = [tag for tag in TAGS if getattr(sample, tag, None) is None]
+    if missing:
+        raise TypeError(
+            f"A rollout sample of type {type(sample).__name__} lacks LZE's tags {missing}: LZE needs each row's "
+            "prompt key, rollout, and its group's rows and rewards. Use a rollout worker that takes LZE's orders and "
+            "pushes LZERolloutSample rows (lze_trl.async_grpo.worker.LZERolloutWorker, or "
+            "lze_trl.testing.async_stand_ins.StandInRolloutWorker)."
+        )
+
+
+def group_rewards(rows: Sequence[LZERolloutSample], num_generations: int, reward_names: list[str]) -> np.ndarray:
+    """The rewards of a group that arrived whole (`rows`: every row of it, or its placeholder), shaped
+    `(num_generations, reward functions)`; refuses a group whose rewards or rollouts do not fit the run."""
+    group_id = rows[0].group_id
+    rewards = np.array(rows[0].group_rewards, dtype=np.float64)
+    if rewards.shape != (num_generations, len(reward_names)):
+        raise ValueError(
+            f"Group {group_id} carries rewards of shape {rewards.shape}: LZE needs one row per rollout "
+            f"({num_generations}, num_generations) and one column per reward function of the run ({reward_names}, "
+            "in order)."
+        )
+    outside = sorted({s.rollout for s in rows if s.group_rows > 0} - set(range(num_generations)))
+    if outside:
+        raise ValueError(
+            f"Group {group_id} has rows of rollouts {outside}: a group's rollouts are 0 to num_generations - 1 = "
+            f"{num_generations - 1}."
+        )
+    return rewards
 
 
 def group_advantages(totals: np.ndarray) -> np.ndarray:
@@ -147,7 +170,7 @@ def group_advantages(totals: np.ndarray) -> np.ndarray:
 
 
 def rows_state(rows: Sequence[LZERolloutSample], prefix: str) -> tuple[dict[str, np.ndarray], str]:
-    """`rows` as arrays (names prefixed `prefix`) and one JSON text (their prompts, completions, metrics and round
+    """`rows` as arrays (names prefixed `prefix`) and one JSON text (their prompts, completions, metrics and group
     rewards), for a checkpoint; a row whose JSON fields cannot be written raises a `TypeError`."""
     arrays = {f"{prefix}{name}": _concat([getattr(s, name) for s in rows]) for name in ARRAY_FIELDS}
     arrays[f"{prefix}lengths"] = np.array([len(s.input_ids) for s in rows], dtype=np.int64)
@@ -173,7 +196,7 @@ def rows_from_state(arrays: dict[str, np.ndarray], text: str, make_sample: Calla
         enqueued = float(arrays[f"{prefix}enqueued_at"][i])
         fields["enqueued_at"] = None if math.isnan(enqueued) else enqueued
         fields.update(zip(JSON_FIELDS, values))
-        fields["round_rewards"] = tuple(tuple(r) for r in fields["round_rewards"])
+        fields["group_rewards"] = tuple(tuple(r) for r in fields["group_rewards"])
         rows.append(make_sample(**fields))
     return rows
 

@@ -1,11 +1,11 @@
-"""[`LZEAsyncGRPOTrainer`]: TRL's experimental `AsyncGRPOTrainer` with LZE drawing the prompts, choosing the groups
-its rounds complete, and updating only on the groups it selects.
+"""[`LZEAsyncGRPOTrainer`]: TRL's experimental `AsyncGRPOTrainer` with LZE drawing the prompts and updating only on
+the groups it selects.
 
 The trainer is TRL's. Two things change: its rollout worker is LZE's ([`~lze_trl.async_grpo.worker.LZERolloutWorker`],
 which TRL builds with the arguments it gives its own; or one passed in that takes orders), and after TRL's
 constructor its `rollout_queue` (which `get_train_dataloader` hands to `RolloutQueueDataset`) is replaced by a
-[`~lze_trl.async_grpo.window.GroupWindow`], which sends the worker its orders, takes back the rounds, decides with the
-synchronous trainer's [`~lze_trl.method.run.LZERun`] and round policy, and hands on the selected groups' rows only. The
+[`~lze_trl.async_grpo.window.GroupWindow`], which sends the worker its orders (one per group), takes back the groups,
+decides with the synchronous trainer's [`~lze_trl.method.run.LZERun`], and hands on the selected groups' rows only. The
 LZE state is written into each checkpoint (`on_save`) and restored by `train(resume_from_checkpoint=...)`. What this
 relies on in TRL's source is pinned by `tests/async/test_async_lze.py`; see `docs/source/async.md`.
 """
@@ -44,7 +44,6 @@ from .worker import LZERolloutWorker
 @hint_misspelled_keywords
 @dataclass
 class LZEAsyncGRPOConfig(LZESettings, AsyncGRPOConfig):
-    fuse_rounds: bool | None = True  # a group's rounds are requests in the worker's continuous batch: always fused
     window_groups: int | None = None
     batches_in_flight: int = 2
 
@@ -61,25 +60,17 @@ LZEAsyncGRPOConfig.__doc__ = """
     ([`~lze_trl.method.settings.LZESettings`]: the same names, defaults and checks as [`LZEGRPOConfig`]'s), and:
 
         window_groups (`int`, *optional*):
-            Groups per generation batch (drawn together, chosen among after each round, selected among once
-            complete). Defaults to the groups of one optimizer step of plain async GRPO: `per_device_train_batch_size
-            x gradient_accumulation_steps x processes // num_generations`.
+            Groups per generation batch (drawn together, selected among once every one has arrived). Defaults to the
+            groups of one optimizer step of plain async GRPO: `per_device_train_batch_size x
+            gradient_accumulation_steps x processes // num_generations`.
         batches_in_flight (`int`, *optional*, defaults to `2`):
-            Generation batches the worker rolls out at once: while the oldest completes, the next ones are rolled
-            out (their choices and selection still wait for the batches before them).
-
-    With `generation_rounds`, every round of a group is a set of requests in the worker's continuous batch: the rounds
-    are always fused there (`fuse_rounds` defaults to `True`, and `False` is refused).
+            Generation batches the worker rolls out at once: while the oldest one's groups come back, the next ones
+            are rolled out (their selection still waits for the batches before them).
     """
 
 
 def check_async_lze_args(args: Any) -> None:
     """Refuses, naming the setting, the LZE settings the async trainer cannot honour."""
-    if args.fuse_rounds is False:
-        raise ValueError(
-            "fuse_rounds=False (serial rounds) has no meaning with LZEAsyncGRPOTrainer: a group's rounds are requests "
-            "in the rollout worker's continuous batch, beside the other groups'. Leave fuse_rounds=True."
-        )
     for name in ("window_groups", "batches_in_flight"):
         value = getattr(args, name)
         if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
@@ -100,11 +91,18 @@ def check_async_inputs(args: Any, train_dataset: Any, rollout_worker: Any, envir
     """Refuses, with the reason and the fix, the inputs LZE cannot work with on the async path."""
     if rollout_worker is not None and not callable(getattr(rollout_worker, "send_orders", None)):
         raise ValueError(
-            f"rollout_worker={type(rollout_worker).__name__} cannot run LZE: LZE draws the prompts and decides which "
-            "groups go on, so its worker rolls out the trainer's orders (send_orders) and tags its rows "
-            "(lze_trl.async_grpo.samples.LZERolloutSample). Pass rollout_worker=None (the trainer builds "
+            f"rollout_worker={type(rollout_worker).__name__} cannot run LZE: LZE draws the prompts, so its worker "
+            "rolls out the trainer's orders (send_orders), one group of num_generations rollouts each, and tags its "
+            "rows (lze_trl.async_grpo.samples.LZERolloutSample). Pass rollout_worker=None (the trainer builds "
             "lze_trl.async_grpo.worker.LZERolloutWorker, TRL's vLLM worker taking orders) or "
             "lze_trl.testing.async_stand_ins.StandInRolloutWorker."
+        )
+    generations = getattr(rollout_worker, "num_generations", None)
+    if generations is not None and generations != args.num_generations:
+        raise ValueError(
+            f"rollout_worker rolls out {generations} rollouts per group, not num_generations={args.num_generations}: "
+            "LZE scores and selects whole groups of num_generations rollouts. Build the worker with the config's "
+            "num_generations."
         )
     if not isinstance(train_dataset, Dataset):
         raise ValueError(
@@ -158,15 +156,15 @@ class _StopWhenExhausted(TrainerCallback):
 class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
     """
     TRL's experimental `AsyncGRPOTrainer` with Learning-Zone Energy (LZE): the trainer draws each generation batch of
-    `window_groups` prompts (forward pruning and planning selectors included) and orders its rounds from the rollout
-    worker (with `generation_rounds`, the round policy chooses after each round which groups go on); each complete
-    batch is scored into the per-prompt state in policy-version order, and only the groups its selector keeps reach
-    the update.
+    `window_groups` prompts (forward pruning and planning selectors included) and orders their groups from the rollout
+    worker, `num_generations` rollouts each; each batch, once all its groups have arrived, is scored into the
+    per-prompt state in policy-version order, and only the groups its selector keeps reach the update.
 
     Takes `AsyncGRPOTrainer`'s arguments; `args` may be an [`LZEAsyncGRPOConfig`] or a plain `AsyncGRPOConfig` (which
     gets the LZE defaults), and is copied. With `rollout_worker=None` the trainer builds
     [`~lze_trl.async_grpo.worker.LZERolloutWorker`] (TRL's vLLM worker, taking orders); a worker passed in must take
-    orders (`send_orders`) and tag its rows, as the test helper
+    orders (`send_orders`), roll out `num_generations` rollouts for each (its `num_generations`, where it has one, is
+    the config's; one left `None` is set to it) and tag its rows, as the test helper
     [`~lze_trl.testing.async_stand_ins.StandInRolloutWorker`] does. On a CPU (`use_cpu=True`, or no CUDA) the trainer
     runs TRL's tree attention in plain torch
     ([`~lze_trl.async_grpo.cpu.cpu_tree_attention`]).
@@ -210,6 +208,8 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
                 weight_transfer=weight_transfer,
                 **kwargs,
             )
+        if rollout_worker is not None and getattr(rollout_worker, "num_generations", 0) is None:
+            rollout_worker.num_generations = args.num_generations  # a worker built without it rolls out the config's
         if on_cpu:
             use_cpu_tree_attention()
         warn_if_slow_bf16(self)
@@ -226,7 +226,6 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
             self.lze,
             window,
             args.num_generations,
-            correctness,
             args.batches_in_flight,
             self.log_lze,
             lambda: self.state.global_step,

@@ -5,15 +5,15 @@ trainer's orders instead of cycling through the dataset.
 [`LZERolloutWorker`] is TRL's worker with one more queue (`orders`, parent to child) and its own loop class,
 [`LZERolloutLoop`], a subclass of TRL's `_AsyncRolloutLoop`:
 
-- `_generate_loop` rolls out [`~lze_trl.async_grpo.samples.Order`]s (the rollouts `first` to `last` of one group)
-  as they come, each round a `RolloutGroup` of its own, queued for scoring when its last rollout completes. TRL's
-  loop cannot be reused: it draws its work synchronously from an endless iterator (`_repeat_iterator`) and closes a
-  group at `num_generations` rollouts, while LZE's work waits on the trainer's choices and a round has its own size.
-  The loop is TRL's otherwise (slots, heartbeat, backpressure from the scoring queue, its metrics);
+- `_generate_loop` rolls out [`~lze_trl.async_grpo.samples.Order`]s as they come: each order is one group, its
+  `num_generations` rollouts a `RolloutGroup`, queued for scoring when its last rollout completes, as TRL's loop
+  does. TRL's loop cannot be reused: it draws its work synchronously from an endless iterator (`_repeat_iterator`, the
+  dataset in order), while LZE's work is the prompts the trainer draws, which arrive when the trainer sends them. The
+  loop is TRL's otherwise (slots, heartbeat, backpressure from the scoring queue, its metrics);
   `tests/async/test_async_lze.py::test_what_lze_relies_on_in_trls_async_trainer` pins the source it follows.
-- `_score_group` is TRL's, whose rows it tags for LZE ([`~lze_trl.async_grpo.samples.tag_round`]) with the rewards of
+- `_score_group` is TRL's, whose rows it tags for LZE ([`~lze_trl.async_grpo.samples.tag_group`]) with the rewards of
   every rollout, read from the reward functions as TRL called them (each one's last result; the score loop scores one
-  round at a time).
+  group at a time).
 
 Environments are not supported (refused by the trainer); tools are.
 """
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..method.guards import is_async_callable
-from .samples import Order, tag_round
+from .samples import Order, tag_group
 from .upstream import AsyncRolloutWorker, RolloutGroup, _AsyncRolloutLoop
 
 
@@ -59,7 +59,7 @@ class LZERolloutLoop(_AsyncRolloutLoop):
         super().__init__(**kwargs)
         self.orders = orders  # multiprocessing queue of lists of Orders, from the trainer
         self.reward_funcs = [(_RecordedAsync if is_async_callable(f) else _Recorded)(f) for f in self.reward_funcs]
-        self._rounds: dict[int, Order] = {}  # group_id -> its round being rolled out or scored
+        self._groups: dict[int, Order] = {}  # group_id -> its order, being rolled out or scored
 
     def _take_orders(self, work: deque) -> None:
         """Moves the orders the trainer sent into `work`, one entry per rollout, without waiting."""
@@ -69,11 +69,11 @@ class LZERolloutLoop(_AsyncRolloutLoop):
             except queue.Empty:
                 return
             for order in orders:
-                if order.group_id in self._rounds:
-                    raise RuntimeError(f"Group {order.group_id} was ordered again before its round came back.")
-                self._rounds[order.group_id] = order
+                if order.group_id in self._groups:
+                    raise RuntimeError(f"Group {order.group_id} was ordered again before it came back.")
+                self._groups[order.group_id] = order
                 row = self.dataset[order.index]
-                work.extend((order, row) for _ in range(order.first, order.last))
+                work.extend((order, row) for _ in range(self.num_generations))
 
     async def _generate_loop(self, stop_event: asyncio.Event) -> None:
         pending: dict[int, RolloutGroup] = {}
@@ -90,7 +90,7 @@ class LZERolloutLoop(_AsyncRolloutLoop):
                 while free_slots and work and not stop_event.is_set():
                     order, row = work.popleft()
                     if order.group_id not in pending:
-                        size = order.last - order.first
+                        size = self.num_generations
                         kwargs = {k: [v] * size for k, v in row.items() if k not in ("prompt", "completion_ids")}
                         kwargs.pop("completion", None)
                         pending[order.group_id] = RolloutGroup(
@@ -144,7 +144,7 @@ class LZERolloutLoop(_AsyncRolloutLoop):
                 pass
 
     async def _queue_for_scoring(self, group: RolloutGroup, stop_event: asyncio.Event) -> bool:
-        """Queues a complete round for the score loop, waiting while it is full (TRL's backpressure); `False` when
+        """Queues a complete group for the score loop, waiting while it is full (TRL's backpressure); `False` when
         the worker is stopped meanwhile."""
         group.queued_at = time.monotonic()
         t_blocked = None
@@ -163,11 +163,11 @@ class LZERolloutLoop(_AsyncRolloutLoop):
 
     async def _score_group(self, group: RolloutGroup) -> list:
         samples = await super()._score_group(group)
-        order = self._rounds.pop(group.group_id)
+        order = self._groups.pop(group.group_id)
         columns = [[np.nan if r is None else float(r) for r in f.last] for f in self.reward_funcs]
         rewards = np.array(columns, dtype=np.float64).reshape(len(columns), -1).T  # (rollouts, reward functions)
-        rollouts = [order.first + i for i, rows in enumerate(group.completions_sequences) for _ in rows]
-        tagged = tag_round(samples, order, rewards, rollouts)
+        rollouts = [i for i, rows in enumerate(group.completions_sequences) for _ in rows]
+        tagged = tag_group(samples, order, rewards, rollouts)
         if not samples:
             tagged[0].model_version = group.model_version
         return tagged
@@ -186,8 +186,8 @@ class _LoopKwargs(dict):
 class LZERolloutWorker(AsyncRolloutWorker):
     """
     TRL's `AsyncRolloutWorker` for [`~lze_trl.async_grpo.trainer.LZEAsyncGRPOTrainer`]: its child rolls out the orders
-    sent with [`~LZERolloutWorker.send_orders`] ([`LZERolloutLoop`]), and pushes rows tagged for LZE. Takes TRL's
-    worker's arguments; `num_generations` is unused (each order says its rollouts).
+    sent with [`~LZERolloutWorker.send_orders`] ([`LZERolloutLoop`]), `num_generations` rollouts each, and pushes rows
+    tagged for LZE. Takes TRL's worker's arguments.
     """
 
     _loop_cls = LZERolloutLoop

@@ -37,21 +37,12 @@ ASYNC_TRL = ">=1.16,<1.17"
 moved it out of `trl.experimental`: `docs/upstream/trl-1.18-port.md`)."""
 
 PRIVATE_NAMES: dict[str, str] = {
-    "_generate_and_score_completions": "overridden to run a generation batch (`rounds/serial.py`); called "
-    "for each generation round (stopped right after `_generate`: TRL prepares the prompts inside it, and has no "
-    "separate hook for that) and once for the update rows (`docs/upstream/score-generated-rollouts.md`); timed by the "
-    "demo",
-    "_generate": "overridden to stop a generation round after generating, and to return rollouts generated before "
-    "instead of generating them again (TRL calls it once per `_generate_and_score_completions`, with the prompts in "
-    "input order: checked on every served call); its 8-part result is pinned in `rounds.rollouts.GENERATED_PARTS`; "
-    "the demo counts the rollouts it really generates",
-    "_calculate_rewards": "called once per generation round (each rollout rewarded once), overridden to return those "
-    "rewards for served rollouts, and to keep the rewards of a batch TRL generates itself",
-    "_pending_extra_logs": "what reward functions log with `log_extra` during a generation round, kept with the rows "
-    "it describes and handed back, in the update rows' order, before TRL's call that logs them",
-    "_get_per_token_logps_and_entropies": "TRL's forward of the policy: called (no gradient) right after a fused "
-    "round that will be trained after an optimizer step, to record the log-probabilities it was sampled with where "
-    "the backend returns none, and on those rows' update to get the current policy's (`rounds/off_policy.py`)",
+    "_generate_and_score_completions": "overridden to run a generation batch (`grpo/step.py`), which calls TRL's "
+    "once (`LZEGRPOTrainer.generate_and_score`); timed by the demo",
+    "_generate": "overridden to time generation in training (`lze/generation_seconds`); the demo counts the rollouts "
+    "it generates",
+    "_calculate_rewards": "overridden to keep the rewards TRL computes in the step's call (every process's), which "
+    "the run scores",
     "_get_train_sampler": "overridden to return LZERepeatSampler",
     "_metrics": "the per-step metric lists that TRL's `log` averages: the `lze/` metrics are appended to them",
     "_step": "TRL's micro-step counter that paces generation: saved with the LZE state and restored on resume",
@@ -65,11 +56,11 @@ PRIVATE_NAMES: dict[str, str] = {
 ASYNC_PRIVATE_NAMES: dict[str, str] = {
     "_AsyncRolloutLoop": "TRL's async rollout loop, subclassed by LZE's worker loop "
     "(`async_grpo.worker.LZERolloutLoop`)",
-    "_generate_loop": "overridden: LZE's loop generates the rounds the trainer orders instead of drawing prompts from "
+    "_generate_loop": "overridden: LZE's loop generates the groups the trainer orders instead of drawing prompts from "
     "an endless iterator; a copy of TRL's loop (the differences are listed in `async_grpo/worker.py`), pinned by a "
     "hash of TRL's source in `tests/async/test_async_lze.py`",
     "_generate_one": "TRL's one-rollout coroutine (generation and tool calls), called by the overridden loop",
-    "_score_group": "overridden: calls TRL's, then tags the rows with their round and the rewards (`tag_round`)",
+    "_score_group": "overridden: calls TRL's, then tags the rows with their group's rewards (`tag_group`)",
     "_push_metrics": "TRL's metric queue to the trainer: the loop's backpressure time, as TRL's loop pushes it",
     "_groups_to_score": "TRL's queue from the generate loop to the score loop: the overridden loop fills it",
     "_heartbeat_value": "TRL's liveness stamp of the child process: set by the overridden loop, as TRL's loop sets it",

@@ -1,4 +1,4 @@
-"""The checkpoint file of a process's generation batches in flight (fused rounds', the async window's): written by
+"""The checkpoint file of a process's generation batches in flight (the async window's): written by
 [`save_in_flight`] into `lze_in_flight_<process>.pt` of each checkpoint, atomically, and taken back by
 [`load_in_flight`] with the one set of refusals (the file missing, or written by another number of processes)."""
 
@@ -21,9 +21,8 @@ IN_FLIGHT_FILE = "lze_in_flight_{process}.pt"
 def save_in_flight(
     folder: str, process: int, num_processes: int, batches: tuple[dict[str, np.ndarray], dict[str, Any]]
 ) -> None:
-    """Writes `batches`, what `process` keeps of its generation batches in flight as arrays and other values (each
-    batch's [`~lze_trl.rounds.in_flight.BatchInFlight.state_dict`] and how its rollouts travel: the fused rounds'
-    [`~lze_trl.rounds.fused.RoundPipeline.state_dict`], the async window's), into the checkpoint `folder`, atomically,
+    """Writes `batches`, what `process` keeps of its generation batches in flight as arrays and other values (the
+    async window's [`~lze_trl.async_grpo.window.GroupWindow.state_dict`]), into the checkpoint `folder`, atomically,
     with the number of processes that keep them."""
     payload = {"batches": batches, "num_processes": num_processes}
     atomic_write(os.path.join(folder, IN_FLIGHT_FILE.format(process=process)), lambda f: torch.save(payload, f))

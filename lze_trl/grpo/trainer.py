@@ -1,17 +1,16 @@
 """[`LZEGRPOTrainer`]: TRL's `GRPOTrainer` that updates only on learning-zone prompt groups.
 
-The class overrides TRL's hooks; a generation batch runs in `lze_trl/rounds/serial.py`, the method's state
-lives in [`LZERun`], and the interception of TRL's `_generate_and_score_completions` in `lze_trl/grpo/adapter.py`.
-Every private TRL name used is listed, with its reason, in `lze_trl/common/coupling.py`.
+The class overrides TRL's hooks; a generation batch runs top to bottom in `lze_trl/grpo/step.py` and the method's
+state lives in [`LZERun`]. Every private TRL name used is listed, with its reason, in `lze_trl/common/coupling.py`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import sys
 import textwrap
+import time
 import warnings
 from typing import Any
 
@@ -37,13 +36,10 @@ from ..method.guards import (
 from ..method.prompt_keys import PromptKeys
 from ..method.run import LZERun
 from ..method.selection import total_rewards
-from ..method.settings import fuses_rounds
-from ..rounds.fused import RoundPipeline, train_fused
-from ..rounds.port import RoundsContext
-from ..rounds.serial import train_on_generation_batch
-from .adapter import TRLAdapter
 from .config import as_lze_config
-from .sampler import LZERepeatSampler, SamplerLookahead
+from .rows import Batch
+from .sampler import LZERepeatSampler
+from .step import generation_batch
 
 
 __all__ = ["LZEGRPOTrainer", "PROMPTS_PARQUET", "SELECTION_LOG_PARQUET"]
@@ -62,14 +58,14 @@ class _LZECallback(SaveLZEState):
         return super().on_epoch_end(args, state, control, **kwargs)
 
 
-class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
+class LZEGRPOTrainer(LZEStateOwner, GRPOTrainer):
     """
     Trainer for GRPO with Learning-Zone Energy (LZE) prompt selection.
 
     Each prompt group is scored by its energy (difficulty anchor x outcome uncertainty x pass-rate momentum) and only
-    the top `selection_ratio` of the groups take part in the policy update. Generating in rounds (`generation_rounds`,
-    `round_policy`) completes only the groups worth completing; forward pruning (`prune_solved`, `prune_unsolved`)
-    stops rolling out prompts whose history says their next group will be dead, exploring a few of them again.
+    the top `selection_ratio` of the groups take part in the policy update. Forward pruning (`prune_solved`,
+    `prune_unsolved`) stops rolling out prompts whose history says their next group will be dead, exploring a few of
+    them again.
 
     Takes the arguments of [`~trl.GRPOTrainer`]; `args` may be an [`LZEGRPOConfig`] or a plain `GRPOConfig` (which
     gets the LZE defaults), and is copied. With `selector="none"` it trains exactly as `GRPOTrainer`.
@@ -79,13 +75,14 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
             The run's LZE state: per-prompt table, selector, prune pool, selection log, position in the data.
         prompt_keys ([`~lze_trl.method.prompt_keys.PromptKeys`]):
             How each row's prompt key is read.
-        round_pipeline ([`~lze_trl.rounds.fused.RoundPipeline`] or `None`):
-            With fused rounds, the generation batches in flight on this process.
+        generation_seconds (`float`):
+            Seconds in TRL's `_generate` in training, over the run (`lze/generation_seconds`).
         sampler_resumes_itself (`bool`):
             Whether the sampler resumes at its own saved position (epochs planned by pruning or the selector), with
             `args.ignore_data_skip` set so that the Trainer does not skip batches itself.
     """
 
+    generation_seconds: float = 0.0  # a class default: a trainer built without `__init__` generates as GRPOTrainer
     _tag_names = ["trl", "grpo", "lze"]
     _name = "LZE"
     _paper = {
@@ -122,9 +119,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         main = self.accelerator.is_main_process
         warn = lambda message: warnings.warn(message, LZEWarning, stacklevel=4) if main else None  # noqa: E731
         self.lze = LZERun(args, self.num_generations, self.prompt_keys.dataset_keys, names, correctness, warn)
-        # fused rounds: the generation batches in flight, this process's own (saved per process with each checkpoint)
-        self.round_pipeline = RoundPipeline() if fuses_rounds(args) else None
-        self._warn_once = functools.cache(self.lze.warn)  # a warning said again at every step: said once
+        self._step_rewards: torch.Tensor | None = None  # the rewards TRL computed in `generate_and_score`'s call
         # Planned epochs are shorter than the Trainer's `global_step // steps_per_epoch` arithmetic assumes: the
         # sampler resumes at its own position (saved with the LZE state), so the Trainer must not skip batches
         # (`ignore_data_skip`, set on the trainer's copy of the config, which the user sees in `trainer.args`).
@@ -154,7 +149,7 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
             repeat_count=self.num_iterations * self.args.steps_per_generation,
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
-            planner=self.lze if self.lze_enabled else None,
+            run=self.lze if self.lze_enabled else None,
             position=self.lze.position,
             resuming=self._sampler_resumes is not None,
         )
@@ -175,28 +170,37 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
         if not self.model.training or not self.lze_enabled:
             # Evaluation (nothing to select, no training state to touch), or a run without prompt identity.
             return super()._generate_and_score_completions(inputs)
-        # the rounds reach TRL through this trainer's port (TRLPort: TRLAdapter, total_rewards, log_lze) alone
-        context = RoundsContext(
-            self.lze, self.num_generations, self.accelerator, self.args.steps_per_generation, self.state.global_step
-        )
-        if self.round_pipeline is not None:
-            return train_fused(self, context, self.round_pipeline, inputs, self._lookahead(inputs))
-        return train_on_generation_batch(self, context, inputs)
+        return generation_batch(self, inputs)
 
-    def _lookahead(self, handed: list[dict]) -> SamplerLookahead:
-        """Fused rounds' look-ahead from the batch TRL `handed` now: the batches the sampler hands next, up to the
-        run's last generation batch."""
-        every = self.args.steps_per_generation * self.num_iterations  # micro-steps a generation batch serves
-        left, last_epoch = sys.maxsize, None
-        if self.args.max_steps > 0:
-            batches = math.ceil(self.args.max_steps * self.args.gradient_accumulation_steps / every)
-            left = batches - self._step // every - 1
-        else:
-            last_epoch = math.ceil(self.args.num_train_epochs) - 1
-        return SamplerLookahead(
-            self.train_sampler, self.train_dataset, self.prompt_keys, handed, self.num_generations,
-            self.accelerator.process_index, self.accelerator.num_processes, left, last_epoch, self._warn_once,
-        )  # fmt: skip
+    def generate_and_score(self, inputs: list[dict]) -> tuple[Batch, np.ndarray]:
+        """TRL's update rows of `inputs` (one call of TRL's `_generate_and_score_completions`, which generates and
+        rewards them), and the rewards it computed: every process's rows x reward functions, NaN where unscored."""
+        self._step_rewards = None
+        rows = super()._generate_and_score_completions(inputs)
+        rewards, self._step_rewards = self._step_rewards, None
+        if rewards is None:
+            raise RuntimeError(
+                "TRL's _generate_and_score_completions returned without calling _calculate_rewards: lze-trl cannot "
+                "read the rewards (lze_trl/common/coupling.py)."
+            )
+        return rows, rewards.detach().float().cpu().numpy().astype(np.float64)
+
+    def _generate(self, prompts):
+        start = time.perf_counter()
+        result = super()._generate(prompts)
+        if self.model.training:  # the step's split (`StepClock`): evaluation's generation is not the step's
+            self.generation_seconds += time.perf_counter() - start
+        return result
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._step_rewards = rewards  # every process's, as TRL gathers them
+        return rewards
+
+    def gathered_prompt_keys(self, inputs: list[dict]) -> np.ndarray:
+        """The prompt key of every row of `inputs`, every process's in process order (a collective)."""
+        keys = torch.as_tensor(self.prompt_keys.of(inputs), device=self.accelerator.device)
+        return self.accelerator.gather(keys).cpu().numpy()
 
     def total_rewards(self, rewards: np.ndarray) -> np.ndarray:
         """The total reward of each rollout (`rewards` shaped `(..., reward functions)`), weighted as TRL weighs it;
@@ -217,29 +221,14 @@ class LZEGRPOTrainer(LZEStateOwner, TRLAdapter, GRPOTrainer):
 
     # ----------------------------------------------------------------------------------------------- checkpoints
     def restore_lze_state(self, arrays: dict[str, np.ndarray], counters: dict[str, Any], checkpoint: str) -> None:
-        """Takes back the run's state and this process's rollouts in flight (fused rounds) from `checkpoint`."""
-        pipeline = None
-        if self.round_pipeline is not None:
-            saved, pipeline = self.load_in_flight(checkpoint, "a run with fuse_rounds=True"), RoundPipeline()
-            try:
-                pipeline.load_state_dict(*saved)
-            except (KeyError, TypeError, ValueError) as error:
-                raise LZEStateError(
-                    f"The batches in flight in {checkpoint!r} are not fused rounds' (no {error}): the checkpoint is "
-                    "another kind of run's."
-                ) from error
+        """Takes back the run's state from `checkpoint`."""
         try:
             self.lze.load_state_dict(arrays)
         except (KeyError, ValueError) as error:
             raise LZEStateError(f"The LZE state in {checkpoint!r} does not fit this run ({error}).") from error
-        self.round_pipeline = pipeline
         self._step = self.lze.position.micro_steps
         if self.sampler_resumes_itself:
             self._sampler_resumes = checkpoint  # the sampler continues at the saved position
-
-    def in_flight_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
-        """This process's fused rounds' batches in flight (`None` without fused rounds)."""
-        return None if self.round_pipeline is None else self.round_pipeline.state_dict()
 
     def save_lze_checkpoint(self, folder: str) -> None:
         if self.lze_enabled:

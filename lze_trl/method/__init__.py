@@ -1,2 +1,2 @@
-"""The method: Learning-Zone Energy, the per-prompt state, the selectors and the round policies, in plain numpy
-(no torch, no TRL)."""
+"""The method: Learning-Zone Energy, the per-prompt state, the selectors and forward pruning, in plain numpy (no
+torch, no TRL)."""

@@ -1,4 +1,4 @@
-"""The checks the settings are validated with, and the registry type of selectors and round policies: the bottom of
+"""The checks the settings are validated with, and the registry type of the selectors: the bottom of
 the method layer (it imports nothing of the package)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def within(low: float, high: float, closed_low: bool = True, closed_high: bool =
 class Registry(dict[str, T]):
     """
     Classes registered by their `name` (a `ClassVar`), which a setting of the config names: the selectors
-    (`selector`) and the round policies (`round_policy`). A registered class may validate its own settings with a
+    (`selector`). A registered class may validate its own settings with a
     classmethod `check_args(args)`.
 
     Args:

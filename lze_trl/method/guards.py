@@ -19,7 +19,7 @@ from .errors import LZEWarning
 from .prompt_keys import has_prompt_column
 from .selection import in_learning_zone
 from .selectors import get_selector
-from .settings import fuses_rounds, prunes
+from .settings import prunes
 
 
 # ----------------------------------------------------------------------------------------------- reward values
@@ -300,18 +300,6 @@ def check_trainer_inputs(args: Any, train_dataset: Any, trainer_kwargs: dict[str
         raise ValueError(
             f"{setting} needs a map-style train dataset (it plans which prompts an epoch rolls out, or draws "
             f"extra prompts by index); got an IterableDataset. Pass a `datasets.Dataset`, or {fix}."
-        )
-    images = train_dataset is not None and {"image", "images"} & set(train_dataset.column_names or [])
-    if fuses_rounds(args) and images and not args.use_vllm:
-        raise ValueError(
-            "fuse_rounds=True with image prompts needs use_vllm=True: fused rounds correct rollouts trained after an "
-            "optimizer step with the log-probabilities they were sampled with, which lze-trl records without the "
-            "images on transformers generation. Set fuse_rounds=False (serial rounds) or use vLLM."
-        )
-    if args.generation_rounds and not enabled:
-        raise ValueError(
-            f"generation_rounds={args.generation_rounds} cannot run: generating in rounds needs a prompt identity (a "
-            "map-style train dataset, or an iterable one with `prompt`). Set generation_rounds=None, or change that."
         )
     return enabled
 

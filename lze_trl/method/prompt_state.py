@@ -10,12 +10,11 @@ import pandas as pd
 
 
 COLUMNS = {
-    "initial_pass_rate": np.float32,  # the first complete group's pass rate (NaN until one is), never updated after
+    "initial_pass_rate": np.float32,  # the first scored group's pass rate, never updated after
     "ema_pass_rate": np.float32,  # EMA of the pass rates: ema <- decay * ema + (1 - decay) * p (p at the first)
     "last_pass_rate": np.float32,
     "last_energy": np.float32,
-    "num_observations": np.int32,  # groups scored, complete or not (generated in rounds, a group may stop early)
-    "num_complete": np.int32,  # groups scored with all their rollouts
+    "num_observations": np.int32,  # groups scored
     "num_selected": np.int32,  # generation batches in which its group took part in the update
     # consecutive saturated observations (every rollout right, or every one wrong): +k solved k times, -k unsolved
     "saturated_streak": np.int32,
@@ -87,14 +86,13 @@ class PromptState:
         keys: Sequence[int] | np.ndarray,
         pass_rates: Sequence[float] | np.ndarray,
         batch_index: int,
-        complete: Sequence[bool] | np.ndarray | None = None,
     ) -> None:
         """
         Updates the table with one scored group per entry (a NaN pass rate leaves its prompt untouched).
 
-        A new prompt's EMA starts at its (first) pass rate, and so does its `initial_pass_rate` once a group of it is
-        `complete` (has all its rollouts). A prompt that appears several times in one call is updated once, with the
-        mean of its pass rates (its saturated streak grows only if all were saturated on the same side).
+        A new prompt's EMA and `initial_pass_rate` start at its (first) pass rate. A prompt that appears several times
+        in one call is updated once, with the mean of its pass rates (its saturated streak grows only if all were
+        saturated on the same side).
         """
         keys = np.asarray(keys, dtype=np.int64).reshape(-1)
         p = np.asarray(pass_rates, dtype=np.float64).reshape(-1)
@@ -105,27 +103,20 @@ class PromptState:
         valid = ~np.isnan(p)
         if not valid.any():
             return
-        whole = np.ones(len(p), dtype=bool) if complete is None else np.asarray(complete, dtype=bool).reshape(-1)
         slots = self._slots(keys[valid])
-        p, whole = p[valid], whole[valid]
+        p = p[valid]
         uniq, first, inverse = np.unique(slots, return_index=True, return_inverse=True)
         count = np.bincount(inverse)
         mean_p = np.bincount(inverse, weights=p) / count
         new = self.num_observations[uniq] == 0
-        self.initial_pass_rate[uniq[new]] = np.nan
+        self.initial_pass_rate[uniq[new]] = p[first[new]]
         self.ema_pass_rate[uniq[new]] = p[first[new]]
-        # the initial pass rate: the first complete group's, once
-        where = np.flatnonzero(whole)
-        slot_of, first_whole = np.unique(inverse[where], return_index=True)
-        unset = np.isnan(self.initial_pass_rate[uniq[slot_of]])
-        self.initial_pass_rate[uniq[slot_of[unset]]] = p[where[first_whole[unset]]]
         self.ema_pass_rate[uniq] = self.ema_decay * self.ema_pass_rate[uniq] + (1.0 - self.ema_decay) * mean_p
         self.last_pass_rate[uniq] = mean_p
         side = np.where(mean_p >= 1, 1, np.where(mean_p <= 0, -1, 0))
         streak = self.saturated_streak[uniq].astype(np.int64)
         self.saturated_streak[uniq] = np.where(np.sign(streak) == side, streak + side, side)
         self.num_observations[uniq] += count.astype(np.int32)
-        self.num_complete[uniq] += np.bincount(inverse, weights=whole).astype(np.int32)
         self.last_batch[uniq] = batch_index
 
     def record(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +16,6 @@ from .errors import LZEWarning
 from .guards import EmptyUpdateGuard, LearningZoneGuard, UnscorableGuard
 from .prompt_state import PromptState
 from .pruning import SIDES, PromptPruner, dead_shares
-from .round_policies import make_round_policy
 from .selection import group_pass_rates, live_groups, spread_energies
 from .selection_log import SelectionLog
 from .selectors import GroupBatch, get_selector
@@ -92,11 +92,6 @@ class LZERun:
             The reward functions' names, and the index of the correctness one (for the guards' warnings).
         warn (`Callable[[str], None]`, *optional*):
             How a warning is given (the trainer warns on the main process only); `warnings.warn` by default.
-
-    Attributes:
-        round_policy ([`~lze_trl.method.round_policies.RoundPolicy`]):
-            How a generation batch is generated: in one round, or in `generation_rounds` with the groups that go on
-            chosen by `round_policy`.
     """
 
     def __init__(
@@ -127,7 +122,6 @@ class LZERun:
         limit = args.max_unscorable_batches if args.selector != "none" else 0
         self.unscorable_guard = UnscorableGuard(reward_names, limit, self.warn)
         self.position = DataPosition()
-        self.round_policy = make_round_policy(args, num_generations, self.warn)
         self.empty_update_guard = EmptyUpdateGuard(self.warn)
         self.batches_recorded = 0
         self.energy_kwargs = {  # the energy's settings, as [`~lze_trl.method.energy.compute_energy`] takes them
@@ -149,14 +143,11 @@ class LZERun:
         return (self.args.selector != "none" and self.shadow is None) or self.plans_rollouts
 
     # ----------------------------------------------------------------------------------------------- scoring
-    def score(
-        self, prompt_keys: np.ndarray, correctness: np.ndarray, totals: np.ndarray, complete: np.ndarray | None = None
-    ) -> GroupBatch:
+    def score(self, prompt_keys: np.ndarray, correctness: np.ndarray, totals: np.ndarray) -> GroupBatch:
         """
         Scores the groups of a generation batch (all processes', in order: each one's prompt key, the correctness and
         total reward of each of its rollouts, NaN where unscorable) into a [`GroupBatch`] (energies before the
-        per-prompt table absorbs them, EMA after) and updates the table, once per group. Only a `complete` group (all
-        by default) may set its prompt's first pass rate.
+        per-prompt table absorbs them, EMA after) and updates the table, once per group.
         """
         args = self.args
         keys = np.asarray(prompt_keys, dtype=np.int64)
@@ -182,11 +173,11 @@ class LZERun:
             pass_rates=pass_rates,
             rewards=correctness,
             energies=spread_energies(energies, pass_rates, live, totals),
-            eligible=live,
+            live=live,
             ema_pass_rates=ema,
             rng=np.random.default_rng([args.seed, self.batches_recorded]),
         )
-        self.prompts.record_pass_rates(keys, pass_rates, self.batches_recorded, complete)
+        self.prompts.record_pass_rates(keys, pass_rates, self.batches_recorded)
         batch.ema_pass_rates = self.prompts.get(keys)["ema_pass_rate"]
         message = self.learning_zone_guard.check(pass_rates, correctness)
         if message is not None:
@@ -203,28 +194,21 @@ class LZERun:
     def decide(
         self,
         batch: GroupBatch,
-        complete: np.ndarray,
-        rounds: Any,
         global_step: int,
         metrics: dict[str, float] | None = None,
         skipped: int = 0,
     ) -> Decision:
         """
-        The decision on a complete generation batch, one for both trainers: the selector's weight of each group of the
-        scored `batch`, choosing among its `complete` groups (its `skipped` groups, not generated, counted as dead:
-        [`~LZERun.select`]); with `rounds` (the batch's
-        [`~lze_trl.method.round_policies.RoundsState`] when generated in rounds, else `None`) the round policy's
-        observation of it; in shadow mode every group's weight 1 and what the selector would have kept
-        ([`~lze_trl.method.shadow.Shadow`]); then the batch recorded ([`~LZERun.record`]).
+        The decision on a scored generation `batch`: the selector's weight of each group (its `skipped` groups, not
+        generated, counted as dead: [`~LZERun.select`]); in shadow mode every group's weight 1 and what the selector
+        would have kept ([`~lze_trl.method.shadow.Shadow`]); then the batch recorded ([`~LZERun.record`]).
 
         Returns:
-            [`~lze_trl.method.shadow.Decision`]: the weights, the batch's `lze/` metrics (the round policy's, then the
-            given `metrics`, then the shadow's, then the record's) and, in shadow mode, the groups the selector would
-            have kept.
+            [`~lze_trl.method.shadow.Decision`]: the weights, the batch's `lze/` metrics (the given `metrics`, then
+            the shadow's, then the record's) and, in shadow mode, the groups the selector would have kept.
         """
-        weights = self.select(dataclasses.replace(batch, eligible=batch.eligible & complete), skipped)
-        out = {} if rounds is None else dict(self.round_policy.round_metrics(self, rounds, batch))
-        out.update(metrics or {})
+        weights = self.select(batch, skipped)
+        out = dict(metrics or {})
         shadow_kept = None
         if self.shadow is not None:  # the update takes every group, as GRPOTrainer's
             weights, shadow_metrics, shadow_kept = self.shadow.decide(batch, weights)
@@ -232,13 +216,57 @@ class LZERun:
         out.update(self.record(batch, weights, global_step, skipped))
         return Decision(weights, out, shadow_kept)
 
+    def decide_batch(
+        self,
+        prompt_keys: np.ndarray,
+        rewards: np.ndarray,
+        totals: np.ndarray,
+        global_step: int,
+        metrics: dict[str, float] | None = None,
+        skipped: int = 0,
+        versions: np.ndarray | None = None,
+    ) -> Decision:
+        """
+        A generation batch from its rollouts to its decision, one path for both trainers: its groups (every
+        process's, in draw order: `prompt_keys`, each rollout's `rewards` shaped `(groups, num_generations, reward
+        functions)` and `totals` shaped `(groups, num_generations)`, NaN where unscored) scored into the per-prompt
+        state oldest policy `versions` first (draw order within a version; one version by default: the synchronous
+        trainer's), then decided ([`~LZERun.decide`]).
+
+        Returns:
+            [`~lze_trl.method.shadow.Decision`], in draw order.
+        """
+        keys = np.asarray(prompt_keys, dtype=np.int64)
+        versions = np.zeros(len(keys), dtype=np.int64) if versions is None else np.asarray(versions)
+        order = np.argsort(versions, kind="stable")
+        parts = []
+        for _, members in itertools.groupby(order, key=lambda i: versions[i]):
+            m = np.fromiter(members, dtype=np.int64)
+            parts.append(self.score(keys[m], rewards[m, :, self.correctness_index], totals[m]))
+        decision = self.decide(GroupBatch.concatenate(parts), global_step, metrics, skipped)
+        weights = np.empty(len(keys))
+        weights[order] = decision.weights
+        shadow_kept = None
+        if decision.shadow_kept is not None:  # what the selector would have kept, in draw order too
+            shadow_kept = np.empty(len(keys), dtype=bool)
+            shadow_kept[order] = decision.shadow_kept
+        return Decision(weights, decision.metrics, shadow_kept)
+
+    def close(self, metrics: dict[str, float], update: tuple[int, int], grpo_update: tuple[int, int]) -> None:
+        """Closes a decided batch: its update's rows (the kept groups' rollouts, every process's) and loss tokens
+        (`update`), and those GRPO's update would have taken (`grpo_update`: every generated group's) into `metrics`,
+        and the empty-update guard ([`~lze_trl.method.guards.EmptyUpdateGuard`]) on the tokens."""
+        metrics["lze/update_rows"], metrics["lze/update_tokens"] = (float(v) for v in update)
+        metrics["lze/grpo_update_rows"], metrics["lze/grpo_update_tokens"] = (float(v) for v in grpo_update)
+        self.empty_update_guard.check(update[1], "no group was selected")
+
     def record(self, batch: GroupBatch, weights: np.ndarray, global_step: int, skipped: int = 0) -> dict[str, float]:
         """Closes a generation batch (all its generated groups in `batch`, and `skipped` more that skip mode did not
         generate): records the selections and the log, advances `batches_recorded`, and returns the batch's `lze/`
         metrics (`lze/selected_frac` over the batch's groups, the skipped ones included, as its quota counts them)."""
         selected = weights > 0
         self.prompts.record(batch.prompt_keys, batch.energies, selected)
-        live = batch.eligible  # a scored batch: its live groups
+        live = batch.live  # a scored batch: its live groups
         self.selection_log.append(
             global_step, self.batches_recorded, batch.prompt_keys, batch.pass_rates, batch.energies, weights, live
         )
@@ -249,11 +277,11 @@ class LZERun:
             self.pruner.observe(batch.prompt_keys, batch.pass_rates)
             explored = self.pruner.revisits_scored.sum() - before[0], self.pruner.revisits_live.sum() - before[1]
         scorable = np.isfinite(batch.pass_rates)
-        self.empty_update_guard.observe(bool(scorable.any()), int(batch.eligible.sum()))
+        self.empty_update_guard.observe(bool(scorable.any()), int(batch.live.sum()))
         metrics = {
             "lze/pass_rate_mean": float(np.nanmean(batch.pass_rates)) if scorable.any() else 0.0,
             "lze/energy_mean": float(batch.energies.mean()),
-            "lze/dead_frac": float((~batch.eligible[scorable]).mean()) if scorable.any() else 0.0,
+            "lze/dead_frac": float((~batch.live[scorable]).mean()) if scorable.any() else 0.0,
             **dead_shares(batch.pass_rates),
             "lze/unscorable_frac": float((~scorable).mean()),
             "lze/selected_frac": float(selected.sum() / (len(selected) + skipped)),
@@ -261,7 +289,7 @@ class LZERun:
         metrics.update({f"lze/{k}": v for k, v in self.selector.metrics().items()})
         if self.dataset_keys is not None:
             planned = self.position.groups_skipped(len(self.dataset_keys)) * self.num_generations
-            metrics["lze/rollouts_skipped"] = planned + self.round_policy.rollouts_skipped
+            metrics["lze/rollouts_skipped"] = planned
         if explored is not None:
             metrics.update({f"lze/{k}": v for k, v in self.pruner.metrics(self.prompts).items()})
             metrics["lze/groups_explored"] = float(explored[0])
@@ -350,6 +378,6 @@ class LZERun:
 
     def _parts(self) -> dict[str, Any]:
         parts = {"prompts": self.prompts, "selector": self.selector, "pruner": self.pruner, "position": self.position}
-        parts.update(round_policy=self.round_policy, unscorable_guard=self.unscorable_guard)
+        parts.update(unscorable_guard=self.unscorable_guard)
         parts.update(empty_update_guard=self.empty_update_guard)
         return {name: part for name, part in parts.items() if part is not None}

@@ -84,22 +84,22 @@ def num_to_select(num_groups: int, num_active: int, selection_ratio: float) -> i
 
 def select_top_k(
     energies: np.ndarray,
-    eligible: np.ndarray,
+    live: np.ndarray,
     selection_ratio: float = 0.4,
     selection_noise: float = 0.05,
     rng: np.random.Generator | None = None,
 ) -> np.ndarray:
     """
-    The top-`selection_ratio` groups by energy, with Gumbel exploration noise, as a boolean mask: among the `eligible`
-    groups only, `quota = min(max(int(n * selection_ratio), 1), n_eligible)` are kept (`int` rounds down: 12 of 32
+    The top-`selection_ratio` groups by energy, with Gumbel exploration noise, as a boolean mask: among the `live`
+    groups only, `quota = min(max(int(n * selection_ratio), 1), n_live)` are kept (`int` rounds down: 12 of 32
     groups at 0.4), ranked by `energy + g`, `g ~ Gumbel(0, s)`, `s = selection_noise * max(max(E) - min(E), 0.01)` over
-    the eligible groups.
+    the live groups.
 
-    `energies` and `eligible` describe every group of the generation batch (all processes'); `rng`, the noise's source,
+    `energies` and `live` describe every group of the generation batch (all processes'); `rng`, the noise's source,
     is seeded alike on every process, so that all take the same decision.
     """
     energies = np.nan_to_num(np.asarray(energies, dtype=np.float64).reshape(-1), nan=0.0)
-    active = np.asarray(eligible, dtype=bool).reshape(-1)
+    active = np.asarray(live, dtype=bool).reshape(-1)
     selected = np.zeros(len(energies), dtype=bool)
     quota = num_to_select(len(energies), int(active.sum()), selection_ratio)
     if quota == 0:

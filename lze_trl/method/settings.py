@@ -3,9 +3,9 @@ trainers' configs.
 
 [`~lze_trl.LZEGRPOConfig`] and [`~lze_trl.async_grpo.trainer.LZEAsyncGRPOConfig`] are TRL's configs with these
 fields mixed in (`class LZEGRPOConfig(LZESettings, GRPOConfig)`); the method layer ([`~lze_trl.method.run.LZERun`],
-the selectors, the round policies) reads them as an `LZESettings`, so that a reader can follow a setting such as
+the selectors, the pruner) reads them as an `LZESettings`, so that a reader can follow a setting such as
 `selection_ratio` from the config to the code that acts on it. Each setting's own check is here (`SETTING_CHECKS`);
-[`~lze_trl.method.validation.validate_lze_args`], above the registries it also reads, runs them (both configs'
+[`~lze_trl.method.validation.validate_lze_args`], above the selector registry it also reads, runs them (both configs'
 `__post_init__`), naming the setting and the fix; it also reads the TRL settings it depends on (`num_generations`,
 `per_device_train_batch_size`, `steps_per_generation`), and the method reads the run's `seed`. Plain Python, no TRL.
 """
@@ -22,7 +22,6 @@ from types import MappingProxyType
 from typing import Any
 
 from .checkpoint import RESUME_MODES
-from .checks import check_setting as _check
 from .checks import is_finite_number as _finite
 from .checks import is_integer_at_least, within
 from .energy import ENERGY_TERMS, MOMENTUM_MODES
@@ -33,8 +32,8 @@ from .pruning import EXPLORATIONS
 class LZESettings:
     r"""
     The settings of Learning-Zone Energy (LZE): which prompt groups of a generation batch take part in the policy
-    update (backward selection), which prompts are still rolled out (forward pruning, off by default), and how groups
-    are generated in rounds. Defaults are those of the authors' release.
+    update (backward selection) and which prompts are still rolled out (forward pruning, off by default). Defaults
+    are those of the authors' release.
 
     Parameters:
         > Parameters that control which groups take part in the update (backward selection)
@@ -53,7 +52,7 @@ class LZESettings:
 
         energy_ema_decay (`float`, *optional*, defaults to `0.9`):
             Decay of the per-prompt pass-rate EMA (`ema <- decay * ema + (1 - decay) * p`), in [0, 1): the one EMA of
-            the per-prompt table, read by the energy, the selectors and the round policies' priors.
+            the per-prompt table, read by the energy and the selectors.
         energy_momentum_weight (`float`, *optional*, defaults to `0.3`):
             Weight of the momentum term of the energy, >= 0.
         energy_momentum_mode (`str`, *optional*, defaults to `"abs"`):
@@ -115,8 +114,8 @@ class LZESettings:
             the generated groups, and with `selector="lze"` of the selected ones). Every process skips as many
             prompts of a step (TRL gathers equal rows from each), at least one prompt of each is generated.
             `lze/generated_share` is the step's generated rollouts over its prompts x `num_generations`. The default
-            stays `True` until the skip mode's study on a real model has run (BENCHMARKS.md section 14). Not with
-            `fuse_rounds=True`. In the async trainer each generation batch of `window_groups` prompts skips them.
+            stays `True` until the skip mode's study on a real model has run (BENCHMARKS.md section 16). In the
+            async trainer each generation batch of `window_groups` prompts skips them.
         > Parameters that control shadow mode (measuring what LZE would save, changing nothing)
 
         shadow (`bool`, *optional*, defaults to `False`):
@@ -125,45 +124,8 @@ class LZESettings:
             update rows and tokens that leaves, and the prompts forward pruning on either side
             (`prune_solved_after`, `prune_unsolved_after`) would have skipped before generation, with how many of
             them turned out live (the rule's precision on your run, which only a run that generates everything can
-            measure). `lze-trl advise OUTPUT_DIR` reads it. Not with `generation_rounds` or forward pruning, which
-            change what is generated.
-        > Parameters that control generation in rounds (generating less)
-
-        generation_rounds (`list[int]` or `None`, *optional*, defaults to `None`):
-            Generate each generation batch in rounds: the rollouts a group has after each round, strictly increasing
-            and ending at `num_generations`, e.g. `[2, 8]` or `[2, 4, 8]`. Every group gets the first round; after
-            each round `round_policy` chooses the groups that go on; only complete groups can reach the update. `None`
-            generates every rollout in one round, as `GRPOTrainer`. Needs whole groups per process.
-        round_policy (`str`, *optional*, defaults to `"adaptive"`):
-            Which groups go on after a round of `generation_rounds`, by the name of a registered round policy (see
-            `lze_trl.method.round_policies`): `"adaptive"` (the adaptive rollout budget: a group goes on while the
-            probability that it ends in the learning zone is at least `learning_zone_threshold`; needs a selector that
-            reads pass rates) or `"probe"` (probe-then-complete: the groups the selector would keep by the energy each
-            is expected to have once complete, [`~lze_trl.method.energy.expected_energy`]; not with `selector="none"`).
-        history_prior_strength (`float`, *optional*, defaults to `4.0`):
-            Weight, in rollouts, of a prompt's pass-rate history (its EMA) in the round policies' prior of its pass
-            rate, >= 0 (a new prompt's prior: the batch's pooled pass rate for the probe, a prior fitted to the first
-            round for the adaptive budget).
-        learning_zone_threshold (`float`, *optional*, defaults to `0.5`):
-            The probability of ending in the learning zone a group needs to go on to the next round under
-            `round_policy="adaptive"` ([`~lze_trl.method.energy.learning_zone_probability`]), in (0, 1].
-        fuse_rounds (`bool` or `None`, *optional*, defaults to `None`):
-            With `generation_rounds`, `False` (serial rounds) generates the rounds one call after another, each batch
-            complete before its update: one generation call per round, no stale rollout. `True` (fused rounds) makes
-            one generation call per generation batch, as GRPO does: the last round of this batch's groups going on
-            together with the next round of the batches after it, already drawn from the sampler (the first step
-            starts them: `R` calls for `R` rounds), so that every step trains on its own batch, complete, from the
-            first step on. Its rollouts are up to `R - 1` optimizer steps old when they reach the update
-            (`lze/rollout_staleness`), and are corrected by TRL's importance-sampling ratio
-            (`vllm_importance_sampling_correction`, on every backend; `lze/stale_is_ratio_*`). `None` picks each
-            where it was measured ([`~lze_trl.method.settings.fuses_rounds`]): fused rounds with vLLM colocated
-            (`use_vllm=True`, `vllm_mode="colocate"`) and `round_policy="probe"`, where they were non-inferior to
-            serial rounds in a confirmatory test (4 regimes, vLLM's CPU build; the dead-mass regime's fused runs
-            still lost -0.008 in-domain and -0.066 out of distribution) and take 0.93x serial's step on SmolLM2's
-            probe; serial rounds elsewhere: on transformers generation fused rounds passed the same test, but their
-            step is not shorter there (0.97x on SmolLM2; 1.23-1.37x on the demo's tiny model, two runs sharing the
-            machine: the correction's forward of the stale rows), and vLLM's server mode and the adaptive budget
-            were not tested fused on vLLM (BENCHMARKS.md section 10).
+            measure). `lze-trl advise OUTPUT_DIR` reads it. Not with forward pruning, which changes what is
+            generated.
         > Parameters that control the logs and the saved state
 
         selection_log_max_rows (`int`, *optional*, defaults to `100000`):
@@ -202,11 +164,6 @@ class LZESettings:
     prune_target_dead_frac: float = 0.25
     prune_refill: bool = True
     shadow: bool = False
-    generation_rounds: list[int] | None = None
-    round_policy: str = "adaptive"
-    history_prior_strength: float = 4.0
-    learning_zone_threshold: float = 0.5
-    fuse_rounds: bool | None = None
     selection_log_max_rows: int = 100_000
     resume_lze_state: str = field(default="strict", metadata={"choices": list(RESUME_MODES)})
     thread_policy: bool = True
@@ -242,13 +199,6 @@ SETTING_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("prune_unsolved_after", _count(1), "use an integer >= 1, e.g. 1."),
     ("prune_exploration", lambda v: v in EXPLORATIONS, f"use one of {list(EXPLORATIONS)}."),
     ("prune_target_dead_frac", within(0, 1), "use a fraction in [0, 1], e.g. 0.25 (GRESO's)."),
-    ("learning_zone_threshold", within(0, 1, closed_low=False), "use a probability in (0, 1], e.g. 0.5."),
-    ("history_prior_strength", within(0, math.inf), "use a weight >= 0, e.g. 4 (0: the rollouts alone)."),
-    (
-        "fuse_rounds",
-        lambda v: v is None or isinstance(v, bool),
-        "use True, False (one generation call per round) or None (fused with vLLM and the probe, else serial).",
-    ),
     (
         "resume_lze_state",
         lambda v: v in RESUME_MODES,
@@ -262,30 +212,12 @@ def prunes(args: LZESettings) -> bool:
     return bool(args.prune_solved or args.prune_unsolved)
 
 
-def fuses_rounds(args: LZESettings) -> bool:
-    """Whether a run of the synchronous trainer fuses its rounds: never in one round; else `fuse_rounds`, and where it
-    is `None`, fused rounds with vLLM colocated (`use_vllm=True`, `vllm_mode="colocate"`) and the probe
-    (`round_policy="probe"`), the one combination measured to gain from them at equal accuracy; serial elsewhere."""
-    if not args.generation_rounds:
-        return False
-    if args.fuse_rounds is not None:
-        return bool(args.fuse_rounds)
-    colocated = bool(getattr(args, "use_vllm", False)) and getattr(args, "vllm_mode", None) == "colocate"
-    return colocated and args.round_policy == "probe" and args.prune_refill  # skip mode decides at each step
-
-
 def parse_lze_lists(args: LZESettings) -> None:
-    """Parses the list settings given as text (a command line or a recipe: `generation_rounds="2,4,8"`,
-    `energy_terms="anchor,uncertainty"`) into lists, as `TrainingArguments.__post_init__` parses its own: the one
+    """Parses the list settings given as text (a command line or a recipe: `energy_terms="anchor,uncertainty"`) into
+    lists, as `TrainingArguments.__post_init__` parses its own: the one
     place that rewrites a config's LZE values (both configs' `__post_init__`)."""
     if isinstance(args.energy_terms, str):
         args.energy_terms = [t.strip() for t in args.energy_terms.split(",")]
-    if isinstance(args.generation_rounds, str):
-        text = args.generation_rounds
-        try:
-            args.generation_rounds = [int(v) for v in text.replace("+", ",").split(",")]
-        except ValueError:
-            _check(False, "generation_rounds", text, "use rollout counts separated by commas, e.g. '2,8' or '2,4,8'.")
 
 
 def hint_misspelled_keywords(config_class: type) -> type:

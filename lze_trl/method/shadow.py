@@ -57,7 +57,7 @@ class Shadow:
         for s, side in enumerate(SIDES):
             predicted = sides == s
             out[f"lze/shadow_prunable_{side}"] = float(predicted.sum())
-            out[f"lze/shadow_prunable_live_{side}"] = float((predicted & batch.eligible).sum())
+            out[f"lze/shadow_prunable_live_{side}"] = float((predicted & batch.live).sum())
         return Decision(np.ones(len(kept)), out, kept)
 
     @staticmethod

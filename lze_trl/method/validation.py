@@ -1,5 +1,5 @@
 """The LZE settings' validation, above what it reads: the settings' own checks ([`~lze_trl.method.settings`]) and
-the registries of selectors and round policies, each registered class validating its own settings. Both trainers'
+the selector registry, each registered selector validating its own settings. Both trainers'
 configs call [`validate_lze_args`] in `__post_init__`; [`as_config`] converts a config of TRL's."""
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from .checks import check_setting as _check
-from .checks import is_integer_at_least
 from .energy import ENERGY_TERMS
-from .round_policies import ROUND_POLICIES
 from .selectors import SELECTORS
 from .settings import SETTING_CHECKS, LZESettings, prunes
 
@@ -35,35 +33,21 @@ def validate_lze_args(args: LZESettings) -> None:
     _check(isinstance(args.shadow, bool), "shadow", args.shadow, "use True (measure, train as GRPO) or False.")
     fix = "use True (steps refilled from the epoch's other prompts) or False (skip, generating fewer rollouts)."
     _check(isinstance(args.prune_refill, bool), "prune_refill", args.prune_refill, fix)
-    synchronous = getattr(args, "steps_per_generation", None) is not None  # the async trainer's rounds always fuse
-    if not args.prune_refill and args.fuse_rounds and synchronous:
+    steps = getattr(args, "steps_per_generation", None)  # None: the async trainer, which keeps groups whole
+    rows = args.per_device_train_batch_size * (steps or 1)
+    if not args.prune_refill and prunes(args) and steps is not None and G is not None and rows % G != 0:
         raise ValueError(
-            "prune_refill=False cannot run with fuse_rounds=True: fused rounds draw the next batches' rounds ahead of "
-            "their step, before the skip is decided. Set fuse_rounds=False, or prune_refill=True."
+            f"prune_refill=False cannot run: a step skips whole groups on every process, but "
+            f"per_device_train_batch_size x steps_per_generation = {rows} rows is not a multiple of "
+            f"num_generations={G}. Change that, or set prune_refill=True."
         )
     _check(isinstance(args.thread_policy, bool), "thread_policy", args.thread_policy, "use True or False.")
-    if args.shadow and (args.generation_rounds is not None or prunes(args)):
-        setting = "generation_rounds" if args.generation_rounds is not None else (
-            "prune_solved" if args.prune_solved else "prune_unsolved")  # fmt: skip
+    if args.shadow and prunes(args):
+        setting = "prune_solved" if args.prune_solved else "prune_unsolved"
         raise ValueError(
             f"shadow=True trains exactly as GRPOTrainer and measures what LZE would skip, but {setting} changes what "
-            f"is generated. Set {setting} to {'None' if setting == 'generation_rounds' else 'False'}, or shadow=False."
+            f"is generated. Set {setting}=False, or shadow=False."
         )
-    rounds = args.generation_rounds
-    if rounds is not None:
-        counts = len(rounds) >= 2 and all(is_integer_at_least(r, 1) for r in rounds)
-        increasing = counts and all(a < b for a, b in zip(rounds, rounds[1:])) and (G is None or rounds[-1] == G)
-        fix = f"use strictly increasing rollout counts >= 1 ending at num_generations={G}, e.g. [2, {G}] or "
-        _check(increasing, "generation_rounds", rounds, fix + f"[2, 4, {G}] (None: one round).")
-        steps = getattr(args, "steps_per_generation", None)  # None: the async trainer, which keeps groups whole
-        rows = args.per_device_train_batch_size * (steps or 1)
-        if steps is not None and rows % G != 0:
-            raise ValueError(
-                f"generation_rounds={rounds} cannot run: every process needs whole groups: "
-                f"per_device_train_batch_size x steps_per_generation = {rows} rows is not a multiple of "
-                f"num_generations={G}. Set generation_rounds=None, or change that."
-            )
-    ROUND_POLICIES.check(args)
 
 
 def as_config(

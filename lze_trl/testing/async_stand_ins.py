@@ -4,7 +4,7 @@ the policy the trainer's. With them `LZEAsyncGRPOTrainer` runs on a CPU in one p
 
 - [`StandInRolloutWorker`] implements TRL's `RolloutWorkerProtocol` in-process, with LZE's orders: scripted
   completions (no vLLM), rewarded by the run's reward functions, old log-probabilities from its own copy of the
-  policy, every row tagged for LZE ([`~lze_trl.async_grpo.samples.tag_round`]). It rolls out the next order when the
+  policy, every row tagged for LZE ([`~lze_trl.async_grpo.samples.tag_group`]). It rolls out the next order when the
   trainer asks for a row and none is queued, with the policy version it was last told.
 - [`InProcessWeightTransfer`] implements `WeightTransferProtocol` by copying the trainer's weights into the stand-in's
   policy: after each sync the stand-in's log-probabilities are the trainer's.
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..async_grpo.samples import Order, group_advantages, tag_round
+from ..async_grpo.samples import Order, group_advantages, tag_group
 from ..async_grpo.upstream import RolloutSample
 from ..method.selection import total_rewards
 
@@ -59,17 +59,20 @@ class StandInRolloutWorker:
             The train dataset (a `prompt` string column); the orders name its rows.
         reward_funcs (`list[Callable]`):
             The run's reward functions, called as TRL's worker calls them (`prompts`, `completions`,
-            `completion_ids`, and every other column of the row), once per round.
+            `completion_ids`, and every other column of the row), once per group.
+        num_generations (`int`, *optional*):
+            Rollouts per group: the trainer's `num_generations`, which
+            [`~lze_trl.async_grpo.trainer.LZEAsyncGRPOTrainer`] sets when it is left `None`.
         complete (`Callable`, *optional*):
             `complete(row, rng) -> str`, one rollout's completion ([`scripted_completion`] by default).
         temperature (`float`, *optional*, defaults to `1.0`):
             The trainer's sampling temperature (its log-probabilities are of `logits / temperature`).
         seed (`int`, *optional*, defaults to `0`):
-            Seed of the completions: group `g`'s rollout `j` draws from `(seed, g, j)`, whatever its round.
+            Seed of the completions: group `g`'s rollout `j` draws from `(seed, g, j)`.
 
     Attributes:
-        produced (`list[tuple[int, int, int, int, int]]`):
-            `(group_id, model_version, prompt_key, first, last)` of every round rolled out.
+        produced (`list[tuple[int, int, int]]`):
+            `(group_id, model_version, prompt_key)` of every group rolled out.
     """
 
     def __init__(
@@ -78,19 +81,21 @@ class StandInRolloutWorker:
         tokenizer: Any,
         dataset: Any,
         reward_funcs: list[Callable],
+        num_generations: int | None = None,
         complete: Callable[[dict[str, Any], np.random.Generator], str] = scripted_completion,
         temperature: float = 1.0,
         seed: int = 0,
     ) -> None:
         self.policy, self.tokenizer, self.dataset = policy.eval(), tokenizer, dataset
         self.reward_funcs, self.complete = list(reward_funcs), complete
+        self.num_generations = num_generations
         self.temperature, self.seed = temperature, seed
         self.orders: deque[Order] = deque()
         self.rollout_buffer = _OnDemandQueue(self.produce)
         self.metrics_queue: queue.Queue = queue.Queue()
         self.model_version = 0
         self.started = False
-        self.produced: list[tuple[int, int, int, int, int]] = []
+        self.produced: list[tuple[int, int, int]] = []
 
     # RolloutWorkerProtocol
     def start(self) -> None:
@@ -112,11 +117,13 @@ class StandInRolloutWorker:
 
     # generation
     def produce(self) -> None:
-        """Rolls out, rewards and queues the next order's round (its rows tagged for LZE); nothing without one."""
+        """Rolls out, rewards and queues the next order's group (its rows tagged for LZE); nothing without one."""
         if not self.orders:
             return
+        if self.num_generations is None:
+            raise RuntimeError("The stand-in rollout worker has no num_generations: pass the trainer's.")
         order = self.orders.popleft()
-        row, rollouts = self.dataset[order.index], range(order.first, order.last)
+        row, rollouts = self.dataset[order.index], range(self.num_generations)
         n = len(rollouts)
         completions = [self.complete(row, np.random.default_rng([self.seed, order.group_id, j])) for j in rollouts]
         prompt_ids = self.tokenizer(row["prompt"])["input_ids"]
@@ -128,13 +135,13 @@ class StandInRolloutWorker:
             values = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
             table[:, c] = [np.nan if r is None else float(r) for r in values]
         totals = total_rewards(table)
-        advantages = group_advantages(totals)  # the round's, as TRL's `_score_group` gives them
+        advantages = group_advantages(totals)  # the group's, as TRL's `_score_group` gives them
         samples = [
             self._sample(row, prompt_ids, ids, completion, float(a), float(t), order.group_id)
             for ids, completion, a, t in zip(completion_ids, completions, advantages, totals)
         ]
-        self.produced.append((order.group_id, self.model_version, order.prompt_key, order.first, order.last))
-        for sample in tag_round(samples, order, table, list(rollouts)):
+        self.produced.append((order.group_id, self.model_version, order.prompt_key))
+        for sample in tag_group(samples, order, table, list(rollouts)):
             self.rollout_buffer.put(sample)
 
     def _sample(self, row, prompt_ids, completion_ids, completion, advantage, reward, group_id) -> RolloutSample:

@@ -34,17 +34,14 @@ from trl.trainer.utils import RepeatSampler
 
 from lze_examples.tiny import char_tokenizer, tiny_qwen2
 from lze_trl.async_grpo.cpu import cpu_tree_attention, use_cpu_tree_attention
-from lze_trl.async_grpo.samples import LZERolloutSample, Order, group_advantages, tag_round
+from lze_trl.async_grpo.samples import LZERolloutSample, Order, group_advantages, tag_group
 from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
 from lze_trl.async_grpo.window import GroupWindow
 from lze_trl.common.epochs import EpochOrders
 from lze_trl.common.in_flight_files import IN_FLIGHT_FILE, load_in_flight, save_in_flight
 from lze_trl.method import checkpoint as checkpoint_files
 from lze_trl.method.errors import LZEStateError, LZEWarning
-from lze_trl.method.round_policies import RoundsState
 from lze_trl.method.run import LZERun
-from lze_trl.rounds.fused import RoundPipeline
-from lze_trl.rounds.in_flight import even_out
 from lze_trl.testing.async_stand_ins import InProcessWeightTransfer, StandInRolloutWorker
 
 
@@ -59,10 +56,9 @@ def config(tmp_path, **overrides):
 
 
 def answer(order: Order, correct: list[int], version: int = 0, rows_per_rollout: int = 1) -> list:
-    """One scored round's rows as a worker pushes them for `order`, tagged for LZE (correctness is the one reward)."""
-    assert len(correct) == order.last - order.first
+    """One scored group's rows as a worker pushes them for `order`, tagged for LZE (correctness is the one reward)."""
     rows, rollouts = [], []
-    for j, c in zip(range(order.first, order.last), correct):
+    for j, c in enumerate(correct):
         for r in range(rows_per_rollout):
             rows.append(
                 RolloutSample(
@@ -71,14 +67,14 @@ def answer(order: Order, correct: list[int], version: int = 0, rows_per_rollout:
                     input_ids=np.array([5, 6, 7 + j, 8 + r], dtype=np.int64),
                     completion_mask=np.array([0, 0, 1, 1], dtype=np.int64),
                     old_log_probs=np.array([0, 0, -1.5, -0.5], dtype=np.float32),
-                    advantage=99.0,  # the round's own; the window recomputes the group's
+                    advantage=99.0,  # the worker's own; the window recomputes the group's, weighted
                     model_version=version,
                     group_id=order.group_id,
                     metrics={"reward": float(c)},
                 )
             )
             rollouts.append(j)
-    return tag_round(rows, order, [[float(c)] for c in correct], rollouts)
+    return tag_group(rows, order, [[float(c)] for c in correct], rollouts)
 
 
 class Orders(list):
@@ -90,7 +86,7 @@ class Orders(list):
 
 def window_of(args, size, keys=(10, 11, 12, 13, 14, 15), in_flight=1, logged=None):
     run = LZERun(args, G, np.array(keys, dtype=np.int64), ["correct"], 0)
-    window = GroupWindow(run, size, G, 0, in_flight, log=(logged.append if logged is not None else None))
+    window = GroupWindow(run, size, G, in_flight, log=(logged.append if logged is not None else None))
     window.source, orders = queue.Queue(), Orders()
     window.send = orders.send
     window.advance()
@@ -106,8 +102,8 @@ def drain(window: GroupWindow) -> list:
             return out
 
 
-def feed(source, *rounds):
-    for rows in rounds:
+def feed(source, *groups):
+    for rows in groups:
         for row in rows:
             source.put(row)
 
@@ -119,14 +115,14 @@ def test_the_window_draws_the_seeded_permutation_and_keeps_the_selectors_quota(t
     orders = list(sent)  # the first batch's
     order = EpochOrders(6, args.seed)(0)  # epoch 0's draw: the synchronous sampler's, TRL's RepeatSampler order
     assert order == list(RepeatSampler(range(6), mini_repeat_count=1, seed=args.seed))
-    assert [o.index for o in orders] == list(order) and all((o.first, o.last) == (0, G) for o in orders)
+    assert [o.index for o in orders] == list(order) and [o.group_id for o in orders] == list(range(6))
     assert [o.prompt_key for o in orders] == [10 + i for i in order]
     correct = {0: [0, 0, 0, 0], 1: [1, 1, 1, 1], 2: [1, 0, 0, 0], 3: [1, 1, 0, 0], 4: [1, 1, 1, 0], 5: [0, 1, 0, 1]}
     # energies: dead, dead, p=0.25 0.5625 (two rows per rollout), 0.5 0.5, 0.75 0.1875, 0.5 0.5
-    rounds = [answer(o, correct[o.index], rows_per_rollout=2 if o.index == 2 else 1) for o in orders]
-    feed(source, *rounds[:5])
-    assert drain(window) == []  # nothing before the batch is complete
-    feed(source, rounds[5])
+    groups = [answer(o, correct[o.index], rows_per_rollout=2 if o.index == 2 else 1) for o in orders]
+    feed(source, *groups[:5])
+    assert drain(window) == []  # nothing before every group of the batch has arrived
+    feed(source, groups[5])
     forwarded = drain(window)
     # quota = min(max(int(6 x 0.5), 1), 4 live) = 3: the top three by energy, in draw order, all their rows
     chosen = [o for o in orders if o.index in (2, 3, 5)]
@@ -154,8 +150,8 @@ def test_each_group_updates_its_prompt_once_in_policy_version_order_whatever_the
         # the prompt drawn twice: its first draw rolled out by version 2 (3 of 4 right), its second by version 1 (1)
         versions = {twice[0].group_id: 2, twice[1].group_id: 1}
         correct = {twice[0].group_id: [1, 1, 1, 0], twice[1].group_id: [1, 0, 0, 0]}
-        rounds = [answer(o, correct.get(o.group_id, [1, 1, 0, 0]), versions.get(o.group_id, 2)) for o in orders]
-        feed(source, *(rounds[::-1] if reverse else rounds))
+        groups = [answer(o, correct.get(o.group_id, [1, 1, 0, 0]), versions.get(o.group_id, 2)) for o in orders]
+        feed(source, *(groups[::-1] if reverse else groups))
         drain(window)
         tables.append(window.run.prompts.table())
         state = window.run.prompts.get([twice[0].prompt_key])
@@ -194,7 +190,7 @@ def test_a_batch_with_every_group_dead_hands_its_rows_on_at_zero_advantage(tmp_p
 
 def test_updates_that_train_no_token_are_said_as_the_synchronous_trainer_says_them(tmp_path):
     window, source, orders = window_of(config(tmp_path), 3, keys=(1, 2, 3), in_flight=3)
-    with pytest.warns(LZEWarning, match=r"The last 3 updates trained no token \(no complete group was selected\)"):
+    with pytest.warns(LZEWarning, match=r"The last 3 updates trained no token \(no group was selected\)"):
         for batch in range(3):  # three batches whose groups all came back dead
             feed(source, *[answer(o, [0, 0, 0, 0]) for o in orders[3 * batch : 3 * batch + 3]])
             drain(window)
@@ -205,9 +201,7 @@ def test_selected_rows_too_stale_to_train_are_counted_and_warned_about_once(tmp_
     warned, logged = [], []
     args = config(tmp_path, selector="none")
     run = LZERun(args, G, np.array([1, 2], dtype=np.int64), ["correct"], 0, warn=warned.append)
-    window = GroupWindow(
-        run, 2, G, 0, 1, log=logged.append, oldest_trained=lambda: 5
-    )  # the trainer is at 5 + staleness
+    window = GroupWindow(run, 2, G, 1, log=logged.append, oldest_trained=lambda: 5)  # the trainer is at 5 + staleness
     window.source, orders = queue.Queue(), Orders()
     window.send = orders.send
     window.advance()
@@ -226,10 +220,11 @@ def test_rows_the_window_cannot_place_are_refused(tmp_path):
     cases = [
         ([RolloutSample(**{k: getattr(rows[0], k) for k in RolloutSample.__dataclass_fields__})], TypeError,
          "lacks LZE's tags"),
-        (answer(Order(99, 0, 10, 0, G), [1, 0, 0, 0]), RuntimeError, "group 99, which is in no open generation batch"),
-        (tag_round(rows, orders[1], [[1.0, 0.0]] * G, [0, 1, 2, 3]), ValueError, "one column per reward function"),
-        (answer(Order(orders[1].group_id, orders[1].index, orders[1].prompt_key, G, G + 2), [1, 0]), RuntimeError,
-         "were not ordered"),
+        (answer(Order(99, 0, 10), [1, 0, 0, 0]), RuntimeError, "group 99, which is in no open generation batch"),
+        (tag_group(rows, orders[1], [[1.0, 0.0]] * G, [0, 1, 2, 3]), ValueError, "one column per reward function"),
+        (answer(orders[1], [1, 0]), ValueError, r"shape \(2, 1\): LZE needs one row per rollout \(4, num_gen"),
+        (tag_group(rows, orders[1], [[1.0]] * G, [0, 1, 2, G]), ValueError, r"rows of rollouts \[4\]"),
+        (rows + rows, RuntimeError, f"sent group {orders[1].group_id} again after it had arrived whole"),
     ]  # fmt: skip
     for rows, error, match in cases:
         window, source, _ = window_of(config(tmp_path), 2)
@@ -238,50 +233,12 @@ def test_rows_the_window_cannot_place_are_refused(tmp_path):
             drain(window)
 
 
-def test_a_round_without_rows_counts_in_the_pass_rate_and_trains_nothing(tmp_path):
+def test_a_group_without_rows_counts_in_the_pass_rate_and_trains_nothing(tmp_path):
     window, source, orders = window_of(config(tmp_path, selector="none"), 2, keys=(1, 2))
-    feed(source, tag_round([], orders[0], [[1.0], [0.0], [1.0], [0.0]], []), answer(orders[1], [1, 1, 0, 0]))
+    feed(source, tag_group([], orders[0], [[1.0], [0.0], [1.0], [0.0]], []), answer(orders[1], [1, 1, 0, 0]))
     forwarded = drain(window)
     assert {r.group_id for r in forwarded} == {orders[1].group_id}  # the placeholder is never handed on
     assert window.run.prompts.get([orders[0].prompt_key])["last_pass_rate"][0] == 0.5
-
-
-def test_the_probe_completes_the_groups_the_round_policy_chooses_in_order_of_the_batches(tmp_path):
-    args = config(tmp_path, generation_rounds=[2, G], round_policy="probe", selection_ratio=0.5, selection_noise=0.05)
-    logged = []
-    window, source, orders = window_of(args, 6, in_flight=2, logged=logged)
-    assert len(orders) == 12 and all((o.first, o.last) == (0, 2) for o in orders)  # two batches' first rounds
-    rng = np.random.default_rng(1)
-    correct = {o.group_id: list(rng.integers(0, 2, G)) for o in orders}
-    feed(source, *[answer(o, correct[o.group_id][:2]) for o in orders[6:]])  # the second batch's probes first
-    drain(window)
-    assert len(orders) == 12  # it waits for the first batch: its choice follows the first batch's record
-    twin = LZERun(args, G, window.run.dataset_keys, ["correct"], 0)
-    feed(source, *[answer(o, correct[o.group_id][:2]) for o in orders[:6]])
-    drain(window)
-    completions = orders[12:]
-    assert completions and all((o.first, o.last) == (2, G) for o in completions)
-    # the choice is the round policy's on the same rewards, as the synchronous trainer's serial rounds take it
-    first = np.array([[correct[o.group_id][:2]] for o in orders[:6]], dtype=float).transpose(0, 2, 1)
-    rewards = np.concatenate([first, np.full((6, G - 2, 1), np.nan)], axis=1)
-    state = RoundsState(np.array([o.prompt_key for o in orders[:6]]), rewards, 0, np.ones(6, dtype=bool), 2)
-    chosen, priority = twin.round_policy.choose(twin, state)
-    expected = np.flatnonzero(even_out(chosen, priority, 1))
-    assert [o.group_id for o in completions] == [orders[g].group_id for g in expected]
-    assert 0 < len(completions) < 6
-    feed(source, *[answer(o, correct[o.group_id][2:], version=1) for o in completions])
-    forwarded = drain(window)
-    assert {r.group_id for r in forwarded} <= {o.group_id for o in completions}
-    for row in forwarded:  # both rounds' rows, advantages over the whole group
-        assert row.advantage == group_advantages(np.array(correct[row.group_id], dtype=float))[row.rollout]
-    assert {r.rollout for r in forwarded} == set(range(G))
-    assert logged[0]["lze/fresh_rollouts"] == 6 * 2 + len(completions) * (G - 2)
-    assert logged[0]["lze/completed_groups"] == len(completions)
-    # the second batch, whose probes were in, chose as soon as the first was recorded; then the third opened
-    later = orders[12 + len(completions) :]
-    second = [o for o in later if o.first == 2]
-    assert second and all(6 <= o.group_id < 12 for o in second) and later[: len(second)] == second
-    assert [(o.group_id, o.first) for o in later[len(second) :]] == [(g, 0) for g in range(12, 18)]
 
 
 def test_forward_pruning_plans_what_the_window_draws(tmp_path):
@@ -297,12 +254,12 @@ def test_forward_pruning_plans_what_the_window_draws(tmp_path):
 
 
 def test_the_window_and_the_run_state_resume_exactly(tmp_path):
-    args = config(tmp_path, generation_rounds=[2, G], selection_ratio=0.5, selection_noise=0.05)
+    args = config(tmp_path, selection_ratio=0.5, selection_noise=0.05)
     rng = np.random.default_rng(0)
     correct = {g: list(rng.integers(0, 2, G)) for g in range(400)}
 
     def reply(o):
-        return answer(o, correct[o.group_id][o.first : o.last], version=o.group_id // 5)
+        return answer(o, correct[o.group_id], version=o.group_id // 5)
 
     def play(window, orders, start, rows, take=True):
         """Answers the orders from `start` on, in the order sent, until `rows` rows were handed on (or, with
@@ -324,7 +281,7 @@ def test_the_window_and_the_run_state_resume_exactly(tmp_path):
         _, i = play(window, orders, i, 1, take=False)  # a selected row ready, not handed on yet
         assert window.ready and len(window.batches) == 2
     (unbroken, _, orders), (broken, _, _) = windows
-    broken.put(reply(orders[i])[0])  # a round partly arrived: ordered again on resume
+    broken.put(reply(orders[i])[0])  # a group partly arrived: ordered again on resume
     checkpoint_files.save_state(str(tmp_path), broken.run.state_dict(), {})
     save_in_flight(str(tmp_path), 0, 1, broken.state_dict())
     resumed, _, sent = window_of(args, 4, in_flight=2)
@@ -337,8 +294,8 @@ def test_the_window_and_the_run_state_resume_exactly(tmp_path):
     b, _ = play(resumed, sent, 0, 40)
     assert len(a) >= 40 and len(b) >= 40
     for x, y in zip(a[:40], b[:40]):
-        assert (x.group_id, x.model_version, x.advantage, x.prompt_key, x.rollout, x.round_rewards) == (
-            y.group_id, y.model_version, y.advantage, y.prompt_key, y.rollout, y.round_rewards,
+        assert (x.group_id, x.model_version, x.advantage, x.prompt_key, x.rollout, x.group_rewards) == (
+            y.group_id, y.model_version, y.advantage, y.prompt_key, y.rollout, y.group_rewards,
         )  # fmt: skip
         np.testing.assert_array_equal(x.input_ids, y.input_ids)
         np.testing.assert_array_equal(x.old_log_probs, y.old_log_probs)
@@ -400,35 +357,22 @@ def test_the_async_trainer_updates_on_the_selected_groups_only(tmp_path, setup):
     logged = [e for e in trainer.state.log_history if "lze/selected_frac" in e]
     assert logged and all(0 <= e["lze/selected_frac"] <= 0.5 for e in logged)  # 0: a batch that selected none
     assert any(e["lze/selected_frac"] > 0 for e in logged)
-
-
-@pytest.mark.slow
-def test_the_async_probe_rolls_out_fewer_rollouts_and_trains_only_completed_groups(tmp_path, setup):
-    torch.manual_seed(0)
-    trainer = make_trainer(tmp_path, setup, generation_rounds=[2, G], round_policy="probe")
-    trainer.train()
-    assert trainer.state.global_step == 3
-    rounds = trainer.rollout_worker.produced
-    completed = {g for g, _, _, first, _ in rounds if first == 2}
-    probed = {g for g, _, _, first, _ in rounds if first == 0}
-    assert completed and completed < probed  # the probe left groups uncompleted
-    trained = trainer._trained_groups
-    selected, idle = decided(trainer.lze_window.decisions, 4)
-    assert trained and trained <= (completed & selected) | idle
-    logged = [e for e in trainer.state.log_history if "lze/fresh_rollouts" in e]
-    assert logged and all(e["lze/fresh_rollouts"] < 4 * G for e in logged)  # under GRPO's 4 groups x 4 rollouts
+    # every group drawn is rolled out whole, once, in one go: GRPO's 4 groups x 4 rollouts a generation batch
+    produced = [g for g, _, _ in trainer.rollout_worker.produced]
+    assert len(produced) == len(set(produced)) and {d[0] for d in trainer.lze_window.decisions} <= set(produced)
+    assert all(e["lze/generated_rollouts"] == 4 * G for e in logged)
+    assert all(e["lze/update_rows"] <= e["lze/grpo_update_rows"] for e in logged)
     # every lze/ metric it logs is documented, and the async page's own are all logged
     docs = Path(__file__).resolve().parents[2] / "docs" / "source"
     own = set(re.findall(r"^\| `(lze/[a-z_/]+)` \|", (docs / "async.md").read_text(), re.M))
     documented = own | set(re.findall(r"^\| `(lze/[a-z_/]+)` \|", (docs / "metrics.md").read_text(), re.M))
     keys = {k for e in trainer.state.log_history for k in e if k.startswith("lze/")}
     assert own and own <= keys and keys <= documented, (own - keys, keys - documented)
-    # each step's split: the seconds waiting for the worker's rollouts and the rest, and GRPO's update beside LZE's
+    # each step's split: the seconds waiting for the worker's rollouts and the rest
     steps = [e for e in trainer.state.log_history if "lze/step_seconds" in e]
     assert len(steps) == 3 and all(0 <= e["lze/rollout_wait_seconds"] <= e["lze/step_seconds"] for e in steps)
     assert trainer.rollout_wait_seconds == trainer.lze_window.waited_seconds > 0
     assert not any("lze/generation_seconds" in e for e in trainer.state.log_history)  # one name, one meaning
-    assert all(e["lze/update_rows"] <= e["lze/grpo_update_rows"] for e in logged)
 
 
 def test_the_async_trainer_in_shadow_mode_trains_every_group_and_logs_what_lze_would_keep(tmp_path, setup):
@@ -504,7 +448,7 @@ def test_the_async_trainer_skips_predicted_dead_prompts_without_refilling(tmp_pa
     dead = {i for i, r in enumerate(dataset["pass_rate"]) if r in (0.0, 1.0)}
     trainer = make_trainer(tmp_path, setup, max_steps=12, prune_solved=True, prune_solved_after=1, prune_unsolved=True,
                            prune_revisit_fraction=0.0, selector="none", prune_refill=False)  # fmt: skip
-    ordered, drawn = [], []  # (group id, dataset row) of every first-round order; each batch's draw and its skips
+    ordered, drawn = [], []  # (group id, dataset row) of every order; each batch's draw and its skips
     send, draw = trainer.rollout_worker.send_orders, trainer.lze_window._draw
     trainer.lze_window.send = lambda orders: (ordered.extend((o.group_id, o.index) for o in orders), send(orders))
     trainer.lze_window._draw = lambda n: drawn.append(draw(n)) or drawn[-1]
@@ -578,7 +522,7 @@ def test_the_lze_state_is_saved_with_each_checkpoint_and_resumed(tmp_path, setup
     os.rename(os.path.join(folder, IN_FLIGHT_FILE.format(process=0)), os.path.join(folder, "away.pt"))
     with pytest.raises(LZEStateError, match=r"lze_in_flight_0\.pt' is missing.*LZEAsyncGRPOTrainer's window"):
         make_trainer(tmp_path, setup, max_steps=3).train(resume_from_checkpoint=folder)
-    save_in_flight(folder, 0, 1, RoundPipeline(calls=2).state_dict())  # the synchronous fused rounds', not a window's
+    save_in_flight(folder, 0, 1, ({}, {"pipeline": 2}))  # batches in flight of another kind, not a window's
     with pytest.raises(LZEStateError, match="does not fit this run"):
         make_trainer(tmp_path, setup, max_steps=3).train(resume_from_checkpoint=folder)
     os.replace(os.path.join(folder, "away.pt"), os.path.join(folder, IN_FLIGHT_FILE.format(process=0)))
@@ -609,11 +553,9 @@ def test_resuming_from_the_last_checkpoint_needs_one(tmp_path, setup):
 @pytest.mark.parametrize(
     "overrides, match",
     [
-        (dict(fuse_rounds=False), "fuse_rounds=False"),
         (dict(window_groups=0), "window_groups=0 is invalid"),
         (dict(batches_in_flight=0), "batches_in_flight=0 is invalid"),
         (dict(selection_ratio=0.0), "selection_ratio=0.0 is invalid"),
-        (dict(generation_rounds=[2, 3]), "generation_rounds"),
     ],
 )
 def test_settings_that_cannot_work_are_refused_when_the_config_is_built(tmp_path, overrides, match):
@@ -641,6 +583,10 @@ def test_inputs_that_cannot_work_are_refused_before_the_trainer_is_built(tmp_pat
         (dict(train_dataset=dataset.to_iterable_dataset()), "map-style train dataset"),
         (dict(environment_factory=object), "environment_factory"),
         (dict(args=config(tmp_path, max_steps=-1)), "max_steps=-1 is invalid"),
+        (
+            dict(rollout_worker=StandInRolloutWorker(tiny_qwen2(tokenizer), tokenizer, dataset, [correct], G + 1)),
+            "rollout_worker rolls out 5 rollouts per group, not num_generations=4",
+        ),
     ]
     for overrides, match in cases:
         kwargs = {"args": config(tmp_path), "train_dataset": dataset, "rollout_worker": worker, **overrides}

@@ -16,7 +16,7 @@ from testing_utils import SUPPORT, padded_forward_rows, run_torchrun
 pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.engines]
 
 ENGINES = ("ddp", "fsdp2", "zero3")
-CASES = ("lze", "resume", "none", "probe", "skip")
+CASES = ("lze", "resume", "none", "skip")
 SHARDED = ("fsdp2", "zero3")
 MAX_STEPS, SAVE_STEP = 8, 6
 GROUP, ROWS_PER_RANK, STEPS_PER_GENERATION, ACCUMULATION = 4, 16, 4, 2  # the runs of dist_engines.py

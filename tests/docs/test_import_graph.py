@@ -16,7 +16,7 @@ METHOD_LAYER = sorted(
     for p in (PACKAGE / "method").rglob("*.py")
 )
 ANALYSIS = ["lze_trl.plotting"]
-FLOORS = [["lze_trl.method"], ["lze_trl.common"], ["lze_trl.rounds"], ["lze_trl.grpo", "lze_trl.async_grpo"]]
+FLOORS = [["lze_trl.method"], ["lze_trl.common"], ["lze_trl.grpo", "lze_trl.async_grpo"]]
 """The package's floors, bottom first: a module imports from its own layer and the floors below it, never from above
 nor from a sibling on its floor (the two trainers stand side by side on the shared layers)."""
 LAYERS = [layer for floor in FLOORS for layer in floor]
@@ -84,7 +84,7 @@ def test_graph_parser_sees_the_trainer_imports():
     assert {
         "lze_trl.grpo.config",
         "lze_trl.method.run",
-        "lze_trl.rounds.serial",
+        "lze_trl.grpo.step",
         "lze_trl.method.checkpoint",
     } <= graph["lze_trl.grpo.trainer"]
     assert "lze_trl.method.selectors.base" in graph["lze_trl.method.selectors.builtin"]
@@ -134,7 +134,7 @@ def test_the_layer_check_sees_a_wrong_arrow():
     assert "lze_trl.method.run" in graph["lze_trl.grpo.trainer"]
     assert "lze_trl.common.state_owner" in graph["lze_trl.grpo.trainer"]  # the sibling trainers share this floor
     assert "lze_trl.common.state_owner" in graph["lze_trl.async_grpo.trainer"]
-    assert len(METHOD_LAYER) >= 12 and "lze_trl.method.round_policies" in METHOD_LAYER
+    assert len(METHOD_LAYER) >= 12 and "lze_trl.method.validation" in METHOD_LAYER
 
 
 def test_no_import_cycle():
@@ -148,10 +148,10 @@ def test_no_import_cycle():
 def test_the_settings_sit_below_the_registries_that_read_them():
     graph = import_graph()
     assert graph["lze_trl.method.checks"] == set()  # the generic checks and the registry type: the bottom
-    above = ("lze_trl.method.selectors", "lze_trl.method.round_policies", "lze_trl.method.validation")
+    above = ("lze_trl.method.selectors", "lze_trl.method.validation")
     assert {m for m in reachable(graph, "lze_trl.method.settings") if m.startswith(above)} == set()
     # the validation is above both: it reads the settings and the registries
-    assert {"lze_trl.method.settings", "lze_trl.method.selectors", "lze_trl.method.round_policies"} <= set(
+    assert {"lze_trl.method.settings", "lze_trl.method.selectors"} <= set(
         graph["lze_trl.method.validation"]
     )
 

@@ -1,5 +1,5 @@
 """docs/source/walk.md follows a real step: each table's hops (file, function) are called in that order when the tiny
-model trains one step with `LZEGRPOTrainer` (serial rounds) and with `LZEAsyncGRPOTrainer` (the stand-in worker)."""
+model trains one step with `LZEGRPOTrainer` (the defaults) and with `LZEAsyncGRPOTrainer` (the stand-in worker)."""
 
 from __future__ import annotations
 
@@ -73,27 +73,17 @@ def test_the_tables_name_functions_that_exist():
             assert re.search(rf"def {name}\b", source), f"{file} has no {function}"
 
 
-def test_both_trainers_batches_live_through_the_same_rounds_layer_functions():
-    shared = "lze_trl/rounds/in_flight.py"
+def test_both_trainers_decide_through_the_same_functions_of_the_run():
+    shared = "lze_trl/method/run.py"
     sync = [function for file, function in hops("`LZEGRPOTrainer`") if file == shared]
     asynchronous = [function for file, function in hops("`LZEAsyncGRPOTrainer`") if file == shared]
-    life = ["BatchInFlight.start", "BatchInFlight.record", "round_done", "BatchInFlight.decide", "BatchInFlight.close"]
-    # the one life of a batch, in this order, in both tables (the sync table also names even_out and a second round)
-    assert missing_in_order([(shared, f) for f in life], [(shared, f) for f in sync]) == []
-    assert asynchronous == life
+    life = ["LZERun.decide_batch", "LZERun.score", "LZERun.decide", "LZERun.select", "LZERun.record", "LZERun.close"]
+    assert sync == life and asynchronous == life
 
 
 @pytest.mark.slow
 def test_the_sync_walk_follows_a_real_step(tmp_path):
-    trainer = make_trainer(
-        tmp_path,
-        dataset=prompt_dataset(32),
-        generation_rounds=[2, 4],
-        round_policy="probe",
-        fuse_rounds=False,
-        per_device_train_batch_size=32,
-        max_steps=1,
-    )
+    trainer = make_trainer(tmp_path, dataset=prompt_dataset(32), per_device_train_batch_size=32, max_steps=1)
     calls = traced(trainer.train)
     assert missing_in_order(hops("`LZEGRPOTrainer`"), calls) == []
     assert missing_in_order([("lze_trl/grpo/trainer.py", "no.such_hop")], calls)  # the check can fail

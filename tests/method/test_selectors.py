@@ -48,7 +48,7 @@ def batch(pass_rates=None, ids=None, rewards=None, seed=0, G=4, energies=None, e
         pass_rates=p,
         rewards=rewards,
         energies=np.zeros(len(p)) if energies is None else np.asarray(energies, dtype=np.float64),
-        eligible=live_groups(p, rewards, rewards),
+        live=live_groups(p, rewards, rewards),
         ema_pass_rates=p if ema is None else np.asarray(ema, dtype=np.float64),
         rng=np.random.default_rng(seed),
     )

@@ -32,7 +32,7 @@ def main(out_dir: str) -> None:
     args = LZEAsyncGRPOConfig(
         output_dir=f"{out_dir}/out", use_cpu=True, report_to="none", max_steps=3, num_generations=4, token_budget=0,
         logging_steps=1, save_strategy="no", learning_rate=0.05, selection_noise=0.0, per_device_train_batch_size=4,
-        selection_ratio=0.5, window_groups=4, generation_rounds=[2, 4],
+        selection_ratio=0.5, window_groups=4,
     )  # fmt: skip
     policy = tiny_qwen2(tokenizer)
     worker = StandInRolloutWorker(policy, tokenizer, dataset, [correct])

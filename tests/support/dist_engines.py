@@ -9,7 +9,7 @@ Two-process CPU runs of LZE under DDP, FSDP2 and DeepSpeed ZeRO-3, for tests/dis
   zero-weight rows only), with forward pruning, a checkpoint at step 6 and a linear learning-rate decay;
 - `resume`: the `lze` run resumed from its checkpoint at step 6;
 - `none`: `selector="none"` (plain GRPO);
-- `probe`: probe-then-complete (2 rollouts of each prompt, then the chosen groups completed).
+- `skip`: forward pruning on both sides without refilling the steps (`prune_refill=False`).
 
 The CPU workarounds below are test-only: the library never patches accelerate.
 """
@@ -232,8 +232,6 @@ def run(out_dir: Path, engine: str, case: str) -> None:
         values["deepspeed"] = {**values["deepspeed"], "scheduler": scheduler}
     if case == "skip":  # forward pruning on both sides, the steps not refilled: fewer rows generated, alike on ranks
         values.update(prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_refill=False)
-    if case == "probe":  # probe-then-complete: 2 rollouts of each prompt, then only the chosen groups completed
-        values.update(generation_rounds=[2, 4], round_policy="probe", fuse_rounds=True)
     with fsdp_on_cpu() if engine == "fsdp2" else contextlib.nullcontext():
         trainer = LZEGRPOTrainer(
             model=model,
@@ -296,7 +294,7 @@ if __name__ == "__main__":
     with restored_environ():
         fsdp_fallback(out)
     for engine in sys.argv[2:]:
-        for case in ("lze", "resume", "none", "probe", "skip") + (("ds_scheduler",) if engine == "zero3" else ()):
+        for case in ("lze", "resume", "none", "skip") + (("ds_scheduler",) if engine == "zero3" else ()):
             start = time.perf_counter()
             with restored_environ():
                 run(out / engine / case, engine, case)

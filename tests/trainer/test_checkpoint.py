@@ -174,7 +174,7 @@ def test_skip_mode_generates_only_the_prompts_pruning_keeps_and_reaches_max_step
     assert [len(s) for s in seen_per_call] == generated  # what TRL generated is what the step says
     np.testing.assert_array_equal(np.add(generated, skipped), 2)  # the counts add up to the step's prompts
     np.testing.assert_allclose(logged(trainer, "lze/generated_share"), np.divide(generated, 2))
-    np.testing.assert_array_equal(logged(trainer, "lze/fresh_rollouts"), np.multiply(generated, 4))
+    np.testing.assert_array_equal(logged(trainer, "lze/generated_rollouts"), np.multiply(generated, 4))
     assert sum(skipped) > 0 and all(g >= 1 for g in generated)
     pruned = trainer.lze.pruner.pruned(trainer.prompt_keys.dataset_keys, trainer.lze.prompts)
     for step, seen in enumerate(seen_per_call[6:], start=6):  # a dead prompt is generated only when alone in its step

@@ -105,7 +105,7 @@ def pruning_planner(pruned_rows, revisit_fraction=0.0, num_prompts=20):
 
 def test_pruned_prompts_are_skipped_except_revisits():
     planner, pruner = pruning_planner(np.arange(8), revisit_fraction=0.25)
-    sampler = LZERepeatSampler(20, mini_repeat_count=2, batch_size=2, seed=0, planner=planner)
+    sampler = LZERepeatSampler(20, mini_repeat_count=2, batch_size=2, seed=0, run=planner)
     sampler.set_epoch(1)
     seen = set(sampler)
     revisited = set(pruner.revisited_keys.tolist())
@@ -136,7 +136,7 @@ def repeat_by(counts):
 
 def test_a_planner_can_repeat_prompts_and_the_epoch_follows_its_order():
     counts = np.array([0, 3, 1, 1, 0, 2, 1, 1, 1, 2])  # 12 groups over 10 prompts: 12 // 4 = 3 batches
-    sampler = LZERepeatSampler(10, mini_repeat_count=2, batch_size=4, seed=3, planner=repeat_by(counts))
+    sampler = LZERepeatSampler(10, mini_repeat_count=2, batch_size=4, seed=3, run=repeat_by(counts))
     sampler.set_epoch(1)
     np.testing.assert_array_equal(_counts_of(sampler, 2), counts)
     perm = LZERepeatSampler(10, mini_repeat_count=1, seed=3).permutation(1)
@@ -146,14 +146,14 @@ def test_a_planner_can_repeat_prompts_and_the_epoch_follows_its_order():
 
 def test_resume_takes_the_saved_rows_and_does_not_ask_the_planner_again():
     planner = repeat_by(np.full(12, 2))
-    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=3, seed=1, planner=planner)
+    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=3, seed=1, run=planner)
     sampler.set_epoch(1)
     reference = list(sampler)
     assert len(reference) == 24 * 2 and planner.calls == [1]
     # A resumed sampler takes the saved rows and does not ask again, even if the answer would now differ.
     other = Planner(lambda e, order: order[:3])
     position = resumed_position(sampler, 2)
-    resumed = LZERepeatSampler(12, mini_repeat_count=2, batch_size=3, seed=1, planner=other, position=position,
+    resumed = LZERepeatSampler(12, mini_repeat_count=2, batch_size=3, seed=1, run=other, position=position,
                                resuming=True)  # fmt: skip
     resumed.set_epoch(0)
     assert list(resumed) == reference[2 * 6 :]
@@ -162,38 +162,14 @@ def test_resume_takes_the_saved_rows_and_does_not_ask_the_planner_again():
 
 def test_an_epoch_pruned_below_one_batch_says_why_it_yields_nothing():
     planner, _ = pruning_planner(np.arange(9))  # 3 prompts left: fewer than a batch of 4
-    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, planner=planner)
+    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, run=planner)
     sampler.set_epoch(1)
     with pytest.warns(LZEWarning, match=r"Epoch 1 has no generation batch.*3 of 12 prompts.*prune_solved_after"):
         assert list(sampler) == []
     # a pool of one batch or more does not warn
     planner, _ = pruning_planner(np.arange(8))
-    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, planner=planner)
+    sampler = LZERepeatSampler(12, mini_repeat_count=2, batch_size=4, seed=0, run=planner)
     sampler.set_epoch(1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert sorted(set(sampler)) == [8, 9, 10, 11]
-
-
-def test_the_batches_ahead_are_read_from_the_plan_and_the_next_permutations_unless_planned():
-    # fused rounds' look-ahead: 8 prompts, 4 a generation batch, 2 batches an epoch
-    sampler = LZERepeatSampler(8, mini_repeat_count=2, batch_size=4, seed=3)
-    sampler.set_epoch(0)
-    first = list(sampler)  # epoch 0's plan decided
-    ahead = [sampler.generation_batch(i).tolist() for i in range(6)]
-    expected = [sampler.permutation(e)[b * 4 : (b + 1) * 4] for e in range(3) for b in range(2)]
-    assert ahead == expected and first[::2] == expected[0] + expected[1]
-    assert sampler.generation_batch(4, last_epoch=1) is None and sampler.generation_batch(3, last_epoch=1) is not None
-    sampler.set_epoch(1)  # reading ahead drew nothing the epochs' own orders depend on
-    assert list(sampler)[::2] == expected[2] + expected[3]
-
-    class Planner:  # decides an epoch's prompts at its start (forward pruning): nothing past the epoch is known
-        plans_rollouts = True
-
-        def plan_epoch(self, epoch, order):
-            return order[:4]
-
-    planned = LZERepeatSampler(8, mini_repeat_count=2, batch_size=4, seed=3, planner=Planner())
-    planned.set_epoch(0)
-    list(planned)
-    assert planned.generation_batch(0) is not None and planned.generation_batch(1) is None

@@ -177,24 +177,15 @@ def test_the_trainer_method_lze_overrides_takes_what_the_override_takes():
     assert list(inspect.signature(GRPOTrainer.set_initial_training_values).parameters) == list(ours)
 
 
-def test_trls_generate_returns_the_parts_lze_serves_again():
-    # `rollouts.GENERATED_PARTS` names the parts of `_generate`'s result, each one entry per row (see
-    # lze_trl/rounds/rollouts.py)
-    from lze_trl.rounds.rollouts import GENERATED_PARTS
-
-    code = source(GRPOTrainer._generate)
-    assert re.search(r"return " + r",\s*".join(GENERATED_PARTS) + r"\s*$", code.strip())
-
-
-def test_trl_generates_once_then_computes_log_probabilities_then_rewards():
-    # A generation round stops TRL's `_generate_and_score_completions` when it calls `_generate`: once per call,
-    # after it prepared the prompts and before any log-probability forward. A served call returns the same rollouts
-    # for the same prompts and the rewards computed before, in the one `_calculate_rewards` call.
+def test_trl_generates_and_rewards_once_per_step_and_gathers_the_rewards():
+    # `LZEGRPOTrainer.generate_and_score` reads the step's rewards from its override of `_calculate_rewards`: TRL
+    # calls it once per `_generate_and_score_completions`, after `_generate`, and returns every process's rewards
+    # (gathered), in the order of the prompt keys the trainer gathers
     code = source(GRPOTrainer._generate_and_score_completions)
     assert code.count("self._generate(") == 1 and code.count("self._calculate_rewards(") == 1
-    generate = code.index("= self._generate(prompts)")
-    assert generate < code.index("self._get_per_token_logps_and_entropies(") < code.index("self._calculate_rewards(")
-    assert "environment.reset(" in code[:generate] and "prepare_multimodal_messages(" in code[:generate]
+    assert code.index("= self._generate(prompts)") < code.index("self._calculate_rewards(")
+    rewards = source(GRPOTrainer._calculate_rewards).strip()
+    assert "rewards_per_func = gather(rewards_per_func)" in rewards and rewards.endswith("return rewards_per_func")
 
 
 @pytest.mark.parametrize("trainer_class", ["GRPOTrainer", "LZEGRPOTrainer"])

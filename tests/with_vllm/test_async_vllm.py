@@ -154,10 +154,10 @@ def test_trl_async_trainer_trains_with_its_worker_and_syncs_weights_to_vllm_serv
 
 
 @pytest.mark.timeout(400)
-def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_server):
+def test_lze_async_trainer_rolls_out_in_its_vllm_worker_and_resumes(tmp_path, vllm_server):
     """`LZEAsyncGRPOTrainer` with `rollout_worker=None`: TRL builds LZE's worker (its spawned child rolls out the
-    trainer's orders against `vllm serve`), the probe's first rounds and completions are requests of that worker, only
-    completed selected groups are trained, and a checkpoint resumes with the rounds in flight ordered again."""
+    trainer's orders against `vllm serve`, each group's `num_generations` rollouts in one go), only selected groups are
+    trained, and a checkpoint resumes with the groups in flight ordered again."""
     import numpy as np
     from testing_utils import decided
     from transformers import AutoTokenizer
@@ -179,7 +179,7 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
             output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", logging_steps=1, max_steps=max_steps,
             weight_sync_steps=1, num_generations=4, max_completion_length=8, max_inflight_tasks=8, queue_maxsize=16,
             learning_rate=1e-3, vllm_server_base_url=base_url, token_budget=0, per_device_train_batch_size=8,
-            window_groups=4, selection_ratio=0.5, generation_rounds=[2, 4], round_policy="probe", **overrides,
+            window_groups=4, selection_ratio=0.5, **overrides,
         )  # fmt: skip
         transfer = ReloadWeightTransfer(base_url, weights_dir=str(tmp_path / "weights"))
         return LZEAsyncGRPOTrainer(model_dir, arithmetic_reward, args=args, train_dataset=dataset,
@@ -192,10 +192,8 @@ def test_lze_async_trainer_probes_in_its_vllm_worker_and_resumes(tmp_path, vllm_
     finally:
         trainer.rollout_worker.stop()
     assert trainer.state.global_step == 2 and trainer.weight_transfer.syncs == 3
-    probed = [e["lze/first_round_rollouts"] for e in trainer.state.log_history if "lze/first_round_rollouts" in e]
-    fresh = [e["lze/fresh_rollouts"] for e in trainer.state.log_history if "lze/fresh_rollouts" in e]
-    assert probed and all(p == 4 * 2 for p in probed)  # every prompt's first 2 rollouts, from the worker's child
-    assert all(2 * 4 < f < 4 * 4 for f in fresh)  # then only the chosen groups' other 2: fewer than GRPO's 16
+    generated = [e["lze/generated_rollouts"] for e in trainer.state.log_history if "lze/generated_rollouts" in e]
+    assert generated and all(g == 4 * 4 for g in generated)  # every group whole, from the worker's child
     selected, idle = decided(trainer.lze_window.decisions, 4)  # idle: batches handed on at zero advantage
     assert trainer._trained_groups and trainer._trained_groups <= selected | idle
     logged = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]

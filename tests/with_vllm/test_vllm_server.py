@@ -11,7 +11,7 @@ import sys
 import pytest
 import requests
 import torch
-from testing_utils import count_grad_rows, expected_forward_rows, logged, make_trainer
+from testing_utils import count_grad_rows, expected_forward_rows, make_trainer
 from vllm_cpu import (
     free_loopback_port,
     max_logp_gap,
@@ -112,61 +112,3 @@ def test_server_training(tmp_path, server, selector):
     else:  # 2 equal-energy groups per step: LZE keeps one (ties broken by order), only its rollouts reach the backward
         assert log.groupby("batch")["selected"].sum().tolist() == [1, 1]
         assert rows["rows"] == expected_forward_rows(log) == 2 * 4
-
-
-def test_server_probe_then_complete(tmp_path, server):
-    # vLLM's server generates `num_generations` completions per prompt from every `num_generations`-th row: the probe
-    # asks 2 per prompt, the completion the 2 missing ones per completed prompt
-    trainer = server_trainer(
-        tmp_path,
-        server,
-        "lze",
-        reward=first_rollout_reward,
-        generation_rounds=[2, 4],
-        round_policy="probe",
-        fuse_rounds=False,  # the serial rounds' mechanics: one generation call per round
-        per_device_train_batch_size=16,
-    )
-    rows = count_grad_rows(trainer.model)
-    trainer.train()
-    completed = logged(trainer, "lze/completed_groups")
-    assert logged(trainer, "lze/fresh_rollouts") == [8 + 2 * c for c in completed] and min(completed) > 0
-    assert rows["rows"] == expected_forward_rows(trainer.selection_log.to_pandas())
-
-
-def test_server_fused_rounds(tmp_path, server):
-    # fused rounds: step 1 asks the first batch's probe (2 completions of each of its 4 prompts), then its 2 missing
-    # completions of each completed group with the second batch's probe; every later step one request, the last
-    # holding no probe (no batch past the run), all asked as n=2 per prompt
-    trainer = server_trainer(
-        tmp_path,
-        server,
-        "lze",
-        reward=first_rollout_reward,
-        generation_rounds=[2, 4],
-        round_policy="probe",
-        fuse_rounds=True,
-        per_device_train_batch_size=16,
-        max_steps=3,
-    )
-    requests_made, client = [], trainer.vllm_generation.vllm_client
-    generate = client.generate
-
-    def recording_generate(prompts, *args, **kwargs):
-        requests_made.append((len(prompts), kwargs["n"]))
-        return generate(prompts, *args, **kwargs)
-
-    client.generate = recording_generate
-    rows = count_grad_rows(trainer.model)
-    trainer.train()
-    assert trainer.state.global_step == 3
-    completed = [int(c) for c in logged(trainer, "lze/completed_groups")]
-    assert len(completed) == 3 and min(completed) > 0
-    assert logged(trainer, "lze/generation_calls") == [2.0, 1.0, 1.0]
-    assert requests_made == [(4, 2), (4 + completed[0], 2), (4 + completed[1], 2), (completed[2], 2)]
-    expected = [8 + 8 + 2 * completed[0], 8 + 2 * completed[1], 2 * completed[2]]  # rollouts, n=2 per prompt asked
-    assert logged(trainer, "lze/fresh_rollouts") == [float(n) for n in expected]
-    assert logged(trainer, "lze/rollout_staleness") == [0.0, 0.5, 0.5]
-    # step 1's update trains on rollouts sampled before any update: the server had the trainer's weights
-    assert logged(trainer, "sampling/sampling_logp_difference/max")[0] < SYNC_TOLERANCE
-    assert rows["rows"] == expected_forward_rows(trainer.selection_log.to_pandas())  # every step trains, none padded

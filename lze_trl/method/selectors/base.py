@@ -26,10 +26,9 @@ class GroupBatch:
             Correctness reward of each rollout, shape `(num_groups, rollouts)`, NaN where unscorable.
         energies (`np.ndarray`):
             Energy of each group (before the per-prompt table absorbs this observation).
-        eligible (`np.ndarray`):
-            Whether the selector may choose each group: a scored batch's live groups (GRPO can learn from them,
-            [`~lze_trl.method.selection.live_groups`]) that are complete; for the probe's candidates, those whose
-            expected energy is positive.
+        live (`np.ndarray`):
+            Whether each group is live (GRPO can learn from it, [`~lze_trl.method.selection.live_groups`]): the groups
+            a selector may choose.
         ema_pass_rates (`np.ndarray`):
             Each prompt's pass-rate EMA after this observation.
         rng (`np.random.Generator`):
@@ -40,7 +39,7 @@ class GroupBatch:
     pass_rates: np.ndarray
     rewards: np.ndarray
     energies: np.ndarray
-    eligible: np.ndarray
+    live: np.ndarray
     ema_pass_rates: np.ndarray
     rng: np.random.Generator
 
@@ -49,7 +48,7 @@ class GroupBatch:
         return len(self.prompt_keys)
 
     def with_dead(self, count: int) -> GroupBatch:
-        """The batch with `count` more groups after its own, none eligible (prompt key -1, no pass rate, energy 0):
+        """The batch with `count` more groups after its own, none live (prompt key -1, no pass rate, energy 0):
         groups of its prompts that were not generated because they were predicted dead (skip mode), which count in a
         quota as the dead groups of a batch that generated them do."""
         if count <= 0:
@@ -61,7 +60,7 @@ class GroupBatch:
             pass_rates=np.concatenate([self.pass_rates, np.full(count, np.nan)]),
             rewards=np.concatenate([self.rewards, np.full((count, G), np.nan)]),
             energies=np.concatenate([self.energies, np.zeros(count)]),
-            eligible=np.concatenate([self.eligible, np.zeros(count, dtype=bool)]),
+            live=np.concatenate([self.live, np.zeros(count, dtype=bool)]),
             ema_pass_rates=np.concatenate([self.ema_pass_rates, np.full(count, np.nan)]),
         )
 
@@ -70,7 +69,7 @@ class GroupBatch:
         """One batch of several scored in turn (the first one's noise source, seeded by the generation batch)."""
         if len(parts) == 1:
             return parts[0]
-        names = ("prompt_keys", "pass_rates", "rewards", "energies", "eligible", "ema_pass_rates")
+        names = ("prompt_keys", "pass_rates", "rewards", "energies", "live", "ema_pass_rates")
         return cls(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in names}, rng=parts[0].rng)
 
 

@@ -23,7 +23,7 @@ class NoSelector(Selector):
 @register_selector
 class LZESelector(Selector):
     """
-    `"lze"`: the top `selection_ratio` of the groups by energy, with Gumbel exploration noise; only eligible (live)
+    `"lze"`: the top `selection_ratio` of the groups by energy, with Gumbel exploration noise; only live
     groups are selected (see [`select_top_k`]).
     """
 
@@ -31,7 +31,7 @@ class LZESelector(Selector):
 
     def select(self, batch: GroupBatch) -> np.ndarray:
         args = self.args
-        mask = select_top_k(batch.energies, batch.eligible, args.selection_ratio, args.selection_noise, batch.rng)
+        mask = select_top_k(batch.energies, batch.live, args.selection_ratio, args.selection_noise, batch.rng)
         return mask.astype(np.float64)
 
 
@@ -47,7 +47,7 @@ class UniformLiveSelector(Selector):
     name = "uniform_live"
 
     def select(self, batch: GroupBatch) -> np.ndarray:
-        live = np.flatnonzero(batch.eligible)
+        live = np.flatnonzero(batch.live)
         k = num_to_select(batch.num_groups, len(live), self.args.selection_ratio)
         weights = np.zeros(batch.num_groups)
         if k:

@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from lze_trl.rounds.batching import pad_rows
+from lze_trl.grpo.rows import pad_rows
 
 
 def batch(n, width=3):
