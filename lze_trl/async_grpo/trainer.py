@@ -32,8 +32,8 @@ from ..method.errors import LZEStateError, LZEWarning
 from ..method.guards import resolve_correctness_reward, warn_if_quota_below_two
 from ..method.prompt_keys import PromptKeys
 from ..method.run import LZERun
-from ..method.settings import LZE_FIELDS, LZESettings, hint_misspelled_keywords, parse_lze_lists
-from ..method.validation import as_config, validate_lze_args
+from ..method.settings import LZE_FIELDS, LZESettings, count_at_least, documented, setting
+from ..method.validation import as_config, hint_misspelled_keywords, parse_lze_lists, validate_lze_args
 from .cpu import cpu_construction, use_cpu_tree_attention
 from .samples import LZERolloutSample
 from .upstream import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer
@@ -44,14 +44,30 @@ from .worker import LZERolloutWorker
 @hint_misspelled_keywords
 @dataclass
 class LZEAsyncGRPOConfig(LZESettings, AsyncGRPOConfig):
-    window_groups: int | None = None
-    batches_in_flight: int = 2
+    window_groups: int | None = setting(
+        None,
+        valid=lambda v: v is None or count_at_least(1)(v),
+        fix="use an integer >= 1 (None: one optimizer step of plain async GRPO).",
+        help="""
+            Groups per generation batch (drawn together, selected among once every one has arrived). Defaults to the
+            groups of one optimizer step of plain async GRPO: `per_device_train_batch_size x
+            gradient_accumulation_steps x processes // num_generations`.
+        """,
+    )
+    batches_in_flight: int = setting(
+        2,
+        valid=count_at_least(1),
+        fix="use an integer >= 1 (2 by default).",
+        help="""
+            Generation batches the worker rolls out at once: while the oldest one's groups come back, the next ones
+            are rolled out (their selection still waits for the batches before them).
+        """,
+    )
 
     def __post_init__(self):
         with checkpointing_renames_quiet():  # TRL's default `gradient_checkpointing=True` reaches a renamed name
             super().__post_init__()  # AsyncGRPOConfig's: the LZE settings define none
         parse_lze_lists(self)
-        check_async_lze_args(self)
         validate_lze_args(self)
 
 
@@ -59,24 +75,7 @@ LZEAsyncGRPOConfig.__doc__ = """
     Configuration of [`LZEAsyncGRPOTrainer`]: TRL's `AsyncGRPOConfig` plus the LZE settings
     ([`~lze_trl.method.settings.LZESettings`]: the same names, defaults and checks as [`LZEGRPOConfig`]'s), and:
 
-        window_groups (`int`, *optional*):
-            Groups per generation batch (drawn together, selected among once every one has arrived). Defaults to the
-            groups of one optimizer step of plain async GRPO: `per_device_train_batch_size x
-            gradient_accumulation_steps x processes // num_generations`.
-        batches_in_flight (`int`, *optional*, defaults to `2`):
-            Generation batches the worker rolls out at once: while the oldest one's groups come back, the next ones
-            are rolled out (their selection still waits for the batches before them).
-    """
-
-
-def check_async_lze_args(args: Any) -> None:
-    """Refuses, naming the setting, the LZE settings the async trainer cannot honour."""
-    for name in ("window_groups", "batches_in_flight"):
-        value = getattr(args, name)
-        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-            raise ValueError(f"{name}={value!r} is invalid: use an integer >= 1.")
-    if args.batches_in_flight is None:
-        raise ValueError("batches_in_flight=None is invalid: use an integer >= 1 (2 by default).")
+""" + documented(LZEAsyncGRPOConfig, ("window_groups", "batches_in_flight"))
 
 
 def as_lze_async_config(args: AsyncGRPOConfig | None, model: Any) -> Any:
@@ -84,7 +83,7 @@ def as_lze_async_config(args: AsyncGRPOConfig | None, model: Any) -> Any:
     `AsyncGRPOConfig` gets the LZE defaults."""
     settings = (*LZE_FIELDS, "window_groups", "batches_in_flight")
     output_dir = f"{str(model).split('/')[-1]}-AsyncLZE"
-    return as_config(args, LZEAsyncGRPOConfig, settings, output_dir, checks=(check_async_lze_args,))
+    return as_config(args, LZEAsyncGRPOConfig, settings, output_dir)
 
 
 def check_async_inputs(args: Any, train_dataset: Any, rollout_worker: Any, environment_factory: Any) -> None:
@@ -284,4 +283,4 @@ class LZEAsyncGRPOTrainer(LZEStateOwner, AsyncGRPOTrainer):
         return output
 
 
-__all__ = ["LZEAsyncGRPOConfig", "LZEAsyncGRPOTrainer", "check_async_lze_args"]
+__all__ = ["LZEAsyncGRPOConfig", "LZEAsyncGRPOTrainer"]

@@ -10,8 +10,8 @@ from trl import GRPOConfig
 from trl.trainer.utils import get_config_model_id
 
 from ..common.coupling import checkpointing_renames_quiet
-from ..method.settings import LZE_FIELDS, LZESettings, hint_misspelled_keywords, parse_lze_lists
-from ..method.validation import as_config, validate_lze_args
+from ..method.settings import LZE_FIELDS, LZESettings
+from ..method.validation import as_config, hint_misspelled_keywords, parse_lze_lists, validate_lze_args
 
 
 @hint_misspelled_keywords

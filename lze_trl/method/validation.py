@@ -1,28 +1,26 @@
-"""The LZE settings' validation, above what it reads: the settings' own checks ([`~lze_trl.method.settings`]) and
-the selector registry, each registered selector validating its own settings. Both trainers'
-configs call [`validate_lze_args`] in `__post_init__`; [`as_config`] converts a config of TRL's."""
+"""The LZE settings' validation, above what it reads: each setting's own check, beside its field
+([`~lze_trl.method.settings.setting_errors`]), and the checks that read several settings or the selector registry (each
+registered selector validating its own settings). Both trainers' configs call [`validate_lze_args`] in
+`__post_init__`; [`as_config`] converts a config of TRL's."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import difflib
+import functools
 from dataclasses import MISSING, fields
 from typing import Any
 
-from .checks import check_setting as _check
-from .energy import ENERGY_TERMS
 from .selectors import SELECTORS
-from .settings import SETTING_CHECKS, LZESettings, prunes
+from .settings import LZESettings, prunes, setting_errors
 
 
 def validate_lze_args(args: LZESettings) -> None:
-    """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting; changes nothing."""
+    """Raises a `ValueError` naming the setting and the fix for any out-of-range LZE setting of the config `args` (its
+    fields' own checks, then those across settings); changes nothing."""
     SELECTORS.lookup(args.selector)
-    for name, valid, fix in SETTING_CHECKS:
-        _check(valid(getattr(args, name)), name, getattr(args, name), fix)
-    terms = list(args.energy_terms)
-    fix = f"use a non-empty subset of {list(ENERGY_TERMS)}."
-    _check(len(terms) > 0 and set(terms) <= set(ENERGY_TERMS), "energy_terms", args.energy_terms, fix)
+    for error in setting_errors(args):
+        raise ValueError(error)
     SELECTORS.check(args)  # each selector validates its own settings
     G, needs_pass_rates = args.num_generations, SELECTORS[args.selector].needs_pass_rates
     if G is not None and G < 2 and (needs_pass_rates or prunes(args)):
@@ -30,9 +28,6 @@ def validate_lze_args(args: LZESettings) -> None:
             f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
             "prompt; set num_generations >= 2 (the paper uses 8)."
         )
-    _check(isinstance(args.shadow, bool), "shadow", args.shadow, "use True (measure, train as GRPO) or False.")
-    fix = "use True (steps refilled from the epoch's other prompts) or False (skip, generating fewer rollouts)."
-    _check(isinstance(args.prune_refill, bool), "prune_refill", args.prune_refill, fix)
     steps = getattr(args, "steps_per_generation", None)  # None: the async trainer, which keeps groups whole
     rows = args.per_device_train_batch_size * (steps or 1)
     if not args.prune_refill and prunes(args) and steps is not None and G is not None and rows % G != 0:
@@ -41,7 +36,6 @@ def validate_lze_args(args: LZESettings) -> None:
             f"per_device_train_batch_size x steps_per_generation = {rows} rows is not a multiple of "
             f"num_generations={G}. Change that, or set prune_refill=True."
         )
-    _check(isinstance(args.thread_policy, bool), "thread_policy", args.thread_policy, "use True or False.")
     if args.shadow and prunes(args):
         setting = "prune_solved" if args.prune_solved else "prune_unsolved"
         raise ValueError(
@@ -50,13 +44,11 @@ def validate_lze_args(args: LZESettings) -> None:
         )
 
 
-def as_config(
-    args: Any, config_class: type, settings: tuple[str, ...], output_dir: str, checks: tuple[Callable, ...] = ()
-) -> Any:
+def as_config(args: Any, config_class: type, settings: tuple[str, ...], output_dir: str) -> Any:
     """
     A copy of `args` as a `config_class` (the trainer's own: the caller's object is never changed), for both
     trainers: a `config_class` is copied; `None` gives `config_class(output_dir)`; another config of TRL's keeps its
-    values and gets `config_class`'s defaults of `settings` (LZE's), then `validate_lze_args` and `checks`.
+    values and gets `config_class`'s defaults of `settings` (LZE's), then `validate_lze_args`.
     """
     if isinstance(args, config_class):
         return copy.copy(args)
@@ -68,6 +60,32 @@ def as_config(
     for f in fields(config_class):
         if f.name in settings:
             setattr(converted, f.name, f.default_factory() if f.default is MISSING else f.default)
-    for check in (*checks, validate_lze_args):
-        check(converted)
+    validate_lze_args(converted)
     return converted
+
+
+def parse_lze_lists(args: LZESettings) -> None:
+    """Parses the list settings given as text (a command line or a recipe: `energy_terms="anchor,uncertainty"`) into
+    lists, as `TrainingArguments.__post_init__` parses its own: the one
+    place that rewrites a config's LZE values (both configs' `__post_init__`)."""
+    if isinstance(args.energy_terms, str):
+        args.energy_terms = [t.strip() for t in args.energy_terms.split(",")]
+
+
+def hint_misspelled_keywords(config_class: type) -> type:
+    """Makes `config_class(...)` (a dataclass) answer a keyword it has no field for with the nearest field's name, as
+    the recipe path does, instead of the dataclass's bare `TypeError`; the class, changed in place."""
+    init = config_class.__init__
+    names = sorted(f.name for f in fields(config_class))
+
+    @functools.wraps(init)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], names, n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else ""
+            raise TypeError(f"{config_class.__name__} got an unexpected keyword argument {unknown[0]!r}{hint}.")
+        init(self, *args, **kwargs)
+
+    config_class.__init__ = __init__
+    return config_class
