@@ -11,26 +11,25 @@ completion-length`:
 
 A run (an arm) is a selector's name, optionally with `:key=value,...` LZEGRPOConfig overrides, typed by the config
 field as `lze-trl grpo` types them (`true`/`false` for a flag, `+` between a list's items), e.g.
-`lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=false` or GRPO at half the rollouts,
+`lze:selection_ratio=0.33,prune_solved=true` or GRPO at half the rollouts,
 `none:num_generations=4,per_device_train_batch_size=64`. The first arm is the baseline (GRPO) of every ratio.
 
 Steps timed: each step records its seconds (all, generation, sync, scoring, update), its vLLM generation calls, its
-fresh rollouts (completions vLLM returned) and tokens, and what LZE logged (`lze/generation_calls`,
-`lze/rollout_staleness`, `lze/update_rows`); a run's figures are the means over its measured steps. The first
-`--skip_steps` steps (default 1: vLLM's and torch's caches warm up; an arm with fused rounds of R rounds makes R
-generation calls in its first step, which starts the batches in flight) are not measured, nor are the R - 1 extra steps
-a fused arm runs after them (its last steps draw fewer batches ahead), so that every arm measures `--steps -
---skip_steps` steady-state steps. `--repeats N` runs every arm N times: each repeat runs every arm once, in the order
-given, so that a drift of the machine touches every arm alike; each run has a fresh trainer and vLLM engine. `results`
-are then per arm the median over the repeats of each figure, `runs` every run (with its steps), and the report gives
-per arm the medians and the ratios of the medians to the first arm's. E.g. GRPO, GRPO at half the group, the probe and
-the adaptive budget in serial and fused rounds, 3 times each (BENCHMARKS.md section 2's size):
+generated rollouts (completions vLLM returned) and tokens, and what LZE logged (`lze/update_rows`); a run's figures
+are the means over its measured steps. The first `--skip_steps` steps (default 1: vLLM's and torch's caches warm up)
+are not measured, so that every arm measures `--steps - --skip_steps` steady-state steps. `--repeats N` runs every arm
+N times: each repeat runs every arm once, in the order given, so that a drift of the machine touches every arm alike;
+each run has a fresh trainer and vLLM engine. `results` are then per arm the median over the repeats of each figure,
+`runs` every run (with its steps), and the report gives per arm the medians and the ratios of the medians to the first
+arm's. E.g. GRPO, GRPO at half the group and LZE, 3 times each (BENCHMARKS.md section 2's size):
 
     .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --steps 6 --repeats 3 --output OUT.json --selectors none \
-        none:num_generations=4,per_device_train_batch_size=64 \
-        lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=false \
-        lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=true \
-        lze:generation_rounds=2+4+8,fuse_rounds=false lze:generation_rounds=2+4+8,fuse_rounds=true
+        none:num_generations=4,per_device_train_batch_size=64 lze
+
+The committed runs of sections 2 and 8 also time the probe, the adaptive budget and fused rounds (arms such as
+`lze:generation_rounds=2+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=true`), which left the library with
+BENCHMARKS.md section 15's verdict: they ran from this script at commit 11e6ad3, and `--table` and `--report` still
+read their JSON.
 
 Besides the times, the first arm (the baseline, GRPO) gives the per-token profile that
 `lze_examples.demo.projection` uses to project a run's step time under vLLM from its token counts: seconds per
@@ -53,8 +52,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def parse_run(spec: str) -> tuple[str, dict]:
-    """`lze:generation_rounds=2+8,fuse_rounds=false` -> `("lze", {"generation_rounds": [2, 8], "fuse_rounds": False})`:
-    each value typed by its LZEGRPOConfig field, as `lze-trl grpo` types it (a key that is not a field raises)."""
+    """`lze:energy_terms=anchor+uncertainty,prune_solved=true` -> `("lze", {"energy_terms": ["anchor",
+    "uncertainty"], "prune_solved": True})`: each value typed by its LZEGRPOConfig field, as `lze-trl grpo` types it
+    (a key that is not a field raises)."""
     if str(ROOT) not in sys.path:  # run as a script: `benchmarks` is a package of the repository root
         sys.path.insert(0, str(ROOT))
     from benchmarks.harness.specs import parse_value
@@ -73,7 +73,6 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
     from transformers import AutoTokenizer, TrainerCallback
 
     from lze_trl import LZEGRPOConfig, LZEGRPOTrainer
-    from lze_trl.method.settings import fuses_rounds
 
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "support")]
     sys.path.insert(0, str(ROOT))
@@ -104,9 +103,6 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
         seed=0,
     )
     config = config_class(**{**settings, **overrides})  # a run's overrides win, e.g. GRPO at half the batch
-    # a fused arm's last R - 1 steps draw fewer batches ahead (smaller generation calls): it runs them more, unmeasured
-    drain = len(config.generation_rounds) - 1 if fuses_rounds(config) else 0
-    config.max_steps += drain
     trainer = trainer_class(
         model=model_dir,
         reward_funcs=mixed_reward,
@@ -183,10 +179,8 @@ def run(spec: str, model_dir: str, args: argparse.Namespace) -> dict:
         entry = logged.get(number, {})
         step["step"] = number
         step["update_rows"] = float(entry.get("lze/update_rows", np.nan))
-        step["lze_generation_calls"] = float(entry.get("lze/generation_calls", np.nan))
-        step["rollout_staleness"] = float(entry.get("lze/rollout_staleness", 0.0))
     skipped = args.skip_steps
-    measured = steps[skipped : len(steps) - drain]
+    measured = steps[skipped:]
     if not measured:
         raise SystemExit(f"{spec}: no step measured: --steps {args.steps} <= --skip_steps {args.skip_steps}")
     mean = {key: float(np.mean([s[key] for s in measured])) for key in measured[0] if key != "step"}
@@ -248,7 +242,7 @@ REPORT_HEADER = [
 def report_table(saved: dict) -> list[list[str]]:
     """
     The medians' table of a saved `--output` JSON (no training), one row per arm ([`REPORT_HEADER`]): per arm the
-    median over the repeats of each run's mean over its measured steps (fresh rollouts, vLLM generation calls and
+    median over the repeats of each run's mean over its measured steps (generated rollouts, vLLM generation calls and
     generation seconds per step, seconds per step) and the ratios of those medians to the first arm's (GRPO's).
     """
     base = saved["results"][0]
@@ -299,7 +293,7 @@ def main() -> None:
         *option("skip_steps"),
         type=int,
         default=1,
-        help="first steps not timed (a fused arm starts its batches in flight in its first)",
+        help="first steps not timed (vLLM's and torch's caches warm up)",
     )
     parser.add_argument("--repeats", type=int, default=1, help="runs of every arm; the results are their medians")
     parser.add_argument(*option("prompts_per_step"), type=int, default=16)

@@ -81,7 +81,7 @@ def isolated(seed: int, accumulation: int, repeats: int) -> dict:
     import numpy as np
     import torch
 
-    from lze_trl.rounds.batching import pad_rows, take_rows
+    from lze_trl.grpo.rows import pad_rows, take_rows
 
     config = DemoConfig(seed=seed, steps=1, progress=False)
     model, tokenizer, splits, _ = prepare(config)

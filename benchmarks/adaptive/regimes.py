@@ -1,6 +1,6 @@
-"""The regimes of BENCHMARKS.md sections 12 and 13, as demo configurations (`run.sh` passes the same settings to
-`benchmarks/bench.py` on the command line), and what the one-(regime, seed) runners of their extra arms share
-(`control.py`, `benchmarks/cgrpo/run.py`, `benchmarks/agentic/run.py`)."""
+"""The regimes of BENCHMARKS.md sections 1-4 (and 14's dead-mass regime), as demo configurations (`run.sh` passes the
+same settings to `benchmarks/bench.py` on the command line), and what the one-(regime, seed) runners of their extra
+arms share (`benchmarks/cgrpo/run.py`, `benchmarks/agentic/run.py`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lze_examples.demo import DemoConfig, MethodSpec, default_warm_start, run_comparison
+from lze_examples.demo import DemoConfig, default_warm_start, run_comparison
 
 
 REGIMES: dict[str, dict[str, Any]] = {
@@ -50,13 +50,3 @@ def run_and_keep(config: DemoConfig, out: Path) -> dict[str, Any]:
     (out / "demo_results.json").unlink()
     shutil.rmtree(out / "runs", ignore_errors=True)
     return results
-
-
-def run_one_arm(description: str, method: MethodSpec) -> None:
-    """The command line of a runner of one extra arm of section 12 (`REGIME SEED OUT [--steps N]`): `method` alone,
-    section 12's setting, its raw result in `OUT/<regime>_s<seed>/seed_<seed>/` (the layout its report reads)."""
-    cli = run_parser(description).parse_args()
-    config = demo_config(
-        cli.regime, seed=cli.seed, steps=cli.steps, eval_steps=20, methods=[method], baseline=method.name
-    )
-    run_and_keep(config, cli.out / f"{cli.regime}_s{cli.seed}" / f"seed_{cli.seed}")

@@ -5,7 +5,9 @@
 
 Reads `benchmarks/results/adaptive/runs/<regime>_s<seed>/seed_<seed>/demo_results.json.gz` (written by `run.sh`) and
 the C-GRPO arm's `cgrpo_runs/`, the uniform control's `control_runs/` and the adaptive budget with a fitted prior's
-`fitted_runs/` beside it (the same layout, written by `benchmarks/cgrpo/run.py`, `control.py` and `run.sh`).
+`fitted_runs/` beside it (the same layout, written by `benchmarks/cgrpo/run.py`, `control.py` and `run.sh`). The probe
+and the adaptive budget left the library (BENCHMARKS.md section 15): their runs stay, `run.sh` runs GRPO's frontier and
+LZE only, and the runners of the savers' arms (`run.sh`'s, `control.py`, `worth.py`) are at commit 11e6ad3.
 Per regime: the tables of `benchmarks/frontier/report.py` (accuracy, cost, GRPO's frontier at each arm's
 budget); every arm against GRPO with intervals corrected for the number of arms (Bonferroni intervals, Holm-adjusted
 p-values); every arm against GRPO's own curve read at the arm's rollouts; then the issue's goals for the adaptive
@@ -46,9 +48,9 @@ FITTED = (
     ADAPTIVE + " (fitted prior)"
 )  # the same setting once a new prompt's prior is fitted to the batch (`fitted_runs/`)
 CGRPO = "cgrpo"
-CONTROL = "uniform_rounds"  # the adaptive budget with a uniform choice of the same number of groups (control.py)
+CONTROL = "uniform_rounds"  # the adaptive budget, a uniform choice of as many groups (control.py, at commit 11e6ad3)
 EXTRA_RUNS = ("cgrpo_runs", "control_runs", "worth_runs")
-WORTH = "worth_rounds"  # going on while a group may reach the update (worth.py), an experimental arm
+WORTH = "worth_rounds"  # going on while a group may reach the update (worth.py, at commit 11e6ad3), experimental
 TRL_CHECK = "grpo@cgrpo-trl"  # plain GRPO under C-GRPO's TRL (1.14.2), one seed: not an arm, the version check
 PROBE_LIMIT_K, G = 2, 8  # the first round and the group of the probe limit k/G + (1 - d)(1 - k/G)
 METRICS = {"test_last3": "in-domain", "ood_last3": "OOD", "train_last3": "train prompts"}

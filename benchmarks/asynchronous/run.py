@@ -1,9 +1,11 @@
 """LZE on TRL's async trainer against `vllm serve` (vLLM's CPU build), on the embedded carries task: async GRPO (TRL's
 `AsyncGRPOTrainer` and its worker, unchanged), async LZE (unselected groups dropped before the trainer's queue), the
-same LZE with the unselected groups masked in the loss instead (zero advantages: PR #7242's form), and async LZE with
-the probe. BENCHMARKS.md section 9.
+same LZE with the unselected groups masked in the loss instead (zero advantages: PR #7242's form). BENCHMARKS.md
+section 9, whose fourth arm, async LZE with the probe (`probe`: `generation_rounds=[2, 8]`, `selection_ratio=0.33`, 5
+groups a step), left the library with section 15's verdict: its runs are committed and ran from this script at commit
+11e6ad3.
 
-    .venv-vllm/bin/python -m benchmarks.asynchronous.run --arms grpo lze lze_mask probe --seeds 0 1 2 --steps 60 \
+    .venv-vllm/bin/python -m benchmarks.asynchronous.run --arms grpo lze lze_mask --seeds 0 1 2 --steps 60 \
         --output benchmarks/results/asynchronous
 
 One `vllm serve` of the shipped carries warm start (untied embeddings, float32, a chat template that renders the prompt
@@ -12,8 +14,7 @@ as the warm start was trained on it) serves every run; each run's trainer syncs 
 trains `--steps` optimizer steps; one generation batch is `--window_groups` (16) prompts of `num_generations=8`
 rollouts, and a step of each arm consumes one generation batch's worth of generated groups when its selector keeps its
 quota: GRPO trains all 16 groups (128 rows), LZE the top 40% (6 groups, 48 rows per step), the masked LZE all 128 rows
-of which 6 groups carry advantages, the probe (`generation_rounds=[2, 8]`, `selection_ratio=0.33`) 5 groups (40 rows),
-all in one micro-batch. Per run
+of which 6 groups carry advantages, all in one micro-batch. Per run
 (`runs/<arm>_s<seed>.json`): wall-clock of `train()`, TRL's `perf/step_s` and `perf/rollout_wait_s`, rollouts the
 server completed (its `vllm:request_success_total`), rows and groups the trainer was handed (and those with a non-zero
 advantage: informative), trained tokens (`batch/trained_tokens_per_step`), and greedy accuracy on the test and OOD
@@ -38,7 +39,7 @@ from transformers import TrainerCallback
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "support")]
 
-ARMS = ("grpo", "lze", "lze_mask", "probe")
+ARMS = ("grpo", "lze", "lze_mask")
 G = 8
 
 
@@ -132,7 +133,6 @@ def train_arm(arm: str, seed: int, steps: int, window_groups: int, base_url: str
     dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p in train["prompt"]],
                                  "answer": list(train["answer"])})  # fmt: skip
     lze = {"lze": dict(selection_ratio=0.4), "lze_mask": dict(selection_ratio=0.4)}
-    lze["probe"] = dict(selection_ratio=0.33, generation_rounds=[2, G], round_policy="probe")
     rows = {"grpo": window_groups, "lze_mask": window_groups}.get(arm) or int(
         window_groups * lze[arm]["selection_ratio"]
     )
@@ -175,7 +175,7 @@ def train_arm(arm: str, seed: int, steps: int, window_groups: int, base_url: str
     def logged(key: str) -> list[float]:
         return [e[key] for e in log if key in e]
 
-    lze_metrics = {key: logged(key) for key in ("lze/fresh_rollouts", "lze/selected_frac", "lze/update_rows")}
+    lze_metrics = {key: logged(key) for key in ("lze/generated_rollouts", "lze/selected_frac", "lze/update_rows")}
     return {
         "arm": arm, "seed": seed, "steps": trainer.state.global_step, "window_groups": window_groups,
         **steady_rates(clock.marks, skip), "train_s": train_s, "trl_step_s": logged("perf/step_s"),

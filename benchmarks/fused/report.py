@@ -3,17 +3,18 @@
     python benchmarks/fused/report.py            # writes benchmarks/results/fused/report.md
     python benchmarks/fused/report.py --check    # rebuilds the report and fails if it differs from the committed
 
-Reads `benchmarks/results/fused/runs/<regime>_s<seed>/seed_<seed>/demo_results.json.gz` (written by `run.sh`), with
-however many seeds are there. The pre-declared test (BENCHMARKS.md section 8, seed count in `power.md` beside the
-report, written by `power.py`): per regime, the fused probe minus GRPO in in-domain accuracy (the mean of the last 3
-evaluations, `benchmarks.frontier.report.smoothed_final`), paired by seed; a one-sided paired t-test of
-non-inferiority, H0: mean difference <= -0.015 (`scipy.stats.ttest_1samp(differences, -0.015,
-alternative="greater")`); Holm over the 3 regimes at family-wise 0.05 (`statsmodels`' `multipletests`). The lower
-bound reported per regime is the one-sided (1 - alpha_i) t lower confidence bound of the mean difference, alpha_i =
-0.05 / (4 - i) the level of the regime's Holm step i (its rank by p-value): it is above -0.015 exactly when the
-regime's p-value is below its step's level; a regime after a step where Holm stopped fails whatever its bound.
-The fused mode becomes the default if all three regimes pass. Secondary rows (OOD accuracy, fresh rollouts, the
-serial probe where it ran) have no test.
+Reads `benchmarks/results/fused/runs/<regime>_s<seed>/seed_<seed>/demo_results.json.gz` (written by `run.sh`, at commit
+11e6ad3: fused rounds left the library with BENCHMARKS.md section 15's verdict), with however many seeds are there. Its
+statistics (`decide`, `interval`, `number`) serve every later study's report. The pre-declared test (BENCHMARKS.md
+section 8, seed count in `power.md` beside the report, written by `power.py`): per regime, the fused probe minus GRPO
+in in-domain accuracy (the mean of the last 3 evaluations, `benchmarks.frontier.report.smoothed_final`), paired by
+seed; a one-sided paired t-test of non-inferiority, H0: mean difference <= -0.015
+(`scipy.stats.ttest_1samp(differences, -0.015, alternative="greater")`); Holm over the 3 regimes at family-wise 0.05
+(`statsmodels`' `multipletests`). The lower bound reported per regime is the one-sided (1 - alpha_i) t lower confidence
+bound of the mean difference, alpha_i = 0.05 / (4 - i) the level of the regime's Holm step i (its rank by p-value): it
+is above -0.015 exactly when the regime's p-value is below its step's level; a regime after a step where Holm stopped
+fails whatever its bound. The fused mode becomes the default if all three regimes pass. Secondary rows (OOD accuracy,
+fresh rollouts, the serial probe where it ran) have no test.
 """
 
 from __future__ import annotations

@@ -2,21 +2,12 @@
 with vLLM colocate, on its CPU build, in the four regimes; protocol in `benchmarks/results/fused_confirm/vllm/`.
 
     python benchmarks/fused_confirm/on_vllm.py power [--check]     # the seeds: vllm/power.md
-    python benchmarks/fused_confirm/on_vllm.py jobs                # the runs not yet written, `REGIME SEED` a line
     python benchmarks/fused_confirm/on_vllm.py report [--check]    # vllm/report.md from vllm/runs
-    .venv-vllm/bin/python benchmarks/fused_confirm/on_vllm.py train ...  # bench.py train on vLLM's CPU build
-
-Every run, one `REGIME SEED` at a time (both arms in one process, from the regime's warm start, as the transformers
-test ran them):
-
-    python benchmarks/fused_confirm/on_vllm.py jobs | xargs -L 1 bash -c 'PY=.venv-vllm/bin/python \\
-        BENCH=benchmarks/fused_confirm/on_vllm.py ARMS="$(python benchmarks/fused_confirm/on_vllm.py arms)" \\
-        bash benchmarks/adaptive/run.sh "$0" "$1" benchmarks/results/fused_confirm/vllm/runs'
 
 The seeds of each regime are those the upper 80% bound of the transformers confirmatory test's paired SD asks for
 (`benchmarks/results/fused_confirm/runs`), with its margin, power and Holm level (`power.py`); fresh: from
-`FIRST_SEED`. `train` applies the test-side workaround that lets vLLM's CPU build sync weights
-(`tests/support/vllm_cpu.py`: nothing on a machine with a CUDA GPU), then runs `benchmarks/bench.py train`.
+`FIRST_SEED`. Fused rounds and the probe left the library (BENCHMARKS.md section 15): the runs are committed and the
+reports rebuild from them; the commands that ran them (`jobs`, `arms`, `train`) are at commit 11e6ad3.
 """
 
 from __future__ import annotations
@@ -33,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.adaptive.report import report_main  # noqa: E402
 from benchmarks.frontier.report import load  # noqa: E402
 from benchmarks.fused.power import MARGIN, POWER, power_at, sd_upper, seeds_needed  # noqa: E402
-from benchmarks.fused_confirm import jobs, power, report  # noqa: E402
+from benchmarks.fused_confirm import power, report  # noqa: E402
 from benchmarks.stale_rollouts.power import ALPHA, HOLM_FIRST, MIN_SEEDS, PROBE, REGIMES, paired  # noqa: E402
 
 
@@ -97,33 +88,13 @@ def build_report(results: Path = RESULTS, figures: bool = False) -> str:
     )
 
 
-def train(argv: list[str]) -> int:
-    """`benchmarks/bench.py train` with vLLM's CPU build made to sync weights (`tests/support/vllm_cpu.py`)."""
-    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "support")]
-    from vllm_cpu import apply_cpu_workarounds
-
-    from benchmarks.bench import main as bench
-
-    apply_cpu_workarounds()
-    return bench(["train", *argv])
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     what, rest = (argv[0], argv[1:]) if argv else ("", [])
-    if what == "train":
-        return train(rest)
-    if what == "arms":
-        print(f"{SERIAL} {CORRECTED}")
-        return 0
-    if what == "jobs":
-        for regime, seed in jobs.pending(RESULTS, seeds()):
-            print(regime, seed)
-        return 0
     if what in ("power", "report"):
         build = build_power if what == "power" else build_report
         return report_main(build, RESULTS, __doc__.splitlines()[0], rest, f"{what}.md")
-    print("usage: on_vllm.py power|jobs|arms|report [--check] | train ARGS", file=sys.stderr)
+    print("usage: on_vllm.py power|report [--check]", file=sys.stderr)
     return 2
 
 

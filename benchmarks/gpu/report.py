@@ -70,7 +70,7 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
                     number(r.get("s_per_step")),
                     number(r.get("generation_s_per_step")),
                     number(r["generation_calls_per_step"], ratio=True) if ok else "-",
-                    f"{r['fresh_rollouts_per_step']:.0f}" if ok else "-",
+                    f"{r['generated_rollouts_per_step']:.0f}" if ok else "-",
                     f"{r['update_rows_per_step']:.0f}" if ok else "-",
                     number(ratio("s_per_step"), ratio=True),
                     number(ratio("generation_s_per_step"), ratio=True),
@@ -94,9 +94,8 @@ def report(result: dict[str, Any]) -> str:
         f"{size['device']}, random weights. A step: {size['prompts_per_step']} prompts x {size['num_generations']} "
         f"rollouts (GRPO), completions up to {size['max_completion_length']} tokens (EOS forced with probability "
         f"{size['hazard']:.4f} a token), micro-batches of {size['micro_batch']} rows; per arm "
-        f"{size['warmup_steps']} step(s) not counted (nor a fused arm's first, which starts its batches in flight), "
-        "then "
-        f"{size['timed_steps']} timed (medians of seconds, means of counts). Run: {result.get('seconds', 0):.0f} s.",
+        f"{size['warmup_steps']} step(s) not counted, then {size['timed_steps']} timed (medians of seconds, means of "
+        f"counts). Run: {result.get('seconds', 0):.0f} s.",
         "",
         tabulate(rows(result), headers=HEADER, tablefmt="github", disable_numparse=True),
         "",

@@ -1,17 +1,17 @@
-"""Step times of GRPO, LZE, the probe and the adaptive budget (serial and fused rounds) with the real
-[`LZEGRPOTrainer`] on one GPU, with transformers generation and with TRL's continuous batching
-(`use_transformers_continuous_batching`), on a random model of Qwen2.5-1.5B's shape (`benchmarks/gpu/workload.py`):
+"""Step times of GRPO, GRPO with half the group and LZE with the real [`LZEGRPOTrainer`] on one GPU, with
+transformers generation and with TRL's continuous batching (`use_transformers_continuous_batching`), on a random
+model of Qwen2.5-1.5B's shape (`benchmarks/gpu/workload.py`):
 
     python benchmarks/gpu/run.py --output OUT.json               # the H100/H200 size, about 6 minutes
     python benchmarks/gpu/run.py --tiny --output OUT.json        # the same on a CPU in seconds (the tests)
 
 Each arm (`benchmarks/gpu/arms.py`) trains a fresh model with `trainer.train()` for its steps; its first steps are not
-counted (`benchmarks/gpu/timing.py` says what a step records). The arms run most wanted first (GRPO, the fused and
-serial rounds, then GRPO at half the group and LZE), each with both backends. No arm starts that is predicted (from
-the steps measured so far) to end after `--budget_s` seconds of the run: it is recorded as skipped, and a cheaper one
-after it may still run; an arm still running at `--deadline_s` stops after its current step. The JSON is rewritten
-after every arm, so a run that is killed still leaves the arms it finished. `benchmarks/gpu/report.py` makes the
-table; `benchmarks/gpu/README.md` gives the one-call command for a lent GPU machine.
+counted (`benchmarks/gpu/timing.py` says what a step records). The arms run GRPO first (the baseline of every ratio),
+each with both backends. No arm starts that is predicted (from the steps measured so far) to end after `--budget_s`
+seconds of the run: it is recorded as skipped, and a cheaper one after it may still run; an arm still running at
+`--deadline_s` stops after its current step. The JSON is rewritten after every arm, so a run that is killed still
+leaves the arms it finished. `benchmarks/gpu/report.py` makes the table; `benchmarks/gpu/README.md` gives the one-call
+command for a lent GPU machine.
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ def environment(size: Size) -> dict[str, Any]:
 
 class Budget:
     """
-    Predicts an arm's seconds from the steps measured so far with its backend (else with any): its steps times (its
-    generation calls a step x the median seconds of a call, plus the median seconds of a step outside generation),
-    plus the median setup. `fits` says whether it would end within `budget_s` seconds of `start`.
+    Predicts an arm's seconds from the steps measured so far with its backend (else with any): its steps times (the
+    median seconds of a generation call, one a step, plus the median seconds of a step outside generation), plus the
+    median setup. `fits` says whether it would end within `budget_s` seconds of `start`.
     """
 
     def __init__(self, start: float, budget_s: float) -> None:
@@ -101,9 +101,8 @@ class Budget:
         if not seen or not seen["call"] or not seen["other"]:
             return None
         call = float(np.median(seen["call"]))
-        step = arm.expected_calls * call + float(np.median(seen["other"]))
-        staircase = (len(arm.rounds) - 1) * call if arm.fused else 0.0  # a fused arm's first step makes R calls
-        return float(np.median(seen["setup"] or [0.0])) + arm.steps(size) * step + staircase
+        step = call + float(np.median(seen["other"]))
+        return float(np.median(seen["setup"] or [0.0])) + arm.steps(size) * step
 
     def fits(self, predicted: float | None) -> bool:
         return predicted is None or self.elapsed() + predicted <= self.budget_s
@@ -124,7 +123,7 @@ def line(record: dict[str, Any]) -> str:
     r = record
     return (
         f"{name}: {r['status']}, {r['s_per_step']:.3f} s/step, generation {r['generation_s_per_step']:.3f} s/step in "
-        f"{r['generation_calls_per_step']:.2f} calls, {r['fresh_rollouts_per_step']:.0f} rollouts, "
+        f"{r['generation_calls_per_step']:.2f} calls, {r['generated_rollouts_per_step']:.0f} rollouts, "
         f"{r['update_rows_per_step']:.0f} update rows, {r['wall_seconds']:.1f} s"
     )
 

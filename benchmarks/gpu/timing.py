@@ -1,8 +1,7 @@
 """One arm of the GPU timing script (`benchmarks/gpu/run.py`) timed with the real [`LZEGRPOTrainer`]: TRL's training
 loop (`trainer.train()`) for the arm's steps, each step's wall-clock seconds, its seconds in TRL's generation calls
-(`_generate_single_turn`, wrapped on the trainer instance: one call per generation round, none for rollouts served
-again to the update), its fresh rollouts and completion tokens, and what reached the update (`compute_loss`, wrapped
-likewise), on a fresh model of the run's size."""
+(`_generate_single_turn`, wrapped on the trainer instance), its generated rollouts and completion tokens, and what
+reached the update (`compute_loss`, wrapped likewise), on a fresh model of the run's size."""
 
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ STEP_KEYS = (
     "seconds",
     "generation_seconds",
     "generation_calls",
-    "fresh_rollouts",
+    "generated_rollouts",
     "completion_tokens",
     "update_rows",
     "update_loss_tokens",
@@ -104,7 +103,7 @@ class StepMeter(TrainerCallback):
             lengths = [len(c) for c in completion_ids]
             self.current["generation_seconds"] += time.perf_counter() - start
             self.current["generation_calls"] += 1
-            self.current["fresh_rollouts"] += len(lengths)
+            self.current["generated_rollouts"] += len(lengths)
             self.current["completion_tokens"] += sum(lengths)
             self.lengths[-1].extend(lengths)
             return completion_ids, logprobs
@@ -162,7 +161,7 @@ def time_arm(arm: Arm, size: Size, tokenizer: Any, deadline: float | None = None
 
     record: dict[str, Any] = {"arm": arm.name, "backend": arm.backend, "settings": arm.settings, "status": "ok"}
     skipped, steps = arm.skipped_steps(size), arm.steps(size)
-    record.update(expected_generation_calls=arm.expected_calls, skipped_steps=skipped)
+    record.update(skipped_steps=skipped)
     if size.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     start, output_dir = time.perf_counter(), tempfile.mkdtemp(prefix="gpu_bench_")

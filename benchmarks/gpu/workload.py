@@ -10,7 +10,7 @@
   whose logits the LM head returns is decided independently).
 - [`prompt_rows`] and [`pass_fail_reward`]: prompts of random length, each with a fixed pass rate (a mix of 0, 1 and
   rates in between), and a reward that passes each rollout with its prompt's rate, so that groups come out dead,
-  solved or mixed and LZE and the round policies have real decisions to make.
+  solved or mixed and LZE has real decisions to make.
 """
 
 from __future__ import annotations
@@ -41,8 +41,7 @@ class Size:
         max_completion_length (`int`): the truncation of completions.
         hazard (`float`): the probability that a decode step ends its sequence (mean length about 1 / hazard).
         prompt_tokens (`tuple[int, int]`): the shortest and longest prompt, in tokens.
-        warmup_steps (`int`): each arm's first steps, not counted (a fused arm's first, which starts its batches
-            in flight, is never counted).
+        warmup_steps (`int`): each arm's first steps, not counted.
         timed_steps (`int`): the steps counted after them.
         budget_s (`float`): no arm starts that is predicted to end after this many seconds of the run.
         deadline_s (`float`): an arm running past this many seconds of the run stops after its current step.

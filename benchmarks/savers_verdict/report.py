@@ -46,7 +46,6 @@ from benchmarks.fused.report import SERIAL, interval  # noqa: E402
 from benchmarks.smollm2_revisits import report as revisits  # noqa: E402
 from benchmarks.smollm2_revisits.run import RESULTS as REVISITS  # noqa: E402
 from benchmarks.smollm2_study import report as study  # noqa: E402
-from benchmarks.smollm2_study.run import ARMS as STUDY_ARMS  # noqa: E402
 from benchmarks.smollm2_study.run import RESULTS as STUDY  # noqa: E402
 from benchmarks.stale_rollouts.power import CORRECTED  # noqa: E402
 from benchmarks.stale_rollouts.power import REGIMES as CONFIRM_REGIMES  # noqa: E402
@@ -402,7 +401,7 @@ def build(results_dir: Path = RESULTS, figures: bool = False) -> str:
         "rounds on the addition tasks, of sections 8 and 10 (`benchmarks/results/fused/runs/`, "
         "`benchmarks/results/fused_confirm/runs/`); it runs nothing. The savers: "
         + "; ".join(f"{name}, {settings}" for name, settings in SAVERS.values())
-        + f" (section 11's arms: {', '.join(f'`{a}`' for a in STUDY_ARMS)}).\n",
+        + f" (section 11's arms: {', '.join(f'`{a}`' for a in study.DECLARED)}).\n",
     ]
     return "\n".join([*head, *verdict_section(summary), *equal, *at_evaluations_section(curves), *addition,
                       *limits_section(curves, summary)])  # fmt: skip

@@ -41,7 +41,7 @@ SKIP: dict[str, Any] = {
     "prune_unsolved": True,
     "prune_unsolved_after": 2,
     "prune_exploration": "replay",
-    "prune_revisit_fraction": 0.1,
+    "prune_explore_fraction": 0.1,
     "prune_refill": False,
 }
 """The skip mode the study runs: the unsolved side (a prompt whose last two groups were all wrong is predicted dead

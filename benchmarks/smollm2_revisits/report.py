@@ -31,8 +31,12 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.adaptive.report import report_main  # noqa: E402
 from benchmarks.fused.report import interval  # noqa: E402
-from benchmarks.smollm2_revisits.run import ARMS, PROTOCOL, RESULTS, SECONDARY, splits  # noqa: E402
+from benchmarks.smollm2_revisits.run import ARMS, PROTOCOL, RESULTS, splits  # noqa: E402
 
+
+DECLARED = [*ARMS, "lze_uncertainty", "probe", "grpo_4x8"]
+"""Every arm of the protocol, in its order: `run.py`'s primary and secondary arms and the probe, which left the library
+with BENCHMARKS.md section 15's verdict (its committed runs hold its settings; it ran at commit 11e6ad3)."""
 
 COMPARISONS = [
     ("lze", "uniform_live", "the ranking"),
@@ -329,7 +333,7 @@ def rollouts_by_budget(record: dict[str, Any]) -> float:
 def arms_section(runs: dict) -> list[str]:
     out = ["## Every arm at T, at T / 2 and after 16 steps\n"]
     rows = []
-    for arm in [a for a in [*ARMS, *SECONDARY] if a in runs]:
+    for arm in [a for a in DECLARED if a in runs]:
         records = list(runs[arm].values())
         rows.append([
             arm, len(records), spread(records, accuracy), spread(records, lambda r: accuracy(r, "half")),
@@ -344,7 +348,7 @@ def arms_section(runs: dict) -> list[str]:
     out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
     out.append("Mean ± SD over seeds. Every arm minus GRPO, paired by seed (descriptive):\n")
     rows = []
-    for arm in [a for a in [*ARMS, *SECONDARY] if a != "grpo" and a in runs]:
+    for arm in [a for a in DECLARED if a != "grpo" and a in runs]:
         rows.append([arm, interval(paired(runs, arm, "grpo", accuracy)),
                      interval(paired(runs, arm, "grpo", lambda r: accuracy(r, "equal_steps"))),
                      interval(paired(runs, arm, "grpo", lambda r: accuracy(r, split="test_long")))])  # fmt: skip
@@ -377,7 +381,7 @@ def signals_section(runs: dict, results: Path) -> list[str]:
         generation, update = (np.mean([s[k] for s in steps]) for k in ("generation", "update"))
         split[path.stem] = [f"{seconds:.1f}", f"{generation:.1f}", f"{update:.1f}", f"{generation / seconds:.2f}"]
     rows = [[arm, len(runs[arm]), spread(list(runs[arm].values()), zero_spread_share), *split.get(arm, [""] * 4)]
-            for arm in [a for a in [*ARMS, *SECONDARY] if a in runs]]  # fmt: skip
+            for arm in [a for a in DECLARED if a in runs]]  # fmt: skip
     headers = ["arm", "seeds", "groups with zero reward spread, to T", "speed run s/step", "generation s", "update s",
                "generation share"]  # fmt: skip
     out.append(tabulate(rows, headers=headers, tablefmt="github") + "\n")
@@ -454,7 +458,7 @@ def figure(runs: dict, start: dict, results: Path, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     start_accuracy = float(np.mean(start["test"]["rate"]))
-    arms = [a for a in [*ARMS, *SECONDARY] if a in runs]
+    arms = [a for a in DECLARED if a in runs]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 3.9), gridspec_kw={"width_ratios": [1.4, 1]})
     for arm in arms:
         records = list(runs[arm].values())

@@ -72,15 +72,17 @@ ARMS: dict[str, dict[str, Any]] = {
 quota; LZE's quota drawn at random among the live groups (the control of the ranking)."""
 SECONDARY: dict[str, dict[str, Any]] = {
     "lze_uncertainty": {"selector": "lze", "selection_ratio": 0.4, "energy_terms": ["uncertainty"]},
-    "probe": {"selector": "lze", "selection_ratio": 0.33, "generation_rounds": [2, 8], "round_policy": "probe"},
     "grpo_4x8": {"selector": "none", "prompts_per_step": 4},
 }
 """The secondary arms: LZE ranked by the outcome uncertainty alone (no history: the ablation of the anchor and the
-momentum); the probe in serial rounds (fused rounds are not the default); GRPO with 4 prompts a step at full groups."""
+momentum); GRPO with 4 prompts a step at full groups. The protocol's third, the probe in serial rounds (`probe`), left
+the library with BENCHMARKS.md section 15's verdict: its runs and speed run are committed (its settings in their
+records) and ran from this script at commit 11e6ad3."""
 RUNS = {**ARMS, **SECONDARY}
 SPEED_ARMS = ["grpo", "lze", "filter", "grpo_4x8", "probe"]
 """The arms whose `speed` runs the time model is fitted on: every shape of step the study makes (one or two
-generation calls, 32 or 64 rollouts, 24 to 64 update rows)."""
+generation calls, 32 or 64 rollouts, 24 to 64 update rows). The probe's (the only one with two generation calls a
+step) is committed: `fit` reads it, `speed` runs it no more."""
 FEATURES = ["generation_calls", "rollouts", "update_processed_tokens"]
 """What a step's modelled seconds are linear in (with an intercept): TRL's generation calls, the rollouts they
 generated, and the prompt and completion tokens of the rows the update processed."""
@@ -321,7 +323,7 @@ def run_record(trainer, data: dict[str, Any]) -> dict[str, Any]:
         "environment": study.environment(),
         "commit": commit.strip()[:12],
         "meter": trainer.meter.snapshot(count_parameters(trainer.model)),
-        "log_history": [e for e in trainer.state.log_history if "lze/fresh_rollouts" in e],
+        "log_history": [e for e in trainer.state.log_history if "lze/generated_rollouts" in e],
         "selection_log": {
             **{name: log[name].tolist() for name in ("step", "batch", "prompt_key", "pass_rate", "energy", "weight")},
             "live": [bool(v) for v in log["live"]],

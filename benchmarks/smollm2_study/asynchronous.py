@@ -1,6 +1,9 @@
-"""The SmolLM2 study's async part (BENCHMARKS.md section 11): TRL's async GRPO, async GRPO with half the group, and
-async LZE with the probe, training SmolLM2-135M-Instruct against `vllm serve` of vLLM's CPU build, on the sync study's
-data and settings, evaluated as the sync runs are (`run.py`'s `PROTOCOL`, `splits` and `measure`).
+"""The SmolLM2 study's async part (BENCHMARKS.md section 11): TRL's async GRPO and async GRPO with half the group,
+training SmolLM2-135M-Instruct against `vllm serve` of vLLM's CPU build, on the sync study's data and settings,
+evaluated as the sync runs are (`run.py`'s `PROTOCOL`, `splits` and `measure`). Its third arm, async LZE with the probe
+(`probe`: `window_groups=8`, `generation_rounds=[2, 8]`, `selection_ratio=0.33`, its 2 selected groups a step), left
+the library with BENCHMARKS.md section 15's verdict; its runs are committed and ran from this script at commit
+11e6ad3.
 
     MODEL=$(.venv/bin/python -m lze_examples.smollm2)     # the converted model folder (the package is the main venv's)
     .venv-vllm/bin/python benchmarks/smollm2_study/asynchronous.py ARM SEED --model_dir $MODEL
@@ -9,8 +12,7 @@ SmolLM2 ties its LM head to its input embedding, which vLLM's CPU backend keeps 
 leaves stale: the server serves the untied copy (`untied_for_serving`) under the trained model's name, and each sync
 also writes the head (`ReloadWeightTransfer(tied_lm_head=...)`, `lze_trl/testing/vllm_reload.py`). One server per run,
 started from the starting weights. A step trains one generation batch's worth of rows: GRPO 8 prompts x 8 rollouts
-(64 rows), GRPO with half the group 8 x 4 (32), the probe (`window_groups=8`, `generation_rounds=[2, 8]`,
-`selection_ratio=0.33`) its 2 selected groups (16 rows); the weights are synced after every step. Each run writes
+(64 rows), GRPO with half the group 8 x 4 (32); the weights are synced after every step. Each run writes
 `benchmarks/results/smollm2_study/async/<arm>/seed_<k>.json` atomically when it has finished, and is skipped when that
 file is there: the seconds of `train()`, the steady seconds a step (TRL's clock, the first steps left out), the
 rollouts the server completed, the rows and groups handed to the trainer, and the final evaluations (test, OOD, the
@@ -34,19 +36,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "support")]
 ASYNC_ARMS: dict[str, dict[str, Any]] = {
     "grpo": {},
     "grpo_half": {"num_generations": 4},
-    "probe": {"selection_ratio": 0.33, "generation_rounds": [2, 8], "round_policy": "probe"},
 }
-"""The async arms: TRL's `AsyncGRPOTrainer` (`grpo`, `grpo_half`) or `LZEAsyncGRPOTrainer` (`probe`), with these
-settings on top of the study's shared ones."""
+"""The async arms: TRL's `AsyncGRPOTrainer`, with these settings on top of the study's shared ones."""
 SKIP_STEPS = 2
 """Steps left out of the steady seconds a step (the server's and torch's warm-up)."""
 
 
 def rows_per_step(arm: str, prompts: int, group: int) -> int:
-    """Rows a step trains: every group's rollouts, or the probe's selected groups' (its quota of `prompts` groups)."""
-    settings = ASYNC_ARMS[arm]
-    groups = int(prompts * settings["selection_ratio"]) if "selection_ratio" in settings else prompts
-    return groups * settings.get("num_generations", group)
+    """Rows a step trains: every group's rollouts."""
+    return prompts * ASYNC_ARMS[arm].get("num_generations", group)
 
 
 def train_async(arm: str, seed: int, model_dir: str, base_url: str, tied_lm_head: str, data: dict, output_dir: str):
@@ -62,7 +60,6 @@ def train_async(arm: str, seed: int, model_dir: str, base_url: str, tied_lm_head
     from benchmarks.smollm2_study.run import PROTOCOL, environment, measure
     from lze_examples.tasks.word_problems import word_problem_reward
     from lze_trl.async_grpo.cpu import cpu_construction, use_cpu_tree_attention
-    from lze_trl.async_grpo.trainer import LZEAsyncGRPOConfig, LZEAsyncGRPOTrainer
     from lze_trl.testing.vllm_reload import ReloadWeightTransfer
 
     p, settings = PROTOCOL, dict(ASYNC_ARMS[arm])
@@ -84,11 +81,7 @@ def train_async(arm: str, seed: int, model_dir: str, base_url: str, tied_lm_head
     transfer = ReloadWeightTransfer(base_url, os.path.join(output_dir, "weights"), tied_lm_head=tied_lm_head)
     kwargs = dict(train_dataset=dataset, processing_class=tokenizer, weight_transfer=transfer)
     with cpu_construction():
-        if arm == "probe":
-            args = LZEAsyncGRPOConfig(**common, **settings, window_groups=prompts)
-            trainer = LZEAsyncGRPOTrainer(model_dir, word_problem_reward, args=args, **kwargs)
-        else:
-            trainer = AsyncGRPOTrainer(model_dir, word_problem_reward, args=AsyncGRPOConfig(**common), **kwargs)
+        trainer = AsyncGRPOTrainer(model_dir, word_problem_reward, args=AsyncGRPOConfig(**common), **kwargs)
     use_cpu_tree_attention()
     counted = trainer.rollout_queue = CountingQueue(trainer.rollout_queue)
     clock = StepClock(trainer, counted, base_url)
@@ -114,7 +107,6 @@ def train_async(arm: str, seed: int, model_dir: str, base_url: str, tied_lm_head
         "rollout_wait_s": logged("perf/rollout_wait_s"), "weight_sync_s": logged("perf/weight_sync_s"),
         "rollouts_served": rollouts, "rows_handed": counted.rows, "groups_handed": len(counted.groups),
         "informative_groups_handed": len(counted.informative), "reward": float(np.mean(logged("reward") or [np.nan])),
-        "lze": {k: logged(k) for k in ("lze/fresh_rollouts", "lze/selected_frac", "lze/update_rows") if logged(k)},
         "evaluations": [{"step": trainer.state.global_step, **measure(evaluated, tokenizer, data, final=True)}],
     }  # fmt: skip
 

@@ -39,7 +39,10 @@ MARGIN = 0.03
 """Non-inferiority margin on test accuracy (`protocol.md`)."""
 ALPHA = 0.05
 """Family-wise level, Holm over the arms compared with GRPO."""
-COMPARISONS = len(ARMS) - 1
+DECLARED = [*ARMS, "probe", "adaptive", "probe_fused"]
+"""Every arm of the protocol, in its order: `run.py`'s `ARMS` and the savers' three, which left the library with
+BENCHMARKS.md section 15's verdict (their committed runs hold their settings; they ran at commit 11e6ad3)."""
+COMPARISONS = len(DECLARED) - 1
 """The arms compared with GRPO (the Holm family, whatever has run so far)."""
 BASELINE = "grpo"
 LABELS = {
@@ -56,7 +59,7 @@ LABELS = {
 def load_runs(results: Path = RESULTS) -> dict[str, dict[int, dict[str, Any]]]:
     """Every finished run: arm -> seed -> its record."""
     runs: dict[str, dict[int, dict[str, Any]]] = {}
-    for arm in [*ARMS, *CONTROLS]:
+    for arm in [*DECLARED, *CONTROLS]:
         for path in sorted((results / "runs" / arm).glob("seed_*.json")):
             record = json.loads(path.read_text())
             runs.setdefault(arm, {})[record["seed"]] = record
@@ -155,7 +158,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     """The whole report (Markdown) from `results`; with `figures`, also the README's figure (`readme.png`)."""
     start = json.loads((results / "start.json").read_text())
     runs = load_runs(results)
-    arms = [arm for arm in ARMS if arm in runs]  # the controls have their own section
+    arms = [arm for arm in DECLARED if arm in runs]  # the controls have their own section
     others = [arm for arm in arms if arm != BASELINE]
     summary: dict[str, dict[str, str]] = {arm: {} for arm in arms}
     if figures and runs:
@@ -191,7 +194,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
     # primary 1: accuracy at equal steps
     out.append(f"## Test accuracy at step {PROTOCOL['steps']} (primary)\n")
     # every arm of the protocol in the Holm family: one that has not run (or has one seed) enters with p = 1
-    differences = {arm: paired(runs, arm) for arm in ARMS if arm != BASELINE}
+    differences = {arm: paired(runs, arm) for arm in DECLARED if arm != BASELINE}
     decision = decide(differences, alpha=ALPHA, margin=MARGIN)
     rows = []
     for arm in arms:
@@ -346,7 +349,7 @@ def build(results: Path = RESULTS, figures: bool = False) -> str:
         )  # fmt: skip
         + "\n"
     )
-    lze_arms = [arm for arm in arms if ARMS[arm]["selector"] == "lze"]
+    lze_arms = [arm for arm in arms if next(iter(runs[arm].values()))["settings"]["selector"] == "lze"]
     if lze_arms:
         levels = sorted(set(start["pass_rate"]["difficulty"]))
         rows = []

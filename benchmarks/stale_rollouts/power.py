@@ -50,7 +50,7 @@ MIN_SEEDS = 8
 
 def runs_of(regime: str, results: Path = RESULTS) -> dict:
     """`{arm label: {seed: run}}` of a regime from every folder of its runs: section 8's (its uncorrected fused probe
-    relabelled), this section's pilot, its runs and the fill ablation's (`fill.py`)."""
+    relabelled), this section's pilot, its runs and the fill ablation's (`fill.py`, at commit 11e6ad3)."""
     folders = [SECTION_8, results / "pilot", results / "runs", results / "fill_runs"]
     arms: dict = {}
     for folder in folders:

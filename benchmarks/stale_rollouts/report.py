@@ -1,5 +1,6 @@
 """The report of BENCHMARKS.md section 10 (fused rounds with the stale-rollout correction against serial rounds),
-rebuilt from the committed raw results:
+rebuilt from the committed raw results (fused rounds, the probe and the adaptive budget left the library with
+BENCHMARKS.md section 15's verdict; the runners of these runs are at commit 11e6ad3):
 
     python benchmarks/stale_rollouts/report.py            # writes benchmarks/results/stale_rollouts/report.md
     python benchmarks/stale_rollouts/report.py --check    # rebuilds the report and fails if it differs
@@ -27,11 +28,11 @@ from benchmarks.adaptive.report import report_main  # noqa: E402
 from benchmarks.frontier.report import load  # noqa: E402
 from benchmarks.fused.power import MARGIN  # noqa: E402
 from benchmarks.fused.report import decide, interval, number  # noqa: E402
-from benchmarks.stale_rollouts.fill import ARM as FILL  # noqa: E402
 from benchmarks.stale_rollouts.power import (  # noqa: E402
     ADAPTIVE,
     ALPHA,
     CORRECTED,
+    PROBE,
     REGIMES,
     RESULTS,
     SERIAL,
@@ -41,6 +42,9 @@ from benchmarks.stale_rollouts.power import (  # noqa: E402
 )
 
 
+FILL = PROBE + ",fuse_rounds=false,empty_fill"
+"""The label of the fill ablation's runs (`fill_runs/`: serial rounds whose first update trains nothing; its runner,
+`benchmarks/stale_rollouts/fill.py`, at commit 11e6ad3)."""
 A_SERIAL = ADAPTIVE + ",fuse_rounds=false"
 A_CORRECTED = ADAPTIVE + ",fuse_rounds=true,vllm_importance_sampling_correction=true"
 A_UNCORRECTED = ADAPTIVE + ",fuse_rounds=true,vllm_importance_sampling_correction=false"

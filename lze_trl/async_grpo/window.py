@@ -288,7 +288,7 @@ class GroupWindow:
                         f"Epoch {position.epoch} has no prompt to roll out: forward pruning left none of the {size} "
                         "prompts in its pool, so training stops at this step. Train on more prompts, prune later (a "
                         "larger `prune_solved_after` or `prune_unsolved_after`), explore more "
-                        "(`prune_revisit_fraction`, or `prune_target_dead_frac` with `prune_exploration='adaptive'`), "
+                        "(`prune_explore_fraction`, or `prune_target_dead_frac` with `prune_exploration='adaptive'`), "
                         "or turn pruning (`prune_solved`, `prune_unsolved`) off."
                     )
                     run.warn(self.exhausted)

@@ -33,7 +33,7 @@ Forward pruning is read from a shadow run's `lze/shadow_prunable_*` (what the hi
 of those groups were live), or, on a run that prunes, from its own counts: `lze/rollouts_skipped` (the rollouts its
 epoch plans left out, each epoch's counted when it is planned) against the rollouts it generated
 (`lze/grpo_update_rows` a step, one generation batch an optimizer step as TRL's default `steps_per_generation`), and
-the explored pruned prompts that turned out live (`lze/revisits_scored_<side>`, `lze/revisits_live_<side>`).
+the explored pruned prompts that turned out live (`lze/explored_scored_<side>`, `lze/explored_live_<side>`).
 
 Every printed arithmetic reproduces its printed result by hand: each result is computed from the terms as printed
 (shares to 2 decimals, seconds and ratios to 3 significant digits, counts whole), and the next line goes on from it.
@@ -286,7 +286,7 @@ def advice(signals: Signals) -> list[str]:
         lines.append(skip_line(s.prunable, s.prunable_share or 0.0, s.dead_share, g, u))
     else:
         lines.append(
-            "Forward pruning: not measured on this run (it needs each prompt's history over revisits: a shadow run, "
+            "Forward pruning: not measured on this run (it needs each prompt's history over its visits: a shadow run, "
             "shadow=True, over more than one epoch, or a run that prunes). At most the dead share of the groups "
             "could be skipped."
         )

@@ -118,7 +118,7 @@ class Signals:
         pruned_sides = [side for side in SIDES if any(f"lze/skipped_prompts_{side}" in e for e in steps)]
         if pruned_sides:
             generated = _total(steps, "lze/grpo_update_rows") or 0.0
-            names = ("skipped_prompts", "revisits_scored", "revisits_live")
+            names = ("skipped_prompts", "explored_scored", "explored_live")
             sides = {side: tuple(_last(steps, f"lze/{name}_{side}") or 0.0 for name in names) for side in pruned_sides}
             pruned = Pruned(_last(steps, "lze/rollouts_skipped") or 0.0, generated, sides)
         return cls(

@@ -103,7 +103,7 @@ class LZERepeatSampler(RepeatSampler):
                 f"Epoch {self.epoch} has no generation batch to roll out: {len(set(order))} of {self.num_samples} "
                 "prompts are left in its pool after forward pruning, fewer than one generation batch "
                 f"({self.batch_size} prompts), so training stops at this epoch. Train on more prompts, prune later (a "
-                "larger `prune_solved_after` or `prune_unsolved_after`), explore more (`prune_revisit_fraction`, or "
+                "larger `prune_solved_after` or `prune_unsolved_after`), explore more (`prune_explore_fraction`, or "
                 "`prune_target_dead_frac` with `prune_exploration='adaptive'`), or turn pruning (`prune_solved`, "
                 "`prune_unsolved`) off.",
                 LZEWarning,

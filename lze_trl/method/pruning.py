@@ -35,9 +35,9 @@ class PromptPruner:
     A prompt whose last `solved_after` observations were fully solved (the per-prompt table's `saturated_streak`), or,
     with `unsolved_after`, whose last `unsolved_after` were fully unsolved, is in that side's prune pool: it is
     predicted dead and is not rolled out on its visit, except when explored. [`~PromptPruner.plan_epoch`] decides each
-    epoch's explored prompts (`revisited_keys`) by `exploration`:
+    epoch's explored prompts (`explored_keys`) by `exploration`:
 
-    - `"replay"` (the paper's): `revisit_fraction` of each side's pool (at least one prompt) is drawn each epoch.
+    - `"replay"` (the paper's): `explore_fraction` of each side's pool (at least one prompt) is drawn each epoch.
     - `"adaptive"` (GRESO's rule, adapted when it acts): each pooled prompt is rolled out with probability
       `max(p ** depth, 0.01)`, `depth` its streak beyond the side's threshold plus one, `p` the side's exploration
       probability (from 0.5, within [0.05, 0.95]). `p` acts once an epoch, when the epoch is planned, so it adapts
@@ -56,7 +56,7 @@ class PromptPruner:
     Args:
         solved_after (`int` or `None`, *optional*, defaults to `2`):
             Consecutive fully-solved observations after which a prompt is pruned; `None` prunes no solved prompt.
-        revisit_fraction (`float`, *optional*, defaults to `0.1`):
+        explore_fraction (`float`, *optional*, defaults to `0.1`):
             `"replay"`'s fraction of each side's pool rolled out again each epoch, in [0, 1].
         seed (`int`, *optional*, defaults to `0`):
             Seed of the exploration draws.
@@ -68,12 +68,12 @@ class PromptPruner:
             `"adaptive"`'s target share of dead groups among the generated ones (GRESO's), in [0, 1].
 
     Attributes:
-        revisited_keys (`np.ndarray`):
-            The pooled prompts the current epoch rolls out again (sorted), and `revisited_sides` their sides.
+        explored_keys (`np.ndarray`):
+            The pooled prompts the current epoch rolls out again (sorted), and `explored_sides` their sides.
         skipped (`np.ndarray`):
             Per side, the pooled prompts the current epoch's plan leaves out.
-        revisits_scored, revisits_live (`np.ndarray`):
-            Per side, over the run: revisited groups scored, and those of them that were live (not dead).
+        explored_scored, explored_live (`np.ndarray`):
+            Per side, over the run: explored groups scored, and those of them that were live (not dead).
         keep_probability (`np.ndarray`):
             `"adaptive"`'s `p`, per side.
         dead_since_plan, scored_since_plan (`np.ndarray`):
@@ -83,37 +83,37 @@ class PromptPruner:
     def __init__(
         self,
         solved_after: int | None = 2,
-        revisit_fraction: float = 0.1,
+        explore_fraction: float = 0.1,
         seed: int = 0,
         unsolved_after: int | None = None,
         exploration: str = "replay",
         target_dead_frac: float = 0.25,
     ) -> None:
         thresholds = [a for a in (solved_after, unsolved_after) if a is not None]
-        fractions = (revisit_fraction, target_dead_frac)
+        fractions = (explore_fraction, target_dead_frac)
         if not thresholds or any(a < 1 for a in thresholds) or not all(0.0 <= f <= 1.0 for f in fractions):
             # a public class: checked here too, not only by LZEGRPOConfig (0 would prune every prompt)
             raise ValueError(
-                "PromptPruner needs solved_after or unsolved_after >= 1 (the other may be None) and revisit_fraction "
+                "PromptPruner needs solved_after or unsolved_after >= 1 (the other may be None) and explore_fraction "
                 f"and target_dead_frac in [0, 1]; got solved_after={solved_after}, "
                 f"unsolved_after={unsolved_after}, {fractions}."
             )
         if exploration not in EXPLORATIONS:
             raise ValueError(f"PromptPruner's exploration must be one of {list(EXPLORATIONS)}; got {exploration!r}.")
         self.after = (solved_after, unsolved_after)
-        self.revisit_fraction = revisit_fraction
+        self.explore_fraction = explore_fraction
         self.seed = seed
         self.exploration = exploration
         both = len(thresholds) == 2
         self.targets = np.array([target_dead_frac / 3 if both else target_dead_frac, 2 * target_dead_frac / 3 if both
                                  else target_dead_frac])  # fmt: skip
-        self.revisited_keys = np.empty(0, dtype=np.int64)
-        self.revisited_sides = np.empty(0, dtype=np.int64)
-        self.pending_keys = np.empty(0, dtype=np.int64)  # revisits not scored yet (their batch may still be in flight)
+        self.explored_keys = np.empty(0, dtype=np.int64)
+        self.explored_sides = np.empty(0, dtype=np.int64)
+        self.pending_keys = np.empty(0, dtype=np.int64)  # explored, not scored yet (their batch may be in flight)
         self.pending_sides = np.empty(0, dtype=np.int64)
         self.skipped = np.zeros(2, dtype=np.int64)
-        self.revisits_scored = np.zeros(2, dtype=np.int64)
-        self.revisits_live = np.zeros(2, dtype=np.int64)
+        self.explored_scored = np.zeros(2, dtype=np.int64)
+        self.explored_live = np.zeros(2, dtype=np.int64)
         self.keep_probability = np.full(2, KEEP_PROBABILITY_START)
         self.dead_since_plan = np.zeros(2, dtype=np.int64)
         self.scored_since_plan = np.zeros(1, dtype=np.int64)
@@ -124,8 +124,8 @@ class PromptPruner:
         return tuple(side for side, after in zip(SIDES, self.after) if after is not None)
 
     @property
-    def num_revisited(self) -> int:
-        return len(self.revisited_keys)
+    def num_explored(self) -> int:
+        return len(self.explored_keys)
 
     def side_of(self, keys: np.ndarray, state: PromptState) -> tuple[np.ndarray, np.ndarray]:
         """Each prompt's prune side (0 solved, 1 unsolved, -1 not pruned) and its depth (streak beyond the side's
@@ -147,8 +147,8 @@ class PromptPruner:
         return self.side_of(np.asarray(keys, dtype=np.int64), state)[0] >= 0
 
     def plan_epoch(self, epoch: int, order: np.ndarray, keys: np.ndarray, state: PromptState) -> np.ndarray:
-        """Draws `epoch`'s revisits and returns its dataset indices: `order` (in sampling order, with their prompt
-        `keys`) without the pruned prompts but the revisited ones."""
+        """Draws `epoch`'s explored prompts and returns its dataset indices: `order` (in sampling order, with their
+        prompt `keys`) without the pruned prompts but the explored ones."""
         side, depth = self.side_of(keys, state)
         pool, where = np.unique(keys[side >= 0], return_index=True)
         pool_side, pool_depth = side[side >= 0][where], depth[side >= 0][where]
@@ -159,28 +159,28 @@ class PromptPruner:
             chosen = np.zeros(len(pool), dtype=bool)
             for s in range(2):
                 members = np.flatnonzero(pool_side == s)
-                if len(members) > 0 and self.revisit_fraction > 0:
-                    num = max(1, int(self.revisit_fraction * len(members)))
+                if len(members) > 0 and self.explore_fraction > 0:
+                    num = max(1, int(self.explore_fraction * len(members)))
                     chosen[rng.choice(members, size=num, replace=False)] = True
         else:
             keep = np.maximum(self.keep_probability[pool_side] ** pool_depth, KEEP_PROBABILITY_FLOOR)
             chosen = rng.random(len(pool)) < keep
-        self.revisited_keys, self.revisited_sides = pool[chosen], pool_side[chosen]
+        self.explored_keys, self.explored_sides = pool[chosen], pool_side[chosen]
         self.skipped = np.bincount(pool_side[~chosen], minlength=2).astype(np.int64)
-        self.pending_keys = np.concatenate([self.pending_keys, self.revisited_keys])
-        self.pending_sides = np.concatenate([self.pending_sides, self.revisited_sides])
-        return order[(side < 0) | np.isin(keys, self.revisited_keys)]
+        self.pending_keys = np.concatenate([self.pending_keys, self.explored_keys])
+        self.pending_sides = np.concatenate([self.pending_sides, self.explored_sides])
+        return order[(side < 0) | np.isin(keys, self.explored_keys)]
 
     def explore(self, keys: np.ndarray, sides: np.ndarray) -> None:
         """Counts the pooled prompts of `keys` (their `sides`) that are generated though not drawn for exploration
-        (skip mode's balance between processes) with the revisits, as explored."""
+        (skip mode's balance between processes) with the explored ones."""
         self.pending_keys = np.concatenate([self.pending_keys, np.asarray(keys, dtype=np.int64)])
         self.pending_sides = np.concatenate([self.pending_sides, np.asarray(sides, dtype=np.int64)])
 
     def _adapt(self) -> None:
         """`"adaptive"`'s move of `p`, per pruned side whose last plan pooled prompts, from the groups recorded since
         that plan; the count then starts again."""
-        pooled = (self.skipped + np.bincount(self.revisited_sides, minlength=2)) > 0
+        pooled = (self.skipped + np.bincount(self.explored_sides, minlength=2)) > 0
         acts = pooled & np.array([a is not None for a in self.after]) & (self.scored_since_plan[0] > 0)
         share = self.dead_since_plan / max(int(self.scored_since_plan[0]), 1)
         with np.errstate(divide="ignore"):
@@ -190,7 +190,8 @@ class PromptPruner:
 
     def observe(self, keys: np.ndarray, pass_rates: np.ndarray) -> None:
         """Takes a recorded generation batch (all its groups: prompt keys and pass rates, NaN where unscorable): counts
-        the revisits it scored and which were live, and the groups dead on each side for `"adaptive"`'s next move."""
+        the explored groups it scored and which were live, and the groups dead on each side for `"adaptive"`'s next
+        move."""
         keys, p = np.asarray(keys, dtype=np.int64), np.asarray(pass_rates, dtype=np.float64)
         scored = np.isfinite(p)
         dead = np.stack([scored & (p >= 1), scored & (p <= 0)])
@@ -198,33 +199,33 @@ class PromptPruner:
         if hit.any():
             live_keys = keys[scored & ~dead.any(axis=0)]
             sides = self.pending_sides[hit]
-            self.revisits_scored += np.bincount(sides, minlength=2)
-            self.revisits_live += np.bincount(sides[np.isin(self.pending_keys[hit], live_keys)], minlength=2)
+            self.explored_scored += np.bincount(sides, minlength=2)
+            self.explored_live += np.bincount(sides[np.isin(self.pending_keys[hit], live_keys)], minlength=2)
             self.pending_keys, self.pending_sides = self.pending_keys[~hit], self.pending_sides[~hit]
         self.dead_since_plan += dead.sum(axis=1)
         self.scored_since_plan += int(scored.sum())
 
     def metrics(self, state: PromptState) -> dict[str, float]:
-        """The pruner's `lze/` metrics: the pools, the current epoch's skipped and revisited prompts per side, and over
-        the run the revisits scored, those live, and the rule's precision (the share of scored revisits that were dead
-        again, as predicted)."""
-        out = {"pruned_prompts": float(self.num_pruned(state)), "revisited_prompts": float(self.num_revisited)}
+        """The pruner's `lze/` metrics: the pools, the current epoch's skipped and explored prompts per side, and over
+        the run the explored groups scored, those live, and the rule's precision (the share of scored explored groups
+        that were dead again, as predicted)."""
+        out = {"pruned_prompts": float(self.num_pruned(state)), "explored_prompts": float(self.num_explored)}
         for s, side in enumerate(SIDES):
             if self.after[s] is None:
                 continue
             out[f"skipped_prompts_{side}"] = float(self.skipped[s])
-            out[f"revisited_prompts_{side}"] = float((self.revisited_sides == s).sum())
-            out[f"revisits_scored_{side}"] = float(self.revisits_scored[s])
-            out[f"revisits_live_{side}"] = float(self.revisits_live[s])
+            out[f"explored_prompts_{side}"] = float((self.explored_sides == s).sum())
+            out[f"explored_scored_{side}"] = float(self.explored_scored[s])
+            out[f"explored_live_{side}"] = float(self.explored_live[s])
             if self.exploration == "adaptive":
                 out[f"keep_probability_{side}"] = float(self.keep_probability[s])
-        if self.revisits_scored.sum() > 0:
-            out["prune_precision"] = float(1 - self.revisits_live.sum() / self.revisits_scored.sum())
+        if self.explored_scored.sum() > 0:
+            out["prune_precision"] = float(1 - self.explored_live.sum() / self.explored_scored.sum())
         return out
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        names = ("revisited_keys", "revisited_sides", "pending_keys", "pending_sides", "skipped", "revisits_scored",
-                 "revisits_live", "keep_probability", "dead_since_plan", "scored_since_plan")  # fmt: skip
+        names = ("explored_keys", "explored_sides", "pending_keys", "pending_sides", "skipped", "explored_scored",
+                 "explored_live", "keep_probability", "dead_since_plan", "scored_since_plan")  # fmt: skip
         return {name: getattr(self, name).copy() for name in names}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:

@@ -69,7 +69,7 @@ def make_pruner(args: LZESettings) -> PromptPruner:
     """The run's [`~lze_trl.method.pruning.PromptPruner`], from its `prune_*` settings."""
     return PromptPruner(
         args.prune_solved_after if args.prune_solved else None,
-        args.prune_revisit_fraction,
+        args.prune_explore_fraction,
         args.seed,
         unsolved_after=args.prune_unsolved_after if args.prune_unsolved else None,
         exploration=args.prune_exploration,
@@ -273,9 +273,9 @@ class LZERun:
         self.batches_recorded += 1
         explored = None
         if self.pruner is not None:
-            before = self.pruner.revisits_scored.sum(), self.pruner.revisits_live.sum()
+            before = self.pruner.explored_scored.sum(), self.pruner.explored_live.sum()
             self.pruner.observe(batch.prompt_keys, batch.pass_rates)
-            explored = self.pruner.revisits_scored.sum() - before[0], self.pruner.revisits_live.sum() - before[1]
+            explored = self.pruner.explored_scored.sum() - before[0], self.pruner.explored_live.sum() - before[1]
         scorable = np.isfinite(batch.pass_rates)
         self.empty_update_guard.observe(bool(scorable.any()), int(batch.live.sum()))
         metrics = {
@@ -337,7 +337,7 @@ class LZERun:
         group, the processes' equal slices one after another): the groups of the epoch's skipped prompts are not
         generated, as many on every process (the fewest any process would skip, the first ones in order; TRL gathers
         equal rows from each), keeping at least one group a process. A prompt of the pool that is generated all the
-        same is explored: its group counts with the pruner's revisits. `skipping` says which groups their epoch
+        same is explored: its group counts with the pruner's explored groups. `skipping` says which groups their epoch
         skips where they were drawn from more than one epoch's plan (the async window); by default the current
         epoch's `position.skipping`.
 

@@ -90,7 +90,7 @@ def select_top_k(
     rng: np.random.Generator | None = None,
 ) -> np.ndarray:
     """
-    The top-`selection_ratio` groups by energy, with Gumbel exploration noise, as a boolean mask: among the `live`
+    The top-`selection_ratio` groups by energy, with Gumbel selection noise, as a boolean mask: among the `live`
     groups only, `quota = min(max(int(n * selection_ratio), 1), n_live)` are kept (`int` rounds down: 12 of 32
     groups at 0.4), ranked by `energy + g`, `g ~ Gumbel(0, s)`, `s = selection_noise * max(max(E) - min(E), 0.01)` over
     the live groups.

@@ -125,9 +125,9 @@ class LZESettings:
     selection_noise: float = setting(
         0.05,
         valid=within(0, math.inf),
-        fix="use a finite value >= 0 (0 disables exploration noise).",
+        fix="use a finite value >= 0 (0 disables the selection noise).",
         help="""
-            Scale of the Gumbel exploration noise added to the energies, relative to their range; 0 ranks by energy.
+            Scale of the Gumbel selection noise added to the energies, relative to their range; 0 ranks by energy.
         """,
     )
     energy_ema_decay: float = setting(
@@ -244,14 +244,14 @@ class LZESettings:
         "replay",
         choices=EXPLORATIONS,
         help="""
-            How pruned prompts are rolled out again: `"replay"` (the paper's: `prune_revisit_fraction` of each side's
+            How pruned prompts are rolled out again: `"replay"` (the paper's: `prune_explore_fraction` of each side's
             pool each epoch) or `"adaptive"` (GRESO's: each pruned prompt with probability `max(p ** depth, 0.01)`,
             `depth` the observations of its streak past the threshold plus one, `p` per side set when each epoch is
             planned from the dead share since the last plan, `p * target / share`, toward `prune_target_dead_frac`;
             `lze_trl.method.pruning.PromptPruner`).
         """,
     )
-    prune_revisit_fraction: float = setting(
+    prune_explore_fraction: float = setting(
         0.1,
         valid=within(0, 1),
         fix="use a fraction in [0, 1], e.g. 0.1.",

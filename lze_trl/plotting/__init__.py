@@ -28,10 +28,10 @@ from ..method.prompt_state import prompt_table
 from ..method.selection import in_learning_zone
 from .base import OTHER_COLOR, SELECTED_COLOR, ZONE_COLORS, PathLike, figure_to_png, new_figure, save_figure
 from .tables import (
+    exploration_events,
     learning_zone_events,
     learning_zone_summary,
     load_run,
-    revisit_events,
     selection_histograms,
     zone_state,
 )
@@ -67,7 +67,7 @@ __all__ = [
     "pass_rate_trajectories",
     "plot_run",
     "prompt_table",
-    "revisit_events",
+    "exploration_events",
     "save_figure",
     "selected_fraction_by",
     "selection_histograms",

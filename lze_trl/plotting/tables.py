@@ -1,4 +1,4 @@
-"""Tables of a run's selection: loading a run, learning-zone events and summaries, revisits, histograms (the prompt
+"""Tables of a run's selection: loading a run, learning-zone events and summaries, explorations, histograms (the prompt
 table itself is the method's, [`~lze_trl.method.prompt_state.prompt_table`], re-exported by `lze_trl.plotting`)."""
 
 from __future__ import annotations
@@ -162,14 +162,14 @@ def learning_zone_summary(selection_log: pd.DataFrame, prompts: pd.DataFrame | N
     return summary
 
 
-def revisit_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.DataFrame:
+def exploration_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.DataFrame:
     """
-    The observations of pruned prompts (forward pruning's revisits), reconstructed from the selection log.
+    The observations of pruned prompts (forward pruning's exploration), reconstructed from the selection log.
 
     With `prune_solved=True` a prompt whose pass rate is 1 on `solved_after` consecutive observations is pruned: it is
-    only rolled out again when it is drawn for a revisit. So an observation that follows `solved_after` (or more)
-    consecutive fully-solved ones is a revisit: it is `"forgotten"` (the prompt returns to the active pool) when its
-    pass rate is below 1, `"still_solved"` otherwise. Needs the log from the prompt's first observations on (a log
+    only rolled out again when it is drawn for exploration. So an observation that follows `solved_after` (or more)
+    consecutive fully-solved ones is an exploration: it is `"forgotten"` (the prompt returns to the active pool) when
+    its pass rate is below 1, `"still_solved"` otherwise. Needs the log from the prompt's first observations on (a log
     truncated by `selection_log_max_rows` can miss a streak).
 
     Args:
@@ -179,7 +179,7 @@ def revisit_events(selection_log: pd.DataFrame, solved_after: int = 2) -> pd.Dat
             The run's `prune_solved_after`.
 
     Returns:
-        `pandas.DataFrame`: one row per revisit: `prompt_key`, `step`, `batch`, `pass_rate`, `streak_before` and
+        `pandas.DataFrame`: one row per exploration: `prompt_key`, `step`, `batch`, `pass_rate`, `streak_before` and
         `outcome`.
     """
     import pandas as pd

@@ -242,7 +242,7 @@ def test_a_group_without_rows_counts_in_the_pass_rate_and_trains_nothing(tmp_pat
 
 
 def test_forward_pruning_plans_what_the_window_draws(tmp_path):
-    args = config(tmp_path, prune_solved=True, prune_solved_after=1, prune_revisit_fraction=0.0, selector="none")
+    args = config(tmp_path, prune_solved=True, prune_solved_after=1, prune_explore_fraction=0.0, selector="none")
     window, source, orders = window_of(args, 3, keys=(1, 2, 3))
     solved = orders[0].index
     feed(source, *[answer(o, [1, 1, 1, 1] if o.index == solved else [1, 0, 0, 0]) for o in orders])
@@ -388,7 +388,7 @@ def test_the_async_trainer_in_shadow_mode_trains_every_group_and_logs_what_lze_w
 @pytest.mark.slow
 def test_the_async_trainer_prunes_solved_prompts_from_what_it_draws(tmp_path, setup):
     trainer = make_trainer(tmp_path, setup, max_steps=6, prune_solved=True, prune_solved_after=1,
-                           prune_revisit_fraction=0.0, selector="none")  # fmt: skip
+                           prune_explore_fraction=0.0, selector="none")  # fmt: skip
     _, _, dataset = setup
     solved = [i for i, r in enumerate(dataset["pass_rate"]) if r == 1.0]
     solved_keys = trainer.prompt_keys.dataset_keys[solved]
@@ -414,7 +414,7 @@ def test_the_async_trainer_prunes_solved_prompts_from_what_it_draws(tmp_path, se
 
 
 @pytest.mark.slow
-def test_the_async_trainer_prunes_both_sides_and_counts_its_revisits(tmp_path, setup):
+def test_the_async_trainer_prunes_both_sides_and_counts_its_explored_groups(tmp_path, setup):
     # prompts 0 and 6 never pass, 2 always: both sides pruned once recorded, each explored again with adaptive p
     trainer = make_trainer(tmp_path, setup, max_steps=8, prune_solved=True, prune_solved_after=1, prune_unsolved=True,
                            prune_exploration="adaptive", selector="none")  # fmt: skip
@@ -428,10 +428,10 @@ def test_the_async_trainer_prunes_both_sides_and_counts_its_revisits(tmp_path, s
         e["lze/skipped_prompts_unsolved"] for e in trainer.state.log_history if "lze/skipped_prompts_unsolved" in e
     ]
     assert skipped and max(skipped) > 0
-    # revisits were scored (a prompt that passes 0.25 of the time can be dead by chance and come back to life)
-    assert pruner.revisits_scored[1] > 0 and pruner.revisits_live[1] <= pruner.revisits_scored[1]
+    # explored groups were scored (a prompt that passes 0.25 of the time can be dead by chance and come back to life)
+    assert pruner.explored_scored[1] > 0 and pruner.explored_live[1] <= pruner.explored_scored[1]
     precision = [e["lze/prune_precision"] for e in trainer.state.log_history if "lze/prune_precision" in e]
-    assert precision[-1] == pytest.approx(1 - pruner.revisits_live.sum() / pruner.revisits_scored.sum())
+    assert precision[-1] == pytest.approx(1 - pruner.explored_live.sum() / pruner.explored_scored.sum())
     # both sides' p adapted, and only when an epoch was planned: at most one value an epoch planned
     assert (pruner.keep_probability != 0.5).all()
     for side in ("solved", "unsolved"):
@@ -447,7 +447,7 @@ def test_the_async_trainer_skips_predicted_dead_prompts_without_refilling(tmp_pa
     _, _, dataset = setup
     dead = {i for i, r in enumerate(dataset["pass_rate"]) if r in (0.0, 1.0)}
     trainer = make_trainer(tmp_path, setup, max_steps=12, prune_solved=True, prune_solved_after=1, prune_unsolved=True,
-                           prune_revisit_fraction=0.0, selector="none", prune_refill=False)  # fmt: skip
+                           prune_explore_fraction=0.0, selector="none", prune_refill=False)  # fmt: skip
     ordered, drawn = [], []  # (group id, dataset row) of every order; each batch's draw and its skips
     send, draw = trainer.rollout_worker.send_orders, trainer.lze_window._draw
     trainer.lze_window.send = lambda orders: (ordered.extend((o.group_id, o.index) for o in orders), send(orders))
@@ -480,7 +480,7 @@ def test_an_epoch_left_empty_by_pruning_ends_the_async_run_with_a_warning(tmp_pa
     path, tokenizer, dataset = setup
     solved = dataset.map(lambda row: {"pass_rate": 1.0})
     trainer = make_trainer(tmp_path, (path, tokenizer, solved), max_steps=50, prune_solved=True,
-                           prune_solved_after=1, prune_revisit_fraction=0.0, selector="none", save_strategy="steps",
+                           prune_solved_after=1, prune_explore_fraction=0.0, selector="none", save_strategy="steps",
                            save_steps=100)  # fmt: skip
     with pytest.warns(LZEWarning) as caught:
         trainer.train()

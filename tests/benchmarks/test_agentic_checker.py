@@ -1,7 +1,7 @@
-"""The multi-turn checker environment of BENCHMARKS.md section 13 (`benchmarks/agentic/checker.py`), trained through
-TRL's `rollout_func` with the probe: the environment's replies are the only masked tokens, a rollout takes a model
-turn per answer until one is right or 3 are spent, the environment's reward is the last answer's check, and the model
-calls it counts are the turns its rollouts hold."""
+"""The multi-turn checker environment of BENCHMARKS.md section 4 (`benchmarks/agentic/checker.py`), trained through
+TRL's `rollout_func` with LZE: the environment's replies are the only masked tokens, a rollout takes a model turn per
+answer until one is right or 3 are spent, the environment's reward is the last answer's check, and the model calls it
+counts are the turns its rollouts hold."""
 
 import pytest
 from testing_utils import logged, make_trainer, prompt_dataset
@@ -34,13 +34,11 @@ def test_a_checker_rollout_is_the_model_answering_until_right_or_out_of_turns(tm
         dataset=prompt_dataset(8),
         trainer_class=checker_trainer(rollouts),
         per_device_train_batch_size=16,
-        generation_rounds=[2, 4],
-        round_policy="probe",
         max_steps=2,
     )
     trainer.train()
-    assert [c["rollouts"] for c in rollouts.calls[:1]] == [8]  # the probe's round: 4 prompts x 2
-    assert sum(c["rollouts"] for c in rollouts.calls) == sum(logged(trainer, "lze/fresh_rollouts"))
+    assert [c["rollouts"] for c in rollouts.calls] == [16, 16]  # a generation batch a step: 4 prompts x 4
+    assert sum(c["rollouts"] for c in rollouts.calls) == sum(logged(trainer, "lze/generated_rollouts"))
     turns = 0
     for prompts, output, tok in rollouts.outputs:
         for i, prompt in enumerate(prompts):

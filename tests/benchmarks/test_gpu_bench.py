@@ -26,17 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = SIZES["tiny"]
 P, G = TINY.prompts_per_step, TINY.num_generations
 
-# Generation calls a step must make: one per round in serial rounds, one per step otherwise (fused rounds included).
-CALLS = {
-    "grpo": 1,
-    "grpo_half": 1,
-    "lze": 1,
-    "probe_serial": 2,
-    "probe_fused": 1,
-    "adaptive_serial": 3,
-    "adaptive_fused": 1,
-}
-
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> dict:
@@ -47,18 +36,6 @@ def tiny(tmp_path_factory) -> dict:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "| grpo " in done.stdout  # the report's table, printed at the end
     return json.loads(output.read_text())
-
-
-def fresh_rollouts_fit(arm: str, rollouts: int) -> bool:
-    """Whether a step's fresh rollouts are what the arm can generate from P prompts in groups of G (8)."""
-    if arm in ("grpo", "lze"):
-        return rollouts == P * G
-    if arm == "grpo_half":
-        return rollouts == P * G // 2
-    # rounds: every new group's first 2 rollouts, and the 6 (probe) or 2 + 4 (adaptive) of the groups that go on
-    more = rollouts - 2 * P
-    step = 6 if arm.startswith("probe") else 2
-    return more % step == 0 and 6 <= more <= 6 * P
 
 
 @pytest.mark.slow
@@ -72,36 +49,26 @@ def test_every_arm_runs_with_both_backends(tiny):
         assert r["status"] == "ok", (arm, backend, r.get("error"))
         assert r["timed_steps"] == TINY.timed_steps
         assert r["config"]["use_transformers_continuous_batching"] is (backend == "continuous_batching")
-        assert r["config"]["num_generations"] == (G // 2 if arm == "grpo_half" else G)
-        if "fused" in arm or "serial" in arm:
-            assert r["config"]["fuse_rounds"] is arm.endswith("fused")
+        group = G // 2 if arm == "grpo_half" else G
+        assert r["config"]["num_generations"] == group
         assert 0 < r["generation_s_per_step"] < r["s_per_step"]
-        assert r["generation_calls_per_step"] == CALLS[arm], (arm, backend)
-        # A fused arm does not count its first step (its R generation calls start the batches in flight)
-        assert r["skipped_steps"] == max(TINY.warmup_steps, int(arm.endswith("fused")))
+        assert r["generation_calls_per_step"] == 1, (arm, backend)  # one generation call a step
+        assert r["skipped_steps"] == TINY.warmup_steps
         for step in r["steps"]:
             lze = step["lze"]
-            # the wrapped generation calls see what the trainer says it generated
-            assert step["fresh_rollouts"] == lze["lze/fresh_rollouts"], (arm, backend, step)
-            assert step["generation_calls"] == lze["lze/generation_calls"], (arm, backend, step)
+            # the wrapped generation calls see what the trainer says it generated: every prompt's whole group
+            assert step["generated_rollouts"] == lze["lze/generated_rollouts"] == P * group, (arm, backend, step)
             if step["timed"]:
-                assert fresh_rollouts_fit(arm, step["fresh_rollouts"]), (arm, backend, step["fresh_rollouts"])
                 # the update's rows with a loss token: the selected groups' rollouts
                 assert step["update_rows"] == lze["lze/update_rows"], (arm, backend, step)
-                assert step["update_rows"] % (G // 2 if arm == "grpo_half" else G) == 0
+                assert step["update_rows"] % group == 0
                 assert step["update_forward_tokens"] >= step["update_loss_tokens"] >= step["update_rows"]
         # every rollout of GRPO reaches the update; the selectors keep fewer
-        full = P * G // 2 if arm == "grpo_half" else P * G
-        assert (r["update_rows_per_step"] == full) is arm.startswith("grpo")
+        assert (r["update_rows_per_step"] == P * group) is arm.startswith("grpo")
         # lengths set by the EOS hazard with both backends (a random model alone runs to the limit)
         lengths = r["completion_length"]
         assert lengths["max"] <= TINY.max_completion_length
         assert 2 < lengths["mean"] < 0.6 * TINY.max_completion_length, (arm, backend, lengths)
-    # the rounds generate fewer rollouts than GRPO, and the fused ones in one call a step
-    for backend in BACKENDS:
-        grpo = records["grpo", backend]["fresh_rollouts_per_step"]
-        assert records["probe_serial", backend]["fresh_rollouts_per_step"] < grpo
-        assert records["probe_fused", backend]["fresh_rollouts_per_step"] < grpo
 
 
 @pytest.mark.slow
@@ -112,17 +79,16 @@ def test_report_tables_the_run(tiny, tmp_path):
     for backend in BACKENDS:
         assert by_arm["grpo", backend]["step / GRPO"] == "1.00"
         assert by_arm["grpo", backend]["generation / GRPO"] == "1.00"
-        assert by_arm["probe_serial", backend]["generation calls/step"] == "2.00"
-        assert by_arm["adaptive_serial", backend]["generation calls/step"] == "3.00"
-        assert by_arm["probe_fused", backend]["generation calls/step"] == "1.00"
+        assert by_arm["lze", backend]["generation calls/step"] == "1.00"
+        assert by_arm["lze", backend]["rollouts/step"] == str(P * G)
         assert by_arm["grpo_half", backend]["rollouts/step"] == str(P * G // 2)
     results, output = tmp_path / "tiny.json", tmp_path / "REPORT.md"
     results.write_text(json.dumps(tiny))
     assert gpu_report.main([str(results), "--output", str(output)]) == 0
     text = output.read_text()
-    assert text.startswith("# GPU step times: tiny size on CPU") and "| probe_fused " in text
+    assert text.startswith("# GPU step times: tiny size on CPU") and "| grpo_half " in text
     assert gpu_report.main([str(results), "--output", str(output), "--check"]) == 0
-    output.write_text(text.replace("probe_fused", "probe_fast"))
+    output.write_text(text.replace("grpo_half", "grpo_halves"))
     assert gpu_report.main([str(results), "--output", str(output), "--check"]) == 1
 
 
@@ -145,10 +111,8 @@ def test_budget_predicts_from_the_measured_steps():
     assert budget.predict(Arm("grpo", "transformers"), TINY) is None  # nothing measured yet: the arm runs
     step = {"seconds": 5.0, "generation_seconds": 4.0, "generation_calls": 2}
     budget.add({"backend": "transformers", "setup_seconds": 1.0, "steps": [step]})
-    # 2 s a call, 1 s outside generation a step; the serial adaptive arm: 3 calls a step, 2 steps
-    assert budget.predict(Arm("adaptive_serial", "transformers"), TINY) == 1.0 + 2 * (3 * 2.0 + 1.0)
-    # the fused one: 1 call a step but 3 in its first (not counted), 1 timed, and 2 last ones not timed
-    assert budget.predict(Arm("adaptive_fused", "transformers"), TINY) == 1.0 + 4 * (2.0 + 1.0) + 2 * 2.0
+    # 2 s a call, 1 s outside generation a step; an arm makes one call a step, 2 steps (1 not counted, 1 timed)
+    assert budget.predict(Arm("lze", "transformers"), TINY) == 1.0 + 2 * (2.0 + 1.0)
     # another backend borrows the one measured until it has its own
     assert budget.predict(Arm("grpo", "continuous_batching"), TINY) == 1.0 + 2 * 3.0
     assert budget.fits(10.0) and not gpu_run.Budget(start=0.0, budget_s=0.0).fits(10.0)

@@ -76,7 +76,7 @@ def test_two_arms_with_common_random_numbers_draw_the_same_rollouts_of_a_prompt(
 
     grpo = run("grpo", selector="none")
     skip = run("skip", selector="none", prune_solved=True, prune_solved_after=1, prune_unsolved=True,
-               prune_revisit_fraction=0.0, prune_refill=False)  # fmt: skip
+               prune_explore_fraction=0.0, prune_refill=False)  # fmt: skip
     assert len(skip) < len(grpo) == 16  # the skip mode generated fewer groups
     assert all(skip[k] == grpo[k] for k in skip)
     assert len({tuple(c) for c in grpo.values()}) > 8  # and the rollouts are not all alike

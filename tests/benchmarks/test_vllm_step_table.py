@@ -1,8 +1,8 @@
 """BENCHMARKS.md section 10's step times with vLLM (and the README's, which cite it) rebuilt from the committed run,
 `benchmarks/results/vllm_cpu/2026-11-24_probe.json` (no vLLM, no training): every figure of the table and every step
 ratio the README quotes is what the run says, and a number that differs is caught. And the rest of
-`benchmarks/bench_vllm_cpu.py` that needs no vLLM: its arms' overrides typed by the config fields, the steps a fused
-arm skips, the medians over the repeats and their report."""
+`benchmarks/bench_vllm_cpu.py` that needs no vLLM: its arms' overrides typed by the config fields, the medians over
+the repeats and their report (also of the committed runs of fused rounds, which left the library)."""
 
 import copy
 import json
@@ -39,17 +39,16 @@ def published_rows(text: str) -> list[list[str]]:
 
 def readme_phrases(table: list[list[str]]) -> list[str]:
     """The README's step figures (BENCHMARKS.md section 2's timing), as the README words them, from the rebuilt table:
-    rows are GRPO, LZE, the probe, GRPO at half the prompts; columns 5 and 7 the measured and the shipped-profile
-    ratios."""
-    grpo, lze, probe, half = table[:4]
+    rows are GRPO, LZE, the probe (which left the library: the README quotes it no more), GRPO at half the prompts;
+    columns 5 and 7 the measured and the shipped-profile ratios."""
+    grpo, lze, _, half = table[:4]
     share = float(grpo[2]) / float(grpo[1])
     return [
-        f"LZE's step is {lze[5]}x GRPO's, the probe's {probe[5]}x, GRPO's at half the prompts {half[5]}x",
-        f"thirds, {lze[7]}x, {probe[7]}x and {half[7]}x",
+        f"LZE's step is {lze[5]}x GRPO's, GRPO's at half the prompts {half[5]}x",
+        f"two thirds, {lze[7]}x and {half[7]}x",
         f"where generation is {share:.0%} of GRPO's step",
         f"a projected {lze[7]}x of GRPO's step",
-        f"({lze[5]}x measured on vLLM's CPU build, where it is {share:.0%})",
-        f"generation ({probe[7]}x projected, {probe[5]}x measured; section 2's timing)",
+        f"({lze[5]}x measured on vLLM's CPU build, where it is {share:.0%}",
     ]
 
 
@@ -76,20 +75,22 @@ def test_a_number_that_differs_is_caught(part):
 
 
 def test_a_run_spec_is_typed_by_the_config_fields():
-    spec = "lze:generation_rounds=2+4+8,round_policy=probe,selection_ratio=0.33,fuse_rounds=False"
+    spec = "lze:energy_terms=anchor+uncertainty,selection_ratio=0.33,prune_solved=False"
     assert parse_run(spec) == (
         "lze",
-        {"generation_rounds": [2, 4, 8], "round_policy": "probe", "selection_ratio": 0.33, "fuse_rounds": False},
+        {"energy_terms": ["anchor", "uncertainty"], "selection_ratio": 0.33, "prune_solved": False},
     )
-    assert parse_run("lze:fuse_rounds=false")[1]["fuse_rounds"] is False
-    assert parse_run("lze:fuse_rounds=True")[1]["fuse_rounds"] is True
+    assert parse_run("lze:prune_solved=false")[1]["prune_solved"] is False
+    assert parse_run("lze:prune_solved=True")[1]["prune_solved"] is True
     assert parse_run("none:num_generations=4,per_device_train_batch_size=64") == (
         "none",
         {"num_generations": 4, "per_device_train_batch_size": 64},
     )
     assert parse_run("none") == ("none", {})
     with pytest.raises(ValueError, match="not an LZEGRPOConfig field"):
-        parse_run("lze:fuse_round=false")
+        parse_run("lze:prune_solve=false")
+    with pytest.raises(ValueError, match="not an LZEGRPOConfig field"):  # the settings of the removed savers
+        parse_run("lze:fuse_rounds=false")
 
 
 def synthetic_run(selector, total, generation, rollouts, calls):
@@ -101,20 +102,20 @@ def synthetic_run(selector, total, generation, rollouts, calls):
         "generation": generation,
         "rollouts": rollouts,
         "generation_calls": calls,
-        "fused": True,  # a flag is not a figure: not in the medians
+        "shadow": True,  # a flag is not a figure: not in the medians
         "per_step": [{"total": total}],
     }
 
 
 def test_the_report_gives_each_arms_medians_over_the_repeats_and_their_ratios_to_grpo():
     runs = [
-        [synthetic_run("none", 10.0, 4.0, 128, 1), synthetic_run("lze:fuse_rounds=true", 5.0, 3.0, 64, 1)],
-        [synthetic_run("none", 12.0, 5.0, 128, 1), synthetic_run("lze:fuse_rounds=true", 9.0, 2.0, 60, 1)],
-        [synthetic_run("none", 20.0, 6.0, 128, 1), synthetic_run("lze:fuse_rounds=true", 6.0, 2.5, 62, 1)],
+        [synthetic_run("none", 10.0, 4.0, 128, 1), synthetic_run("lze:selection_ratio=0.33", 5.0, 3.0, 64, 1)],
+        [synthetic_run("none", 12.0, 5.0, 128, 1), synthetic_run("lze:selection_ratio=0.33", 9.0, 2.0, 60, 1)],
+        [synthetic_run("none", 20.0, 6.0, 128, 1), synthetic_run("lze:selection_ratio=0.33", 6.0, 2.5, 62, 1)],
     ]
     results = medians(runs)
     assert results[1] == {
-        "selector": "lze:fuse_rounds=true",
+        "selector": "lze:selection_ratio=0.33",
         "steps": 4.0,
         "skipped_steps": 1.0,
         "total": 6.0,
@@ -125,7 +126,7 @@ def test_the_report_gives_each_arms_medians_over_the_repeats_and_their_ratios_to
     saved = {"results": results, "runs": runs}
     assert report_table(saved) == [
         ["none", "128.0", "1.00", "5.00", "12.00", "1.00", "1.00", "1.00"],
-        ["lze:fuse_rounds=true", "62.0", "1.00", "2.50", "6.00", "0.50", "0.48", "0.50"],
+        ["lze:selection_ratio=0.33", "62.0", "1.00", "2.50", "6.00", "0.50", "0.48", "0.50"],
     ]
     text = report(saved)
     assert "Medians over 3 run(s)" in text and "| " + " | ".join(REPORT_HEADER) + " |" in text

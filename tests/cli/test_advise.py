@@ -189,8 +189,8 @@ def test_a_pruning_run_reads_what_it_skipped_and_what_its_explored_prompts_turne
     generated = round(sum(e["lze/grpo_update_rows"] for e in history))  # one entry a step
     assert skipped > 0 and f"left out {skipped} rollouts and it generated {generated}:" in out
     assert number(out, f"({skipped} + {generated}) =") == pytest.approx(skipped / (skipped + generated), abs=0.005)
-    scored = {side: round(history[-1][f"lze/revisits_scored_{side}"]) for side in ("solved", "unsolved")}
-    live = {side: round(history[-1][f"lze/revisits_live_{side}"]) for side in ("solved", "unsolved")}
+    scored = {side: round(history[-1][f"lze/explored_scored_{side}"]) for side in ("solved", "unsolved")}
+    live = {side: round(history[-1][f"lze/explored_live_{side}"]) for side in ("solved", "unsolved")}
     assert sum(scored.values()) > 0
     for side in ("solved", "unsolved"):
         assert f"{side} {scored[side]} ({live[side]} live)" in out

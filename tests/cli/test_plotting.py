@@ -11,6 +11,7 @@ import pytest
 from lze_trl import plotting
 from lze_trl.plotting import (
     compare_runs,
+    exploration_events,
     figure_to_png,
     in_learning_zone,
     learning_zone_events,
@@ -21,7 +22,6 @@ from lze_trl.plotting import (
     pass_rate_energy_scatter,
     pass_rate_trajectories,
     plot_run,
-    revisit_events,
     selected_fraction_by,
     selection_histograms,
     selection_raster,
@@ -108,15 +108,15 @@ def test_learning_zone_events_and_summary():
     assert summary.loc[9, "final_state"] == "solved" and np.isnan(summary.loc[9, "entered_step"])
 
 
-def test_revisit_events_follow_solved_streaks():
+def test_exploration_events_follow_solved_streaks():
     log = handmade_log({3: [1.0, 1.0, 1.0, 0.5, 1.0], 4: [1.0, 0.5, 1.0]})
-    revisits = revisit_events(log, solved_after=2)
+    revisits = exploration_events(log, solved_after=2)
     assert list(zip(revisits["prompt_key"], revisits["step"], revisits["outcome"])) == [
         (3, 2, "still_solved"),
         (3, 3, "forgotten"),
     ]
     assert revisits["streak_before"].tolist() == [2, 3]
-    assert revisit_events(log, solved_after=3)["step"].tolist() == [3]
+    assert exploration_events(log, solved_after=3)["step"].tolist() == [3]
 
 
 def test_selection_histograms_count_every_group():
@@ -216,7 +216,7 @@ def test_empty_tables_give_empty_figures_not_errors():
     for fig in figures.values():
         assert any(text.get_text() for ax in fig.axes for text in ax.texts)  # the "no data" note
         assert figure_to_png(fig)[:8] == PNG_MAGIC
-    assert learning_zone_summary(empty_log).empty and revisit_events(empty_log).empty
+    assert learning_zone_summary(empty_log).empty and exploration_events(empty_log).empty
 
 
 def test_load_run_reads_output_dir_or_latest_checkpoint(tmp_path):

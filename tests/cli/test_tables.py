@@ -60,7 +60,7 @@ def headline():
         "test_accuracy": 0.61,
         "ood_accuracy": 0.05,
         "update_tokens_ratio": 1.0,
-        "fresh_rollouts_ratio": 1.0,
+        "generated_rollouts_ratio": 1.0,
         "total_flops_ratio": 1.0,
         "projected_vllm_step_ratio": 1.0,
         "dead_share": 0.456,

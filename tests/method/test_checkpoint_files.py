@@ -23,7 +23,7 @@ from lze_trl.method.guards import LZEWarning
 
 # ----------------------------------------------------------------------------------------------- the state file
 def test_state_round_trip_and_a_file_without_counters(tmp_path):
-    arrays = {"prompts.ema_pass_rate": np.linspace(0, 1, 5), "pruner.revisited_keys": np.array([3, 9])}
+    arrays = {"prompts.ema_pass_rate": np.linspace(0, 1, 5), "pruner.explored_keys": np.array([3, 9])}
     counters = {"generation": 3, "step": 12, "dataset": {"size": 5, "hash": "ab"}}
     lze_state.save_state(str(tmp_path), arrays, counters)
     loaded, loaded_counters = lze_state.load_state(str(tmp_path))

@@ -24,8 +24,8 @@ BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
         ("energy_momentum_mode", "up"),
         ("energy_d_init_min", 2.0),
         ("prune_solved_after", 0),
-        ("prune_revisit_fraction", 1.5),
-        ("prune_revisit_fraction", float("nan")),
+        ("prune_explore_fraction", 1.5),
+        ("prune_explore_fraction", float("nan")),
         ("prune_unsolved_after", 0),
         ("prune_exploration", "greso"),
         ("prune_target_dead_frac", 1.5),
@@ -35,37 +35,12 @@ BASE = dict(output_dir="/tmp/lze-config-test", report_to="none", use_cpu=True)
         ("energy_terms", []),
         ("selection_ratio", "0.4"),  # not a number: a ValueError naming the setting, not a comparison's TypeError
         ("selection_noise", "abc"),
-        ("history_prior_strength", "4"),
-        ("fuse_rounds", "yes"),
     ],
 )
 def test_bad_setting_names_setting_and_fix(setting, value):
     with pytest.raises(ValueError, match=setting) as info:
         LZEGRPOConfig(**BASE, **{setting: value})
     assert "use " in str(info.value)  # the message says what to set instead
-
-
-@pytest.mark.parametrize(
-    "vllm_mode, settings, fused",
-    [
-        ("colocate", {"round_policy": "probe"}, True),  # the combination measured to gain (BENCHMARKS.md section 10)
-        (None, {"round_policy": "probe"}, False),  # transformers generation: fused rounds' step is not shorter
-        ("server", {"round_policy": "probe"}, False),  # vLLM's server mode: not measured
-        ("colocate", {"round_policy": "adaptive"}, False),  # the adaptive budget's fused rounds: not tested on vLLM
-        ("colocate", {"round_policy": "probe", "fuse_rounds": False}, False),  # a set value wins
-        (None, {"round_policy": "adaptive", "fuse_rounds": True}, True),
-        ("colocate", {"generation_rounds": None}, False),  # one round: nothing to fuse
-    ],
-)
-def test_fuse_rounds_defaults_by_generation_backend_and_round_policy(vllm_mode, settings, fused):
-    from lze_trl.method.settings import fuses_rounds
-
-    args = LZEGRPOConfig(**BASE, num_generations=8, per_device_train_batch_size=8,
-                         **{"generation_rounds": [2, 8], **settings})  # fmt: skip
-    assert args.fuse_rounds is settings.get("fuse_rounds")  # None unless set: decided where the backend is known
-    # set after building (GRPOConfig checks for an installed vLLM): the generation backend
-    args.use_vllm, args.vllm_mode = vllm_mode is not None, vllm_mode or "server"
-    assert fuses_rounds(args) is fused
 
 
 def test_num_generations_below_two_rejected():
@@ -147,17 +122,29 @@ def test_plain_grpo_config_gets_lze_defaults_and_keeps_its_values():
 
 
 @pytest.mark.parametrize(
-    "removed", ["prune_after_epochs", "softmax_ema_alpha", "softmax_ema_decay", "dapo_std_epsilon"]
+    "removed",
+    [
+        "prune_after_epochs",
+        "softmax_ema_alpha",
+        "softmax_ema_decay",
+        "dapo_std_epsilon",
+        "generation_rounds",
+        "round_policy",
+        "history_prior_strength",
+        "learning_zone_threshold",
+        "fuse_rounds",
+    ],
 )
 def test_removed_settings_are_refused(removed):
     # renamed or merged before any release: the old names are not accepted (the per-prompt table's EMA decay is
-    # `energy_ema_decay`; liveness has one rule, `lze_trl.method.selection.live_groups`)
+    # `energy_ema_decay`; liveness has one rule, `lze_trl.method.selection.live_groups`); the probe, the adaptive
+    # budget and fused rounds left the library with their settings (BENCHMARKS.md section 15)
     with pytest.raises(TypeError, match=removed):
         LZEGRPOConfig(**BASE, **{removed: 1})
 
 
 def test_both_configs_provide_the_settings_the_method_reads_with_their_types():
-    # lze_trl/method/settings.py: what LZERun, the selectors and the round policies read of a config, typed
+    # lze_trl/method/settings.py: what LZERun, the selectors and the pruner read of a config, typed
     from typing import get_type_hints
 
     from lze_trl.method.settings import LZESettings
@@ -181,10 +168,8 @@ def test_list_settings_given_as_text_are_parsed_once_and_validation_changes_noth
     from lze_trl.grpo.config import LZE_FIELDS
     from lze_trl.method.validation import validate_lze_args
 
-    args = LZEGRPOConfig("out", use_cpu=True, generation_rounds="2+4,8", energy_terms="anchor, uncertainty")
-    assert args.generation_rounds == [2, 4, 8] and args.energy_terms == ["anchor", "uncertainty"]
-    with pytest.raises(ValueError, match=r"generation_rounds='2,x' is invalid: use rollout counts separated by"):
-        LZEGRPOConfig("out", use_cpu=True, generation_rounds="2,x")
+    args = LZEGRPOConfig("out", use_cpu=True, energy_terms="anchor, uncertainty")
+    assert args.energy_terms == ["anchor", "uncertainty"]
     args.energy_terms = ("anchor",)  # a tuple stays a tuple: validation reads, it does not rewrite
     before = {name: copy.deepcopy(getattr(args, name)) for name in LZE_FIELDS}
     validate_lze_args(args)

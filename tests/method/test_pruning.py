@@ -11,7 +11,7 @@ def record_pass_rates(state, ids, rates):
 
 
 def test_prompt_pruned_after_consecutive_solved_observations():
-    state, pruner = PromptState(), PromptPruner(solved_after=2, revisit_fraction=0.0)
+    state, pruner = PromptState(), PromptPruner(solved_after=2, explore_fraction=0.0)
     rows = np.arange(5)
     record_pass_rates(state, [0, 1, 2], [1.0, 1.0, 0.5])
     assert pruner.num_pruned(state) == 0
@@ -29,53 +29,53 @@ def test_nan_observation_leaves_streak():
     assert pruner.pruned(np.array([0]), state)[0]
 
 
-def test_revisit_returns_forgotten_prompts_and_keeps_solved_ones():
-    state, pruner = PromptState(), PromptPruner(solved_after=1, revisit_fraction=0.1, seed=3)
+def test_exploration_returns_forgotten_prompts_and_keeps_solved_ones():
+    state, pruner = PromptState(), PromptPruner(solved_after=1, explore_fraction=0.1, seed=3)
     rows = np.arange(100)
     record_pass_rates(state, np.arange(50), np.ones(50))
     assert pruner.num_pruned(state) == 50
     planned = pruner.plan_epoch(1, rows, rows, state)
-    revisited = pruner.revisited_keys
+    revisited = pruner.explored_keys
     assert len(revisited) == 5  # 10% of the pool
     assert set(planned) == set(revisited) | set(range(50, 100))
-    # first revisited prompt forgotten, the others still solved
+    # first explored prompt forgotten, the others still solved
     record_pass_rates(state, revisited, [0.5] + [1.0] * 4)
     pruned = pruner.pruned(revisited, state)
     assert not pruned[0] and pruned[1:].all()
 
 
 def test_duplicate_rows_follow_their_prompt():
-    state, pruner = PromptState(), PromptPruner(solved_after=1, revisit_fraction=0.0)
+    state, pruner = PromptState(), PromptPruner(solved_after=1, explore_fraction=0.0)
     record_pass_rates(state, [0], [1.0])
     rows, ids = np.array([0, 1, 2, 3]), np.array([0, 1, 0, 3])  # row 2 repeats row 0's prompt
     assert list(pruner.plan_epoch(0, rows, ids, state)) == [1, 3]
 
 
-def test_revisit_at_least_one_and_deterministic():
+def test_exploration_at_least_one_and_deterministic():
     plans = []
     for _ in range(2):
         state, pruner = PromptState(), PromptPruner(solved_after=1, seed=7)
         record_pass_rates(state, [4, 5], [1.0, 1.0])
         plans.append(pruner.plan_epoch(2, np.arange(10), np.arange(10), state))
-        assert pruner.num_revisited == 1
+        assert pruner.num_explored == 1
     np.testing.assert_array_equal(*plans)
 
 
 def test_state_roundtrip():
-    state, a = PromptState(), PromptPruner(solved_after=1, revisit_fraction=0.5)
+    state, a = PromptState(), PromptPruner(solved_after=1, explore_fraction=0.5)
     record_pass_rates(state, [1, 2], [1.0, 1.0])
     a.plan_epoch(0, np.arange(10), np.arange(10), state)
     b = PromptPruner(solved_after=1)
     b.load_state_dict(a.state_dict())
-    np.testing.assert_array_equal(a.revisited_keys, b.revisited_keys)
+    np.testing.assert_array_equal(a.explored_keys, b.explored_keys)
 
 
 @pytest.mark.parametrize(
     "settings",
     [
         dict(solved_after=0),
-        dict(revisit_fraction=1.5),
-        dict(revisit_fraction=-0.1),
+        dict(explore_fraction=1.5),
+        dict(explore_fraction=-0.1),
         dict(solved_after=None),
         dict(unsolved_after=0),
         dict(target_dead_frac=2.0),
@@ -97,9 +97,9 @@ def test_unsolved_side_is_pruned_only_when_asked():
     state = PromptState()
     record_pass_rates(state, [0, 1, 2], [0.0, 1.0, 0.5])
     rows = np.arange(4)
-    solved_only = PromptPruner(solved_after=1, revisit_fraction=0.0)
-    both = PromptPruner(solved_after=1, unsolved_after=1, revisit_fraction=0.0)
-    unsolved_only = PromptPruner(solved_after=None, unsolved_after=1, revisit_fraction=0.0)
+    solved_only = PromptPruner(solved_after=1, explore_fraction=0.0)
+    both = PromptPruner(solved_after=1, unsolved_after=1, explore_fraction=0.0)
+    unsolved_only = PromptPruner(solved_after=None, unsolved_after=1, explore_fraction=0.0)
     assert list(solved_only.plan_epoch(1, rows, rows, state)) == [0, 2, 3]
     assert list(both.plan_epoch(1, rows, rows, state)) == [2, 3]  # 3 never seen: always rolled out
     assert list(unsolved_only.plan_epoch(1, rows, rows, state)) == [1, 2, 3]
@@ -108,7 +108,7 @@ def test_unsolved_side_is_pruned_only_when_asked():
 
 
 def test_unsolved_threshold_counts_consecutive_unsolved_observations():
-    state, pruner = PromptState(), PromptPruner(solved_after=None, unsolved_after=2, revisit_fraction=0.0)
+    state, pruner = PromptState(), PromptPruner(solved_after=None, unsolved_after=2, explore_fraction=0.0)
     record_pass_rates(state, [0, 1], [0.0, 0.0])
     assert pruner.num_pruned(state) == 0
     record_pass_rates(state, [0, 1], [0.0, 1.0])  # 1 turned solved: its unsolved streak ends
@@ -116,11 +116,11 @@ def test_unsolved_threshold_counts_consecutive_unsolved_observations():
 
 
 def test_replay_draws_from_each_side():
-    state, pruner = PromptState(), PromptPruner(solved_after=1, unsolved_after=1, revisit_fraction=0.1, seed=1)
+    state, pruner = PromptState(), PromptPruner(solved_after=1, unsolved_after=1, explore_fraction=0.1, seed=1)
     record_pass_rates(state, np.arange(40), np.r_[np.ones(30), np.zeros(10)])
     planned = pruner.plan_epoch(3, np.arange(50), np.arange(50), state)
-    assert sorted(pruner.revisited_sides.tolist()) == [0, 0, 0, 1]  # 10% of 30, and at least one of 10
-    assert set(planned) == set(pruner.revisited_keys) | set(range(40, 50))
+    assert sorted(pruner.explored_sides.tolist()) == [0, 0, 0, 1]  # 10% of 30, and at least one of 10
+    assert set(planned) == set(pruner.explored_keys) | set(range(40, 50))
     np.testing.assert_array_equal(pruner.skipped, [27, 9])
 
 
@@ -186,36 +186,36 @@ def test_adaptive_probability_settles_at_its_target_without_swinging():
     assert probabilities[-1] > 1 / 18 - 0.01 and abs(shares[-1] - 0.1) < 0.01
 
 
-def test_revisits_are_scored_once_and_their_liveness_counted():
+def test_explored_groups_are_scored_once_and_their_liveness_counted():
     state = PromptState()
     record_pass_rates(state, np.arange(6), [0.0, 0.0, 0.0, 1.0, 1.0, 0.5])
-    pruner = PromptPruner(solved_after=1, unsolved_after=1, revisit_fraction=1.0)
+    pruner = PromptPruner(solved_after=1, unsolved_after=1, explore_fraction=1.0)
     pruner.plan_epoch(1, np.arange(6), np.arange(6), state)
-    assert pruner.num_revisited == 5
+    assert pruner.num_explored == 5
     pruner.observe([0, 1, 5], [0.0, 0.5, 0.5])  # 1 came back to life; 5 was never pruned
     pruner.observe([0, 3], [0.25, 1.0])  # 0 was scored already this visit: not counted again
-    np.testing.assert_array_equal(pruner.revisits_scored, [1, 2])
-    np.testing.assert_array_equal(pruner.revisits_live, [0, 1])
+    np.testing.assert_array_equal(pruner.explored_scored, [1, 2])
+    np.testing.assert_array_equal(pruner.explored_live, [0, 1])
     metrics = pruner.metrics(state)
     assert metrics["prune_precision"] == pytest.approx(2 / 3)
-    assert (metrics["revisits_live_unsolved"], metrics["revisited_prompts_solved"]) == (1.0, 2.0)
+    assert (metrics["explored_live_unsolved"], metrics["explored_prompts_solved"]) == (1.0, 2.0)
 
 
-def test_a_revisit_still_in_flight_at_the_next_plan_is_counted_when_it_arrives():
+def test_an_explored_group_still_in_flight_at_the_next_plan_is_counted_when_it_arrives():
     state = PromptState()
     record_pass_rates(state, [0], [0.0])
-    pruner = PromptPruner(solved_after=None, unsolved_after=1, revisit_fraction=1.0)
+    pruner = PromptPruner(solved_after=None, unsolved_after=1, explore_fraction=1.0)
     pruner.plan_epoch(1, np.arange(2), np.arange(2), state)
     pruner.plan_epoch(2, np.arange(2), np.arange(2), state)  # the async window plans ahead of what has arrived
     pruner.observe([0], [0.5])
     pruner.observe([0], [0.5])
-    np.testing.assert_array_equal(pruner.revisits_live, [0, 2])
+    np.testing.assert_array_equal(pruner.explored_live, [0, 2])
 
 
 @pytest.mark.parametrize("exploration", ["replay", "adaptive"])
 def test_both_sided_state_roundtrip_continues_identically(exploration):
     def fresh():
-        return PromptPruner(solved_after=1, unsolved_after=1, exploration=exploration, seed=5, revisit_fraction=0.3)
+        return PromptPruner(solved_after=1, unsolved_after=1, exploration=exploration, seed=5, explore_fraction=0.3)
 
     state, a = PromptState(), fresh()
     record_pass_rates(state, np.arange(20), np.r_[np.ones(8), np.zeros(8), np.full(4, 0.5)])
@@ -233,7 +233,7 @@ def test_both_sided_state_roundtrip_continues_identically(exploration):
 
 def test_a_state_that_does_not_fit_is_refused():
     with pytest.raises(LZEStateError, match="lacks .*keep_probability"):
-        PromptPruner().load_state_dict({"revisited_keys": np.array([1])})
+        PromptPruner().load_state_dict({"explored_keys": np.array([1])})
 
 
 def skip_mode_run(**settings):
@@ -241,7 +241,7 @@ def skip_mode_run(**settings):
     from lze_trl.method.run import LZERun
     from lze_trl.method.settings import LZESettings
 
-    args = LZESettings(prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_revisit_fraction=0.0,
+    args = LZESettings(prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_explore_fraction=0.0,
                        prune_refill=False, **settings)  # fmt: skip
     args.num_generations, args.seed = 4, 0
     return LZERun(args, 4, np.arange(12))
@@ -258,11 +258,11 @@ def test_skip_mode_plans_every_prompt_and_skips_alike_on_every_process():
     assert skip.tolist() == [True, False, False, False, True, False]
     assert metrics == {"lze/groups_generated": 4.0, "lze/groups_skipped_solved": 1.0,
                        "lze/groups_skipped_unsolved": 1.0, "lze/generated_share": 4 / 6}  # fmt: skip
-    # the pooled prompts generated all the same (1, 2) are explored: scored with the revisits, 2 dead again, 1 live
+    # the pooled prompts generated all the same (1, 2) are explored: scored with the others, 2 dead again, 1 live
     assert sorted(run.pruner.pending_keys.tolist()) == [1, 2]
     run.record(run.score(np.array([1, 2, 3, 5]), np.array([[1, 0, 0, 0], [1, 1, 1, 1], [1, 0, 1, 0], [0, 1, 1, 1]]),
                          np.zeros((4, 4))), np.ones(4), 0)  # fmt: skip
-    assert run.pruner.revisits_scored.sum() == 2 and run.pruner.revisits_live.sum() == 1
+    assert run.pruner.explored_scored.sum() == 2 and run.pruner.explored_live.sum() == 1
     assert run.position.skipped_groups == 2
     # a process whose every group is skipped still generates one
     skip, _ = run.skip_groups(np.array([0, 2]), processes=1)

@@ -35,7 +35,7 @@ def pruning_trainer(out_dir, prune):
         learning_rate=1e-2,
         prune_solved=bool(prune),
         prune_solved_after=1,
-        prune_revisit_fraction=0.5,
+        prune_explore_fraction=0.5,
         **(BOTH_SIDES if prune in ("both", "skip") else {}),
         prune_refill=prune != "skip",
     )
@@ -43,7 +43,7 @@ def pruning_trainer(out_dir, prune):
 
 def history(trainer, after_step):
     keys = ("loss", "reward", "lze/selected_frac", "lze/energy_mean", "lze/update_tokens", "lze/pruned_prompts",
-            "lze/revisits_live_unsolved", "lze/keep_probability_unsolved", "lze/skipped_prompts_solved",
+            "lze/explored_live_unsolved", "lze/keep_probability_unsolved", "lze/skipped_prompts_solved",
             "lze/groups_generated", "lze/generated_share", "lze/groups_explored_live")  # fmt: skip
     return [
         {k: e[k] for k in keys if k in e} for e in trainer.state.log_history if "loss" in e and e["step"] > after_step
@@ -59,11 +59,11 @@ def test_resume_is_exact(tmp_path, prune, checkpoints):
     if prune is True:
         # The even prompts (always solved) were pruned after epoch 0 and no odd one (never 4 of 4 in this seeded run),
         # so later epochs are shorter than the Trainer's arithmetic assumes: in epochs 1 and 2, half of the 4 pruned
-        # prompts are revisited and the other 2 skip their 4 rollouts.
+        # prompts are explored and the other 2 skip their 4 rollouts.
         assert np.flatnonzero(full.lze.pruner.pruned(np.arange(8), full.lze.prompts)).tolist() == [0, 2, 4, 6]
         assert full.lze.position.groups_skipped(8) * 4 == 2 * 2 * 4
     if prune == "both":  # both sides pruned, the adaptive probabilities moved and some prompts were skipped
-        assert full.lze.pruner.revisits_scored.sum() > 0 and (full.lze.pruner.keep_probability != 0.5).all()
+        assert full.lze.pruner.explored_scored.sum() > 0 and (full.lze.pruner.keep_probability != 0.5).all()
         assert full.lze.position.groups_skipped(8) > 0
     if prune == "skip":  # every step of the run ran, some with groups skipped
         assert full.state.global_step == 10 and min(logged(full, "lze/generated_share")) < 1
@@ -91,7 +91,7 @@ def test_pruning_on_both_sides_skips_dead_prompts_and_logs_it(tmp_path):
 
     trainer = make_trainer(
         tmp_path, reward=recording_reward, dataset=prompt_dataset(12), max_steps=-1, num_train_epochs=3,
-        prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_revisit_fraction=0.0,
+        prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_explore_fraction=0.0,
     )  # fmt: skip
     trainer.train()
     # epoch 0 rolls out all 12 prompts (6 steps); then only mixed ones (2 mod 3; one of them can be dead by chance in
@@ -116,7 +116,7 @@ def test_checkpoint_holds_lze_state(tmp_path):
     folder = tmp_path / "out" / "checkpoint-5"
     assert (folder / "lze_state.npz").exists() and not (folder / "lze_state.json").exists()
     with np.load(folder / "lze_state.npz") as data:
-        assert {"prompts.initial_pass_rate", "prompts.saturated_streak", "pruner.revisited_keys"} <= set(data.files)
+        assert {"prompts.initial_pass_rate", "prompts.saturated_streak", "pruner.explored_keys"} <= set(data.files)
         assert {"position.plan", "position.counters", "run.batches_recorded", "__counters__"} <= set(data.files)
     # the model card TRL writes beside the checkpoints names no base model for one built in code: it says so
     card = (tmp_path / "out" / "README.md").read_text()
@@ -138,7 +138,7 @@ def test_epoch_based_pruning_skips_solved_prompts(tmp_path):
         num_train_epochs=3,
         prune_solved=True,
         prune_solved_after=1,
-        prune_revisit_fraction=0.0,
+        prune_explore_fraction=0.0,
     )
     trainer.train()
     # epoch 0 rolls out all 8 prompts (4 steps); then only the 4 odd ones (2 steps per epoch)
@@ -164,7 +164,7 @@ def test_skip_mode_generates_only_the_prompts_pruning_keeps_and_reaches_max_step
     # their prompts that are not pruned (2 mod 3, mixed), at least one a step, and are not refilled
     trainer = make_trainer(
         tmp_path, selector=selector, reward=recording_reward, dataset=prompt_dataset(12), max_steps=15,
-        prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_revisit_fraction=0.0, prune_refill=False,
+        prune_solved=True, prune_solved_after=1, prune_unsolved=True, prune_explore_fraction=0.0, prune_refill=False,
     )  # fmt: skip
     trainer.train()
     assert trainer.state.global_step == 15 and len(seen_per_call) == 15

@@ -303,24 +303,6 @@ def test_environment_datasets_without_prompt_column(tmp_path, iterable, recwarn)
     assert trainer.state.global_step == 2
 
 
-@pytest.mark.parametrize(
-    "rounds",
-    [{"generation_rounds": [2, 4], "round_policy": "probe"}, {"generation_rounds": [2, 4]}],
-    ids=["probe", "budget"],
-)
-def test_generating_in_rounds_without_a_prompt_identity_is_refused(tmp_path, rounds):
-    # An iterable dataset without `prompt` trains as plain GRPO (above): a generation saver asked for would do nothing.
-    dataset = Dataset.from_dict({"question": [f"{i}+{i % 7}" for i in range(16)]}).to_iterable_dataset()
-    with pytest.raises(ValueError, match="generating in rounds needs a prompt identity.*Set generation_rounds=None"):
-        make_trainer(
-            tmp_path,
-            reward=chat_reward,
-            dataset=dataset,
-            trainer_kwargs=dict(environment_factory=CountingEnv),
-            **rounds,
-        )
-
-
 def test_shadow_mode_trains_bit_for_bit_as_grpo_trainer_and_logs_what_lze_would_save(tmp_path):
     grpo = run(tmp_path / "grpo", GRPOTrainer, GRPOConfig, text_reward)
     shadow = run(tmp_path / "shadow", LZEGRPOTrainer, LZEGRPOConfig, text_reward, shadow=True)
@@ -349,8 +331,6 @@ def test_shadow_mode_trains_bit_for_bit_as_grpo_trainer_and_logs_what_lze_would_
 def test_shadow_mode_refuses_what_changes_the_rollouts(tmp_path):
     with pytest.raises(ValueError, match="shadow=True trains exactly as GRPOTrainer.*prune_unsolved"):
         tiny_config(tmp_path, shadow=True, prune_unsolved=True)
-    with pytest.raises(ValueError, match="shadow=True.*generation_rounds changes.*Set generation_rounds to None"):
-        tiny_config(tmp_path, shadow=True, generation_rounds=[2, 4])
 
 
 def test_shadow_mode_counts_the_groups_pruning_would_have_skipped_and_the_live_ones_among_them(tmp_path):

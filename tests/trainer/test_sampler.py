@@ -96,19 +96,19 @@ class Planner:
         return self._plan_epoch(epoch, order)
 
 
-def pruning_planner(pruned_rows, revisit_fraction=0.0, num_prompts=20):
+def pruning_planner(pruned_rows, explore_fraction=0.0, num_prompts=20):
     """Forward pruning of `pruned_rows` through the real pruner and table (ids are the rows)."""
-    state, pruner = PromptState(), PromptPruner(solved_after=1, revisit_fraction=revisit_fraction, seed=0)
+    state, pruner = PromptState(), PromptPruner(solved_after=1, explore_fraction=explore_fraction, seed=0)
     state.record_pass_rates(np.asarray(pruned_rows), np.ones(len(pruned_rows)), batch_index=0)
     return Planner(lambda epoch, order: pruner.plan_epoch(epoch, order, order, state)), pruner
 
 
-def test_pruned_prompts_are_skipped_except_revisits():
-    planner, pruner = pruning_planner(np.arange(8), revisit_fraction=0.25)
+def test_pruned_prompts_are_skipped_except_explored_ones():
+    planner, pruner = pruning_planner(np.arange(8), explore_fraction=0.25)
     sampler = LZERepeatSampler(20, mini_repeat_count=2, batch_size=2, seed=0, run=planner)
     sampler.set_epoch(1)
     seen = set(sampler)
-    revisited = set(pruner.revisited_keys.tolist())
+    revisited = set(pruner.explored_keys.tolist())
     assert len(revisited) == 2
     assert seen == (set(range(8, 20)) | revisited)
     assert sampler.position.groups_skipped(20) == 6

@@ -286,7 +286,7 @@ def test_an_epoch_left_empty_by_pruning_ends_the_run_with_a_warning(tmp_path):
     # the run ends there with a warning that names the fix, as the async trainer's does at an epoch with no prompt
     trainer = make_trainer(
         tmp_path, selector="none", reward=always_right, dataset=prompt_dataset(8), per_device_train_batch_size=16,
-        max_steps=50, prune_solved=True, prune_solved_after=1, prune_revisit_fraction=0.0,
+        max_steps=50, prune_solved=True, prune_solved_after=1, prune_explore_fraction=0.0,
     )  # fmt: skip
     with pytest.warns(LZEWarning, match=r"Epoch 1 has no generation batch.*training stops at this epoch"):
         trainer.train()
@@ -307,7 +307,7 @@ def test_a_run_ended_early_by_an_empty_epoch_keeps_its_final_checkpoint(tmp_path
     # run from reaching; the run saves it where it ends and says so in one line
     trainer = make_trainer(
         tmp_path, selector="none", reward=always_right, dataset=prompt_dataset(8), per_device_train_batch_size=16,
-        max_steps=50, prune_solved=True, prune_solved_after=1, prune_revisit_fraction=0.0, save_strategy="steps",
+        max_steps=50, prune_solved=True, prune_solved_after=1, prune_explore_fraction=0.0, save_strategy="steps",
         save_steps=100,
     )  # fmt: skip
     with pytest.warns(LZEWarning) as caught:
@@ -327,7 +327,7 @@ def test_a_run_whose_epochs_pruning_shortens_keeps_its_final_checkpoint(tmp_path
     # and 2 roll out the 8 odd ones (4 steps each) and the run ends at step 16, saved there, not at the planned 24
     trainer = make_trainer(
         tmp_path, selector="none", reward=even_solved_reward, dataset=prompt_dataset(16), max_steps=-1,
-        num_train_epochs=3, prune_solved=True, prune_solved_after=1, prune_revisit_fraction=0.0,
+        num_train_epochs=3, prune_solved=True, prune_solved_after=1, prune_explore_fraction=0.0,
         save_strategy="steps", save_steps=500,
     )  # fmt: skip
     with pytest.warns(LZEWarning, match=r"Training ended at step (\d+) of the 24 planned: forward pruning rolled out"):
@@ -366,7 +366,7 @@ def test_the_step_split_and_grpos_update_reach_the_trainer_state_without_a_track
     assert trainer.generation_seconds == pytest.approx(sum(e["lze/generation_seconds"] for e in steps), rel=1e-6)
 
 
-SKIP_EVENS = {"prune_solved": True, "prune_solved_after": 1, "prune_revisit_fraction": 0.0, "prune_refill": False}
+SKIP_EVENS = {"prune_solved": True, "prune_solved_after": 1, "prune_explore_fraction": 0.0, "prune_refill": False}
 
 
 @pytest.mark.parametrize("settings", [{}, SKIP_EVENS])

@@ -86,12 +86,3 @@ def test_kept_image_rows_train_exactly_as_under_selector_none(tmp_path):
         )
     # a prompt's identity includes its image: 16 images, two texts, 16 prompts (4 of them observed in the step)
     assert len(set(lze.prompt_keys.dataset_keys.tolist())) == 16 and len(lze.prompt_table()) == 4
-
-
-def test_probe_then_complete_on_image_prompts(tmp_path):
-    serial = dict(generation_rounds=[2, 4], round_policy="probe", fuse_rounds=False)  # the batch done in its step
-    trainer = train(tmp_path, LZEGRPOTrainer, LZEGRPOConfig, **serial)
-    completed = logged(trainer, "lze/completed_groups")
-    assert logged(trainer, "lze/fresh_rollouts") == [4 * 2 + 2 * completed[0]]
-    kept = rows_by_content(trainer.updates[0])
-    assert all(grid.prod() == pixels.shape[0] for _, pixels, grid in kept.values())

@@ -140,7 +140,7 @@ def test_forward_pruning_keeps_solved_prompts_away_from_vllm(tmp_path, model_dir
         max_steps=6,
         prune_solved=True,
         prune_solved_after=1,
-        prune_revisit_fraction=0.0,
+        prune_explore_fraction=0.0,
         prune_refill=refill,
     )
     calls = record_vllm(trainer)

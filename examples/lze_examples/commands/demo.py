@@ -1,5 +1,4 @@
-"""`lze-trl demo`: plain GRPO, LZE, LZE with forward pruning, LZE with probe-then-complete and LZE with the adaptive
-rollout budget, trained for real on CPU from the same warm start.
+"""`lze-trl demo`: plain GRPO, LZE and LZE with forward pruning, trained for real on CPU from the same warm start.
 
 The embedded task (column addition graded by its number of carries) and a tiny Qwen2 warm-started on it (weights
 shipped with the package) need no download. The command prints the starting pass-rate histogram, a comparison table
@@ -22,7 +21,7 @@ SUMMARY = "Train plain GRPO and LZE (and its variants) on the embedded CPU task 
 
 ONE_SEED_NOISE = (
     "One seed is noisy: over 5 seeds of this task (BENCHMARKS.md section 1, 240 steps), one seed's final accuracy "
-    "was up to 0.032 from another's in-domain and up to 0.213 OOD (GRPO, LZE and the probe alike). Compare methods "
+    "was up to 0.028 from another's in-domain and up to 0.213 OOD (GRPO and LZE alike). Compare methods "
     "on the 5-seed numbers there and in the README, not on one run's ranking."
 )
 """What the demo says of its one seed; `tests/benchmarks/test_adaptive_report.py` checks it against sections 1-3's
@@ -54,10 +53,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--tiny", action="store_true", help="A seconds-long smoke run of a very small model.")
     parser.add_argument(*option("no_prune"), action="store_true", help="Leave out the LZE + forward pruning run.")
-    parser.add_argument(*option("no_probe"), action="store_true", help="Leave out the LZE + probe-then-complete run.")
-    parser.add_argument(
-        *option("no_adaptive"), action="store_true", help="Leave out the LZE + adaptive rollout budget run."
-    )
     parser.add_argument(*option("no_figures"), action="store_true", help="Do not write the PNG figures.")
     parser.add_argument(*option("no_progress"), action="store_true", help="No progress bars.")
     return parser.parse_args(argv)
@@ -86,10 +81,6 @@ def build_config(args: argparse.Namespace):
         config.torch_threads = thread_policy()[0]
     if args.no_prune:
         config.methods = [m for m in config.methods if not m.overrides.get("prune_solved")]
-    if args.no_probe:
-        config.methods = [m for m in config.methods if m.overrides.get("round_policy") != "probe"]
-    if args.no_adaptive:
-        config.methods = [m for m in config.methods if m.name != "lze+adaptive"]
     return config
 
 

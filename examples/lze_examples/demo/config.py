@@ -34,27 +34,12 @@ class MethodSpec:
     config_cls: type | None = None
 
 
-def probe(num_generations: int) -> dict[str, Any]:
-    """Probe-then-complete as the README and BENCHMARKS.md sections 1-3 run it: 2 rollouts of every prompt, a third of
-    the groups completed and updated on (about half of GRPO's rollouts)."""
-    return {"generation_rounds": [2, num_generations], "round_policy": "probe", "selection_ratio": 0.33}
-
-
-def adaptive_rounds(num_generations: int) -> list[int]:
-    """The adaptive rollout budget as the README and BENCHMARKS.md sections 1-3 run it, `[2, 4, 8]` for groups of 8:
-    rounds of a quarter, a half, then the whole group."""
-    return sorted({max(num_generations // 4, 1), max(num_generations // 2, 1), num_generations})
-
-
-def default_methods(num_generations: int = 8) -> list[MethodSpec]:
-    """Plain GRPO (`selector="none"`), LZE, LZE with forward pruning, LZE with probe-then-complete, and LZE with the
-    adaptive rollout budget (its rounds for groups of `num_generations`)."""
+def default_methods() -> list[MethodSpec]:
+    """Plain GRPO (`selector="none"`), LZE and LZE with forward pruning."""
     return [
         MethodSpec("grpo", {"selector": "none"}),
         MethodSpec("lze", {"selector": "lze"}),
         MethodSpec("lze+prune", {"selector": "lze", "prune_solved": True}),
-        MethodSpec("lze+probe", {"selector": "lze", **probe(num_generations)}),
-        MethodSpec("lze+adaptive", {"selector": "lze", "generation_rounds": adaptive_rounds(num_generations)}),
     ]
 
 
@@ -131,7 +116,7 @@ class DemoConfig:
             Intra-op threads. The tiny model's products are too small to gain from more, and one thread per process
             is far less sensitive to other processes on a shared machine.
         methods (`list[MethodSpec]`, *optional*):
-            Runs to compare; defaults to [`default_methods`]`(num_generations)`.
+            Runs to compare; defaults to [`default_methods`]`()`.
         baseline (`str`, *optional*, defaults to `"grpo"`):
             Name of the run that sets the target accuracy and the denominators of the ratios.
         overrides (`dict[str, Any]`, *optional*):
@@ -170,7 +155,7 @@ class DemoConfig:
 
     def __post_init__(self):
         if self.methods is None:
-            self.methods = default_methods(self.num_generations)
+            self.methods = default_methods()
 
     @classmethod
     def tiny(cls, **kwargs: Any) -> DemoConfig:
@@ -191,7 +176,7 @@ class DemoConfig:
             n_test=16,
             n_ood=8,
             n_train_eval=16,
-            steps=3,  # fused rounds of three: one batch completes in the third step
+            steps=3,
             prompts_per_step=4,
             num_generations=4,
             eval_steps=1,

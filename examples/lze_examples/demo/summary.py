@@ -34,7 +34,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def dead_shares(log: Any) -> dict[str, float | None]:
     """
-    Share of the generated groups (probed ones included) that were dead (scorable and not live,
+    Share of the generated groups that were dead (scorable and not live,
     [`~lze_trl.method.selection.live_groups`]), over the run and over its last quarter of optimizer steps, from a
     selection log (`None` values without one).
     """
@@ -207,7 +207,7 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
         `dict[str, Any]`: `start` (`learning_zone_share`: share of the training groups with a sampled pass rate in
         (0, 1) at the start; `test_accuracy`, `ood_accuracy`: greedy; `test_size`, `ood_size`: prompts evaluated) and
         `methods.<name>` (`test_accuracy`, `ood_accuracy`: final greedy; `update_tokens_ratio`,
-        `fresh_rollouts_ratio` (rollouts generated), `total_flops_ratio`: to the baseline's totals; `dead_share`:
+        `generated_rollouts_ratio` (rollouts generated), `total_flops_ratio`: to the baseline's totals; `dead_share`:
         share of the generated groups that were dead (scorable and not live); `utilisation`: share of the generated
         completion tokens that reached a backward pass; `projected_vllm_step_ratio`: the step projected under vLLM
         ([`lze_examples.demo.projection`]), to the baseline's; `rollouts_to_grpo_final`, `flops_to_grpo_final`:
@@ -235,7 +235,7 @@ def headline_summary(results: dict[str, Any]) -> dict[str, Any]:
             "test_accuracy": row["final_test_accuracy"],
             "ood_accuracy": row["final_ood_accuracy"],
             "update_tokens_ratio": _ratio(row["update_tokens"], base["update_tokens"]),
-            "fresh_rollouts_ratio": _ratio(row["rollouts"], base["rollouts"]),
+            "generated_rollouts_ratio": _ratio(row["rollouts"], base["rollouts"]),
             "projected_vllm_step_ratio": _ratio(
                 row.get("projected_vllm_step_seconds"), base.get("projected_vllm_step_seconds")
             ),

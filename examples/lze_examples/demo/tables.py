@@ -106,7 +106,7 @@ HEADLINE_COLUMNS = (
     ("in-domain", "test_accuracy", "acc"),
     ("OOD", "ood_accuracy", "acc"),
     ("update tokens", "update_tokens_ratio", "ratio"),
-    ("fresh rollouts", "fresh_rollouts_ratio", "ratio"),
+    ("generated rollouts", "generated_rollouts_ratio", "ratio"),
     ("total FLOPs", "total_flops_ratio", "ratio"),
     ("vLLM step", "projected_vllm_step_ratio", "ratio"),
     ("dead groups", "dead_share", "pct0"),

@@ -122,13 +122,13 @@ def _evaluator(tokenizer: Any, splits: dict[str, Any], max_new_tokens: int):
 
 
 def _step_metrics(log_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every `lze/` metric of each logged training step (whatever the run's mode logs; with fused rounds the first
-    steps, which complete no batch, log their fresh rollouts only), and TRL's lengths, tokens and times."""
+    """Every `lze/` metric of each logged training step (whatever the run's mode logs), and TRL's lengths, tokens and
+    times."""
     keys = ("completions/mean_length", "num_tokens", "step_time")
     return [
         {"step": e["step"], **{k: v for k, v in e.items() if k.startswith("lze/") or k in keys}}
         for e in log_history
-        if "lze/fresh_rollouts" in e
+        if "lze/generated_rollouts" in e
     ]
 
 

@@ -23,7 +23,7 @@ class NoSelector(Selector):
 @register_selector
 class LZESelector(Selector):
     """
-    `"lze"`: the top `selection_ratio` of the groups by energy, with Gumbel exploration noise; only live
+    `"lze"`: the top `selection_ratio` of the groups by energy, with Gumbel selection noise; only live
     groups are selected (see [`select_top_k`]).
     """
 
