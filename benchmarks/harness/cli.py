@@ -67,8 +67,9 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
         "--selectors",
         nargs="+",
         default=DEFAULT_SELECTORS,
-        help="Runs to compare: any registered selector (none, lze, uniform, dapo, reinforce_rej, and the peers "
-        "prefilter and softmax), `grpo` (= none) or `lze+prune`, each optionally with "
+        help="Runs to compare: any registered selector (none, lze, uniform, dapo, and the peers prefilter and "
+        "softmax), `grpo` (= none), `lze+prune` or `reinforce_rej` (forward pruning on both sides after one dead "
+        "group, no exploration, and dapo's filter), each optionally with "
         "`:key=value,...` overrides of its own (a peer's own settings, e.g. softmax:temperature=0.3, go to its "
         "selector_kwargs).",
     )

@@ -21,13 +21,18 @@ from lze_trl.grpo.config import LZEGRPOConfig
 from lze_trl.method.selectors import SELECTORS
 
 from .. import peers
+from ..peers import reinforce_rej
 from ..peers.config import PeerConfig
 
 
 ALIASES: dict[str, dict[str, Any]] = {
     "grpo": {"selector": "none"},
     "lze+prune": {"selector": "lze", "prune_solved": True},
+    reinforce_rej.NAME: reinforce_rej.SETTINGS,
 }
+"""Run specs that name settings rather than a selector: `reinforce_rej` is Reinforce-Rej built on the package's
+settings ([`~benchmarks.peers.reinforce_rej.SETTINGS`]: forward pruning on both sides after one dead group with no
+exploration, and DAPO's filter of the live groups)."""
 
 
 @functools.cache
@@ -135,22 +140,15 @@ def parse_peer_value(selector: str, key: str, text: str) -> Any:
     return None if text.lower() in ("null", "none") else text
 
 
-RECORDED_KEYS = {"rollout_rounds": "generation_rounds", "probe_prior_strength": "history_prior_strength"}
-"""The committed runs' labels name the round settings as they were named when they ran: `rollout_rounds=2+4+8` is
-`generation_rounds=[2, 4, 8]` (round_policy "adaptive"), `probe_generations=2` is `generation_rounds=[2, G]` with
-round_policy "probe", `probe_prior_strength` is `history_prior_strength`. The labels stay, so that a rerun of a
-committed arm writes the label its report reads."""
-
-
 def parse_method(spec: str) -> MethodSpec:
     """
     A run from its command-line spec: a registered selector's name (`lze`, `none`, `uniform`, ..., the peers
-    `prefilter` and `softmax`), an alias (`grpo` for `none`, `lze+prune` for LZE with forward pruning), optionally
-    followed by `:key=value,key=value` overrides of this run only (e.g. `lze:selection_ratio=0.2`,
-    `lze:energy_terms=uncertainty+momentum`). A peer's own settings go to `selector_kwargs`
-    (`softmax:temperature=0.3,allocate_rollouts=true`, `prefilter:mode=remove_all_wrong`), every other key is an
-    [`LZEGRPOConfig`] field. The spec is the run's label; a peer that prepares before training (the
-    prefilter) trains with [`PeerTrainer`].
+    `prefilter` and `softmax`), an alias (`grpo` for `none`, `lze+prune` for LZE with forward pruning,
+    `reinforce_rej` for Reinforce-Rej's settings: [`ALIASES`]), optionally followed by `:key=value,key=value`
+    overrides of this run only (e.g. `lze:selection_ratio=0.2`, `lze:energy_terms=uncertainty+momentum`). A peer's
+    own settings go to `selector_kwargs` (`softmax:temperature=0.3,allocate_rollouts=true`,
+    `prefilter:mode=remove_all_wrong`), every other key is an [`LZEGRPOConfig`] field. The spec is the run's label; a
+    peer that prepares before training (the prefilter) trains with [`PeerTrainer`].
     """
     name, _, rest = spec.partition(":")
     if name in ALIASES:
@@ -171,15 +169,7 @@ def parse_method(spec: str) -> MethodSpec:
             items.append(item)
         else:
             settings[setting] = parse_peer_value(name, setting, text)
-    probe = [int(i.partition("=")[2]) for i in items if i.partition("=")[0].strip() == "probe_generations"]
-    items = [
-        "=".join((RECORDED_KEYS.get(k.strip(), k.strip()), v))
-        for k, _, v in (i.partition("=") for i in items)
-        if k.strip() != "probe_generations"
-    ]
     overrides.update(parse_overrides(items))
-    if probe:  # see RECORDED_KEYS
-        overrides.update(generation_rounds=[probe[0], overrides.get("num_generations", 8)], round_policy="probe")
     if settings:
         overrides["selector_kwargs"] = {**(overrides.get("selector_kwargs") or {}), **settings}
     trainer_cls = PeerTrainer if peers.needs_preparation(overrides["selector"]) else None

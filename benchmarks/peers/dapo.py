@@ -19,4 +19,4 @@ class DAPOSelector(Selector):
     name = "dapo"
 
     def select(self, batch: GroupBatch) -> np.ndarray:
-        return batch.eligible.astype(np.float64)
+        return batch.live.astype(np.float64)

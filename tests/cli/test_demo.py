@@ -351,7 +351,7 @@ def test_demo_command_end_to_end(tmp_path, capsys, monkeypatch):
     assert list(results["methods"]) == ["grpo", "lze", "lze+prune"]
     assert results["baseline"] == "grpo"
     config = DemoConfig.tiny()
-    for name, method in results["methods"].items():
+    for method in results["methods"].values():
         summary = method["summary"]
         assert summary["optimizer_steps"] == config.steps
         assert [r["step"] for r in method["curve"]] == list(range(config.steps + 1))

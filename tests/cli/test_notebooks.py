@@ -201,5 +201,5 @@ def test_analyze_selection_runs_its_own_demo(tmp_path, monkeypatch):
     assert_pngs(images, at_least=6)  # raster, by difficulty, flow, zone over time, trajectories, scatter
     # 16 rows, 14 distinct prompts (two repeat): rows holding the same prompt share one state
     assert "14 prompts observed; 24 group decisions over 6 steps" in text
-    assert "prompts are pruned at the end of the run" in text and "explored" in text
+    assert "prompts are pruned at the end of the run" in text and "explorations" in text
     assert (out / "lze_prompts.parquet").exists() and (out / "lze_selection_log.parquet").exists()

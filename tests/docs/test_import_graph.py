@@ -151,9 +151,7 @@ def test_the_settings_sit_below_the_registries_that_read_them():
     above = ("lze_trl.method.selectors", "lze_trl.method.validation")
     assert {m for m in reachable(graph, "lze_trl.method.settings") if m.startswith(above)} == set()
     # the validation is above both: it reads the settings and the registries
-    assert {"lze_trl.method.settings", "lze_trl.method.selectors"} <= set(
-        graph["lze_trl.method.validation"]
-    )
+    assert {"lze_trl.method.settings", "lze_trl.method.selectors"} <= set(graph["lze_trl.method.validation"])
 
 
 @pytest.mark.parametrize("module", METHOD_LAYER + ANALYSIS)
@@ -186,9 +184,9 @@ def test_neither_the_package_nor_the_tests_of_the_core_import_the_benchmarks():
             elif isinstance(node, ast.Attribute) and node.attr.startswith(experimental):
                 raise AssertionError(f"{path.name} reads the experimental setting {node.attr!r}")
     assert not (PACKAGE / "experimental").exists()
-    # the tests of the benchmarks are in tests/benchmarks; besides them, the peers' selector tests and launchers and
-    # the tables' golden values read benchmarks/
-    also = {"test_selectors.py", "test_tables.py", "dist_peers.py", "dist_selectors.py"}
+    # the tests of the benchmarks are in tests/benchmarks (the peers' among them); besides them, the peers' two-process
+    # launcher and the tables' golden values read benchmarks/ (the tests of the package's selectors do not)
+    also = {"test_tables.py", "dist_peers.py"}
     for path in (PACKAGE.parent / "tests").rglob("*.py"):
         if path.parent.name != "benchmarks" and path.name not in also:
             assert not re.search(r"^\s*(from|import) benchmarks\b", path.read_text(), re.MULTILINE), path.name
