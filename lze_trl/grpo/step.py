@@ -26,37 +26,40 @@ def generation_batch(trainer: Any, inputs: list[dict]) -> Batch:
     """The rows this process hands TRL's update from its `inputs` (as the sampler drew them, each prompt
     `num_generations` times in a row); `trainer` is the [`~lze_trl.grpo.trainer.LZEGRPOTrainer`] (its run `lze`,
     `generate_and_score`, `gathered_prompt_keys`, `total_rewards`, `log_lze`, `accelerator`, `args` and `state`)."""
-    run, G, accelerator = trainer.lze, trainer.num_generations, trainer.accelerator
+    run, num_generations, accelerator = trainer.lze, trainer.num_generations, trainer.accelerator
     processes, process = accelerator.num_processes, accelerator.process_index
-    keys = trainer.gathered_prompt_keys(inputs)[::G]  # each group's, every process's in order
+    keys = trainer.gathered_prompt_keys(inputs)[::num_generations]  # each group's, every process's in order
     metrics: dict[str, float] = {}
     skipped = 0
     if run.skips:  # the groups of the prompts forward pruning skips are neither generated nor replaced
         skip, metrics = run.skip_groups(keys, processes)
         mine = ~skip.reshape(processes, -1)[process]
-        inputs = [row for g, keep in enumerate(mine) if keep for row in inputs[g * G : (g + 1) * G]]
+        starts = np.flatnonzero(mine) * num_generations  # this process's generated groups' first rows
+        inputs = [inputs[i] for start in starts for i in range(start, start + num_generations)]
         keys, skipped = keys[~skip], int(skip.sum())
     rows, rewards = trainer.generate_and_score(inputs)
     run.unscorable_guard.check(rewards)
-    rewards = rewards.reshape(len(keys), G, -1)
-    metrics["lze/generated_rollouts"] = float(len(keys) * G)
+    rewards = rewards.reshape(len(keys), num_generations, -1)
+    metrics["lze/generated_rollouts"] = float(len(keys) * num_generations)
     weights, metrics, shadow_kept = run.decide_batch(
         keys, rewards, trainer.total_rewards(rewards), trainer.state.global_step, metrics, skipped
     )
     generated_tokens = rows["num_items_in_batch"].item()
     if run.skips or not np.all(weights == 1.0):  # rows to cut, or to pad to whole micro-batches
-        every = np.repeat(weights, G).reshape(processes, -1)  # each row's weight, the processes' equal slices
+        # each row's weight, the processes' equal slices
+        every = np.repeat(weights, num_generations).reshape(processes, -1)
         local = torch.as_tensor(every[process], dtype=torch.float32)
         advantages = rows["advantages"]
         rows["advantages"] = advantages * local.to(advantages.device).reshape(-1, *[1] * (advantages.dim() - 1))
         max_kept = int((every > 0).sum(axis=1).max())
         rows = pad_rows(rows, local > 0, max_kept, trainer.args.steps_per_generation, accelerator)
     if shadow_kept is not None:  # the loss tokens of each group: every process's rows, in order
-        tokens = accelerator.gather(rows["completion_mask"].sum(-1)).cpu().numpy().reshape(-1, G).sum(-1)
+        tokens = accelerator.gather(rows["completion_mask"].sum(-1)).cpu().numpy()
+        tokens = tokens.reshape(-1, num_generations).sum(-1)
         metrics.update(Shadow.update_tokens(tokens, shadow_kept))
     update_tokens = rows["num_items_in_batch"].item()  # the kept groups' rollouts (not the padding), every process's
     metrics["lze/update_tokens_saved_frac"] = 1.0 - update_tokens / max(generated_tokens, 1.0)
-    kept_rows = int((np.repeat(weights, G) > 0).sum())
-    run.close(metrics, (kept_rows, update_tokens), (len(weights) * G, generated_tokens))
+    kept_rows = int((np.repeat(weights, num_generations) > 0).sum())
+    run.close(metrics, (kept_rows, update_tokens), (len(weights) * num_generations, generated_tokens))
     trainer.log_lze(metrics)
     return rows

@@ -22,19 +22,25 @@ def validate_lze_args(args: LZESettings) -> None:
     for error in setting_errors(args):
         raise ValueError(error)
     SELECTORS.check(args)  # each selector validates its own settings
-    G, needs_pass_rates = args.num_generations, SELECTORS[args.selector].needs_pass_rates
-    if G is not None and G < 2 and (needs_pass_rates or prunes(args)):
+    num_generations, needs_pass_rates = args.num_generations, SELECTORS[args.selector].needs_pass_rates
+    if num_generations is not None and num_generations < 2 and (needs_pass_rates or prunes(args)):
         raise ValueError(
-            f"num_generations={G} is invalid with selector={args.selector!r}: pass rates need a group of rollouts per "
-            "prompt; set num_generations >= 2 (the paper uses 8)."
+            f"num_generations={num_generations} is invalid with selector={args.selector!r}: pass rates need a group "
+            "of rollouts per prompt; set num_generations >= 2 (the paper uses 8)."
         )
     steps = getattr(args, "steps_per_generation", None)  # None: the async trainer, which keeps groups whole
     rows = args.per_device_train_batch_size * (steps or 1)
-    if not args.prune_refill and prunes(args) and steps is not None and G is not None and rows % G != 0:
+    if (
+        not args.prune_refill
+        and prunes(args)
+        and steps is not None
+        and num_generations is not None
+        and rows % num_generations != 0
+    ):
         raise ValueError(
             f"prune_refill=False cannot run: a step skips whole groups on every process, but "
             f"per_device_train_batch_size x steps_per_generation = {rows} rows is not a multiple of "
-            f"num_generations={G}. Change that, or set prune_refill=True."
+            f"num_generations={num_generations}. Change that, or set prune_refill=True."
         )
     if args.shadow and prunes(args):
         setting = "prune_solved" if args.prune_solved else "prune_unsolved"

@@ -53,12 +53,12 @@ class GroupBatch:
         quota as the dead groups of a batch that generated them do."""
         if count <= 0:
             return self
-        G = self.rewards.shape[1]
+        num_generations = self.rewards.shape[1]
         return dataclasses.replace(
             self,
             prompt_keys=np.concatenate([self.prompt_keys, np.full(count, -1, dtype=np.int64)]),
             pass_rates=np.concatenate([self.pass_rates, np.full(count, np.nan)]),
-            rewards=np.concatenate([self.rewards, np.full((count, G), np.nan)]),
+            rewards=np.concatenate([self.rewards, np.full((count, num_generations), np.nan)]),
             energies=np.concatenate([self.energies, np.zeros(count)]),
             live=np.concatenate([self.live, np.zeros(count, dtype=bool)]),
             ema_pass_rates=np.concatenate([self.ema_pass_rates, np.full(count, np.nan)]),
