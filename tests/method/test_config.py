@@ -48,6 +48,21 @@ def test_num_generations_below_two_rejected():
         LZEGRPOConfig(**BASE, num_generations=1, per_device_train_batch_size=2)
 
 
+def test_skip_mode_needs_whole_groups_on_every_process():
+    # TRL checks the global generation batch; with 2 processes each holds 4 rows of the 8-row batch, half a group of 8:
+    # a skipped group would straddle two processes
+    from lze_trl.method.validation import validate_lze_args
+
+    args = LZEGRPOConfig(**{**BASE, "num_generations": 8}, per_device_train_batch_size=8, prune_solved=True)
+    args.prune_refill, args.per_device_train_batch_size, args.steps_per_generation = False, 2, 2
+    with pytest.raises(
+        ValueError, match=r"prune_refill=False cannot run: .* 4 rows is not a multiple of num_generations=8"
+    ):
+        validate_lze_args(args)
+    args.prune_refill = True  # refilling plans whole epochs: nothing straddles
+    validate_lze_args(args)
+
+
 def test_defaults_match_the_release():
     args = LZEGRPOConfig(**BASE)
     assert (args.selector, args.selection_ratio, args.selection_noise) == ("lze", 0.4, 0.05)
